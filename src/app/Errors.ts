@@ -1,0 +1,87 @@
+/**
+ * The errors a procedure call can fail with on the wire, and their HTTP statuses.
+ */
+import { Schema } from "effect"
+import * as StoreErrors from "../kernel/Errors.js"
+import { GuardRefused } from "./Guard.js"
+
+/** A handler refused with an explicit status (it failed with `{status, message}`). */
+export class ProcedureFailure extends Schema.TaggedError<ProcedureFailure>()("ProcedureFailure", {
+  status: Schema.Number,
+  message: Schema.String
+}) {}
+
+/** The input failed its schema. */
+export class InputInvalid extends Schema.TaggedError<InputInvalid>()("InputInvalid", {
+  message: Schema.String
+}) {}
+
+/** The caller could not be authenticated (a strategy's verdict was `Failed`, or a handler said so). */
+export class Unauthenticated extends Schema.TaggedError<Unauthenticated>()("Unauthenticated", {
+  reason: Schema.String
+}) {
+  override get message() {
+    return `unauthenticated: ${this.reason}`
+  }
+}
+
+/** No procedure has that tag. */
+export class ProcedureNotFound extends Schema.TaggedError<ProcedureNotFound>()("ProcedureNotFound", {
+  tag: Schema.String
+}) {
+  override get message() {
+    return `no procedure "${this.tag}"`
+  }
+}
+
+/** Anything unexpected. The cause is logged with the trace id; the client sees only this. */
+export class InternalError extends Schema.TaggedError<InternalError>()("InternalError", {
+  message: Schema.String,
+  traceId: Schema.String
+}) {}
+
+/** Every error a procedure call can fail with, as a wire schema. */
+export const ProcedureError = Schema.Union(
+  ProcedureFailure,
+  InputInvalid,
+  Unauthenticated,
+  ProcedureNotFound,
+  InternalError,
+  GuardRefused,
+  StoreErrors.RowNotFound,
+  StoreErrors.DuplicateRow,
+  StoreErrors.TenantViolation,
+  StoreErrors.RowInvalid,
+  StoreErrors.UnknownField,
+  StoreErrors.StoreUnavailable,
+  StoreErrors.ChangeDeliveryFailed
+)
+/** @see ProcedureError */
+export type ProcedureError = typeof ProcedureError.Type
+
+/** The HTTP status of a procedure error. */
+export const statusOf = (error: ProcedureError): number => {
+  switch (error._tag) {
+    case "ProcedureFailure":
+    case "GuardRefused":
+      return error.status
+    case "InputInvalid":
+    case "RowInvalid":
+    case "UnknownField":
+      return 400
+    case "Unauthenticated":
+      return 401
+    case "TenantViolation":
+      return 403
+    case "ProcedureNotFound":
+    case "RowNotFound":
+      return 404
+    case "DuplicateRow":
+      return 409
+    case "StoreUnavailable":
+      return 503
+    case "InternalError":
+    case "ChangeDeliveryFailed":
+      return 500
+  }
+}

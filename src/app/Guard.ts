@@ -1,0 +1,48 @@
+/**
+ * Guards: checks that run after input decode and subject resolution, before the handler.
+ * A guard returns nothing to proceed, or `{status, message}` to refuse.
+ */
+import { Effect, Schema } from "effect"
+import type { Headers } from "@effect/platform"
+import type { StoreShape } from "../kernel/Store.js"
+import * as Subject from "../kernel/Subject.js"
+
+/** The context a guard (and a handler) sees. */
+export interface Context {
+  readonly subject: Subject.Subject
+  readonly headers: Headers.Headers
+  readonly store: StoreShape
+}
+
+/** A refusal: the HTTP status and a message safe to show the client. */
+export interface Refusal {
+  readonly status: number
+  readonly message: string
+}
+
+/** A guard: sync or effectful, returning a refusal or nothing. */
+export type Guard = (ctx: Context) => Refusal | void | undefined | Effect.Effect<Refusal | void | undefined>
+
+/** The typed failure a refused guard produces (carried over rpc and mapped to its status over HTTP). */
+export class GuardRefused extends Schema.TaggedError<GuardRefused>()("GuardRefused", {
+  status: Schema.Number,
+  message: Schema.String
+}) {}
+
+/** Refuses with 403 unless the subject carries `scope` (the scope `*` bypasses). */
+export const requireScope = (scope: string): Guard => (ctx) =>
+  Subject.hasScope(ctx.subject, scope) ? undefined : { status: 403, message: `missing scope "${scope}"` }
+
+/** Refuses with 401 when the caller is anonymous. */
+export const requireAuthenticated: Guard = (ctx) =>
+  ctx.subject.type === "anonymous" ? { status: 401, message: "authentication required" } : undefined
+
+/** Runs guards in order; the first refusal fails with `GuardRefused`. */
+export const runGuards = (guards: ReadonlyArray<Guard>, ctx: Context): Effect.Effect<void, GuardRefused> =>
+  Effect.gen(function*() {
+    for (const guard of guards) {
+      const result = guard(ctx)
+      const refusal = Effect.isEffect(result) ? yield* result : result
+      if (refusal) return yield* new GuardRefused({ status: refusal.status, message: refusal.message })
+    }
+  })

@@ -1,0 +1,106 @@
+/**
+ * The plugin contract. A plugin declares its name, permissions, tables and what it contributes
+ * (a background layer, a change listener, HTTP routes, inspect routes, procedures, rpc interceptors).
+ * The framework hands a plugin only what its permissions allow: without `store:write` its Store is
+ * read-only, without `network:outbound:<host>` its HttpClient refuses that host, without
+ * `store:changes:read` it cannot listen to changes, and an unknown permission fails the boot.
+ */
+import type { HttpClient, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import type { Cause, Effect, Layer, Scope } from "effect"
+import { Context, Schema } from "effect"
+import type { ChangeEvent } from "../kernel/ChangeEvent.js"
+import type { Store } from "../kernel/Store.js"
+import type { CurrentSubject } from "../kernel/Subject.js"
+import type * as Table from "../kernel/Table.js"
+import type * as Procedure from "./Procedure.js"
+
+/** The permissions a plugin may declare. */
+export type Permission =
+  | "store:write"
+  | "store:changes:read"
+  | "inspect:read"
+  | "inspect:write"
+  | "rpc:intercept:query"
+  | "rpc:intercept:mutation"
+  | "rpc:intercept:action"
+  | `network:outbound:${string}`
+
+/** The services plugin code runs with, each narrowed to the plugin's permissions. */
+export type Services = Store | HttpClient.HttpClient
+
+/** What a plugin HTTP route handler may use: the request, its route params, the resolved caller, and the plugin services. */
+export type RouteServices = Services | HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams | RouteParams | CurrentSubject
+
+/** Path parameters of the matched route (`:name` segments). */
+export class RouteParams extends Context.Tag("@fw/framework/Plugin/RouteParams")<
+  RouteParams,
+  Readonly<Record<string, string>>
+>() {}
+
+/** An HTTP route contributed by a plugin. */
+export interface Route {
+  readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
+  /** Absolute path for `routes`; relative to `/_fw/inspect/plugins/<name>` for `inspectRoutes`. */
+  readonly path: `/${string}`
+  /** Body cap for this route, default the app's cap. */
+  readonly maxBodyBytes?: number
+  readonly handler: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, RouteServices>
+}
+
+/** Wraps one procedure call; requires `rpc:intercept:<kind>`. */
+export interface Interceptor {
+  readonly kind: Procedure.Kind
+  readonly intercept: (
+    call: Procedure.Call,
+    next: Effect.Effect<unknown, unknown>
+  ) => Effect.Effect<unknown, unknown, Services>
+}
+
+/** A plugin. */
+export interface Plugin {
+  readonly name: string
+  readonly permissions: ReadonlyArray<Permission>
+  /** Tables the plugin owns (usually `_fw_*`), applied by the schema differ with the app's. */
+  readonly tables?: ReadonlyArray<Table.Any>
+  /** Background work (sweeps, refreshes), started with the server and stopped with it. */
+  readonly layer?: Layer.Layer<never, unknown, Services | Scope.Scope>
+  /** Called for every committed change; requires `store:changes:read`. */
+  readonly onChangeEvent?: (event: ChangeEvent) => Effect.Effect<void, unknown, Services>
+  /** Declares the listener durable (see `ChangeTap.Listener`): how to record a failed delivery. */
+  readonly recordChangeFailure?: (event: ChangeEvent, cause: Cause.Cause<unknown>) => Effect.Effect<void, unknown, Services>
+  readonly routes?: ReadonlyArray<Route>
+  /** Mounted under `/_fw/inspect/plugins/<name>`; GET needs `inspect:read`, other methods `inspect:write`. */
+  readonly inspectRoutes?: ReadonlyArray<Route>
+  readonly procedures?: ReadonlyArray<Procedure.Any>
+  readonly interceptors?: ReadonlyArray<Interceptor>
+}
+
+/** Declares a plugin (identity function that checks the shape at compile time). */
+export const definePlugin = (plugin: Plugin): Plugin => plugin
+
+/** Every permission a plugin may declare, except the `network:outbound:<host>` family. */
+export const knownPermissions: ReadonlyArray<Permission> = [
+  "store:write",
+  "store:changes:read",
+  "inspect:read",
+  "inspect:write",
+  "rpc:intercept:query",
+  "rpc:intercept:mutation",
+  "rpc:intercept:action"
+]
+
+/** A permission the plugin used without declaring it. */
+export class PermissionDenied extends Schema.TaggedError<PermissionDenied>()("PermissionDenied", {
+  plugin: Schema.String,
+  permission: Schema.String
+}) {
+  override get message() {
+    return `plugin "${this.plugin}" did not declare the permission "${this.permission}"`
+  }
+}
+
+/** A plugin declaration the framework refuses at boot. */
+export class PluginInvalid extends Schema.TaggedError<PluginInvalid>()("PluginInvalid", {
+  plugin: Schema.String,
+  message: Schema.String
+}) {}

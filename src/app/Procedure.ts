@@ -1,0 +1,100 @@
+/**
+ * Procedures: `query` (read-only, live over the socket), `mutation` (writes) and `action`
+ * (side effects beyond the store). Each has Schema input/output, guards and optional REST projection.
+ */
+import type { Headers } from "@effect/platform"
+import type { Effect, Schema } from "effect"
+import type { StoreShape } from "../kernel/Store.js"
+import type { Subject } from "../kernel/Subject.js"
+import type { Guard } from "./Guard.js"
+
+/** The three procedure kinds. */
+export type Kind = "query" | "mutation" | "action"
+
+/** What a handler sees besides its input. */
+export interface HandlerContext {
+  readonly subject: Subject
+  readonly store: StoreShape
+  readonly headers: Headers.Headers
+  readonly traceId: string
+}
+
+/** REST projection of a procedure (spec 2.9, 4.5 rule 4). */
+export interface PublicApi {
+  readonly method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
+  readonly path?: `/${string}`
+  readonly version?: string
+  readonly scopes?: ReadonlyArray<string>
+  readonly rateLimit?: unknown
+  readonly idempotent?: boolean
+  /** Queries only: project a `text/event-stream` live query. */
+  readonly stream?: "sse"
+}
+
+/**
+ * A declared procedure. A handler may fail with a typed store error, `{status, message}`
+ * (any object with a numeric status and a string message), or anything else (reported as 500).
+ */
+export interface Procedure<K extends Kind, Tag extends string, I, IE, O, OE> {
+  readonly _tag: "Procedure"
+  readonly kind: K
+  readonly tag: Tag
+  readonly input: Schema.Schema<I, IE>
+  readonly output: Schema.Schema<O, OE>
+  readonly handler: (input: I, ctx: HandlerContext) => Effect.Effect<O, unknown>
+  readonly guards: ReadonlyArray<Guard>
+  readonly publicApi: PublicApi | undefined
+}
+
+/**
+ * Any procedure. `any` is the one documented builder boundary: procedures of different input and
+ * output types are stored in one list, and the runtime decodes and encodes through their schemas.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Any = Procedure<Kind, string, any, any, any, any>
+
+/** A call of a procedure, as seen by interceptors. */
+export interface Call {
+  readonly kind: Kind
+  readonly tag: string
+  readonly input: unknown
+  readonly subject: Subject
+  readonly headers: Headers.Headers
+  readonly traceId: string
+}
+
+/** Options of a procedure constructor. */
+export interface Options<I, IE, O, OE> {
+  readonly input: Schema.Schema<I, IE>
+  readonly output: Schema.Schema<O, OE>
+  readonly handler: (input: I, ctx: HandlerContext) => Effect.Effect<O, unknown>
+  readonly guards?: ReadonlyArray<Guard>
+  readonly publicApi?: PublicApi
+}
+
+const tagPattern = /^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)*$/
+
+const make = <K extends Kind>(kind: K) =>
+<const Tag extends string, I, IE, O, OE>(
+  tag: Tag,
+  options: Options<I, IE, O, OE>
+): Procedure<K, Tag, I, IE, O, OE> => {
+  if (!tagPattern.test(tag)) throw new Error(`procedure tag "${tag}" must be dotted identifiers, e.g. "todos.list"`)
+  return {
+    _tag: "Procedure",
+    kind,
+    tag,
+    input: options.input,
+    output: options.output,
+    handler: options.handler,
+    guards: options.guards ?? [],
+    publicApi: options.publicApi
+  }
+}
+
+/** Declares a query: reads only; subscribed over the socket it is live. */
+export const query = make("query")
+/** Declares a mutation: writes to the store. */
+export const mutation = make("mutation")
+/** Declares an action: side effects beyond the store (calls out, sends mail). */
+export const action = make("action")

@@ -1,0 +1,82 @@
+/**
+ * The AuthStrategy contract: every transport resolves the caller's Subject by running the app's
+ * composed strategies over the request's headers (and cookies, which ride in the `cookie` header).
+ */
+import type { HttpClient } from "@effect/platform"
+import type { Headers } from "@effect/platform"
+import { Data, Effect } from "effect"
+import type { Subject } from "../kernel/Subject.js"
+
+/** What a strategy concluded about a request. */
+export type Verdict = Data.TaggedEnum<{
+  /** The strategy does not apply (no token of its kind): the next strategy is tried. */
+  NoMatch: {}
+  /** The request is authenticated as `subject`. */
+  Authenticated: { readonly subject: Subject }
+  /** A token of this strategy's kind was present but is not acceptable: the chain stops here. */
+  Failed: { readonly reason: string }
+}>
+
+/** Constructors and matchers of `Verdict`. */
+export const Verdict = Data.taggedEnum<Verdict>()
+
+/** The parts of a request a strategy may look at. Header names are lower-case. */
+export interface AuthRequest {
+  readonly headers: Headers.Headers
+}
+
+/** Services a strategy may need while authenticating (JWKS and discovery fetches). */
+export type Requirements = HttpClient.HttpClient
+
+/** A way of authenticating requests. */
+export interface AuthStrategy {
+  /** Strategy id, e.g. `password-session`, `idp_a`; carried as `metadata.provider` on JWT subjects. */
+  readonly id: string
+  /** Hosts this strategy contacts (JWKS, discovery), declared as `network:outbound:<host>`. */
+  readonly outboundHosts: ReadonlyArray<string>
+  readonly authenticate: (request: AuthRequest) => Effect.Effect<Verdict, never, Requirements>
+}
+
+/**
+ * Composes strategies: the first `Authenticated` wins, a `Failed` verdict stops the chain
+ * (it never falls through to a weaker strategy), and when none matches the verdict is `NoMatch`.
+ */
+export const composeAuthStrategies = (strategies: ReadonlyArray<AuthStrategy>): AuthStrategy => ({
+  id: strategies.map((s) => s.id).join("|"),
+  outboundHosts: [...new Set(strategies.flatMap((s) => s.outboundHosts))],
+  authenticate: (request) =>
+    Effect.gen(function*() {
+      for (const strategy of strategies) {
+        const verdict = yield* strategy.authenticate(request)
+        if (verdict._tag !== "NoMatch") return verdict
+      }
+      return Verdict.NoMatch()
+    })
+})
+
+/** Reads one cookie from a request's `cookie` header. */
+export const readCookie = (headers: Headers.Headers, name: string): string | undefined => {
+  const header = headers["cookie"]
+  if (header === undefined) return undefined
+  for (const part of header.split(";")) {
+    const eq = part.indexOf("=")
+    if (eq === -1) continue
+    if (part.slice(0, eq).trim() === name) {
+      const raw = part.slice(eq + 1).trim()
+      try {
+        return decodeURIComponent(raw)
+      } catch {
+        return raw
+      }
+    }
+  }
+  return undefined
+}
+
+/** Reads a `Bearer` token from the `authorization` header. */
+export const readBearer = (headers: Headers.Headers): string | undefined => {
+  const header = headers["authorization"]
+  if (header === undefined) return undefined
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header)
+  return match?.[1]
+}

@@ -1,0 +1,28 @@
+/**
+ * The post-commit change event: one per committed insert, update and delete.
+ */
+import { Schema } from "effect"
+import { Provenance } from "./Provenance.js"
+
+/** The operation a change records. */
+export const ChangeOp = Schema.Literal("insert", "update", "delete")
+/** @see ChangeOp */
+export type ChangeOp = typeof ChangeOp.Type
+
+/**
+ * A committed change. `before`/`after` are the encoded rows (JSON-safe); `seq` is a per-process
+ * monotonically increasing number in commit order; `at` is the commit time in epoch ms.
+ */
+export const ChangeEvent = Schema.Struct({
+  table: Schema.String,
+  op: ChangeOp,
+  id: Schema.String,
+  tenantId: Schema.NullOr(Schema.String),
+  before: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  after: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  at: Schema.Number,
+  seq: Schema.Number,
+  provenance: Provenance
+})
+/** @see ChangeEvent */
+export type ChangeEvent = typeof ChangeEvent.Type

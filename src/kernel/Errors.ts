@@ -1,0 +1,67 @@
+/**
+ * Typed failures of the store. Expected failures are these tagged errors; anything else is a defect.
+ */
+import { Schema } from "effect"
+
+/** The database failed (connection lost, constraint the store did not anticipate, ...). */
+export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("StoreUnavailable", {
+  message: Schema.String
+}) {}
+
+/** No row with that id exists (in the caller's tenant). */
+export class RowNotFound extends Schema.TaggedError<RowNotFound>()("RowNotFound", {
+  table: Schema.String,
+  id: Schema.String
+}) {
+  override get message() {
+    return `no row "${this.id}" in table "${this.table}"`
+  }
+}
+
+/** A row with that id already exists. */
+export class DuplicateRow extends Schema.TaggedError<DuplicateRow>()("DuplicateRow", {
+  table: Schema.String,
+  id: Schema.String
+}) {
+  override get message() {
+    return `a row "${this.id}" already exists in table "${this.table}"`
+  }
+}
+
+/** A write for a Subject named a tenant other than the Subject's own. */
+export class TenantViolation extends Schema.TaggedError<TenantViolation>()("TenantViolation", {
+  table: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A row failed its table's schema (on write, or a stored row on read). */
+export class RowInvalid extends Schema.TaggedError<RowInvalid>()("RowInvalid", {
+  table: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A query named a field the table does not declare. */
+export class UnknownField extends Schema.TaggedError<UnknownField>()("UnknownField", {
+  table: Schema.String,
+  field: Schema.String
+}) {
+  override get message() {
+    return `table "${this.table}" has no field "${this.field}"`
+  }
+}
+
+/** A listener declared durable failed and could not record its failure: the write is reported as failed. */
+export class ChangeDeliveryFailed extends Schema.TaggedError<ChangeDeliveryFailed>()("ChangeDeliveryFailed", {
+  listener: Schema.String,
+  message: Schema.String
+}) {}
+
+/** Every typed store failure. */
+export type StoreError =
+  | StoreUnavailable
+  | RowNotFound
+  | DuplicateRow
+  | TenantViolation
+  | RowInvalid
+  | UnknownField
+  | ChangeDeliveryFailed

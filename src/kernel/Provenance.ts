@@ -1,0 +1,31 @@
+/**
+ * Provenance of a write: which trace, which subject, which procedure caused it.
+ * Set by the procedure runtime in a FiberRef and copied onto every ChangeEvent.
+ */
+import { Effect, FiberRef, Schema } from "effect"
+
+/** Where a change came from. */
+export const Provenance = Schema.Struct({
+  traceId: Schema.String,
+  subjectId: Schema.NullOr(Schema.String),
+  procedure: Schema.NullOr(Schema.String)
+})
+/** @see Provenance */
+export type Provenance = typeof Provenance.Type
+
+/** Provenance of code that runs outside any procedure (boot, plugins, scripts). */
+export const system: Provenance = { traceId: "system", subjectId: null, procedure: null }
+
+/** The provenance of the current fiber. */
+export const current: FiberRef.FiberRef<Provenance> = FiberRef.unsafeMake<Provenance>(system)
+
+/** Runs `effect` with `provenance`. */
+export const withProvenance = (provenance: Provenance) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.locally(effect, current, provenance)
+
+/** A fresh random trace id (128 bits, hex). */
+export const newTraceId = (): string => {
+  const bytes = new Uint8Array(16)
+  crypto.getRandomValues(bytes)
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")
+}
