@@ -54,7 +54,8 @@ export const ProcedureError = Schema.Union(
   StoreErrors.RowInvalid,
   StoreErrors.UnknownField,
   StoreErrors.StoreUnavailable,
-  StoreErrors.ChangeDeliveryFailed
+  StoreErrors.ChangeDeliveryFailed,
+  StoreErrors.StoreWriteDenied
 )
 /** @see ProcedureError */
 export type ProcedureError = typeof ProcedureError.Type
@@ -72,6 +73,7 @@ export const statusOf = (error: ProcedureError): number => {
     case "Unauthenticated":
       return 401
     case "TenantViolation":
+    case "StoreWriteDenied":
       return 403
     case "ProcedureNotFound":
     case "RowNotFound":

@@ -56,6 +56,16 @@ export class ChangeDeliveryFailed extends Schema.TaggedError<ChangeDeliveryFaile
   message: Schema.String
 }) {}
 
+/** A plugin without the `store:write` permission tried to write. */
+export class StoreWriteDenied extends Schema.TaggedError<StoreWriteDenied>()("StoreWriteDenied", {
+  table: Schema.String,
+  plugin: Schema.String
+}) {
+  override get message() {
+    return `plugin "${this.plugin}" may not write table "${this.table}": it did not declare "store:write"`
+  }
+}
+
 /** Every typed store failure. */
 export type StoreError =
   | StoreUnavailable
@@ -65,3 +75,4 @@ export type StoreError =
   | RowInvalid
   | UnknownField
   | ChangeDeliveryFailed
+  | StoreWriteDenied

@@ -1,0 +1,79 @@
+/**
+ * `defineApp`: the description of an app — its tables, procedures, REST routes, plugins, auth and
+ * HTTP options. It is inert: serving it is `Server.layer(app)` composed with a store and an HTTP server.
+ */
+import type * as AuthStrategy from "../auth/AuthStrategy.js"
+import type * as Table from "../kernel/Table.js"
+import type * as Plugin from "./Plugin.js"
+import type * as Procedure from "./Procedure.js"
+
+/** Idempotency of mutating REST requests (spec 3.6): `true` or `{header, ttlMs}`. */
+export type IdempotencyOption = boolean | { readonly header?: string; readonly ttlMs?: number }
+
+/** The options of `defineApp`. */
+export interface Options {
+  readonly name?: string
+  readonly tables?: ReadonlyArray<Table.Any>
+  readonly procedures?: ReadonlyArray<Procedure.Any>
+  /** REST route descriptors (`defineRestRoute`), one per file, listed explicitly. */
+  readonly restRoutes?: ReadonlyArray<unknown>
+  readonly plugins?: ReadonlyArray<Plugin.Plugin>
+  /** Strategies tried in order (see `composeAuthStrategies`); none means every caller is anonymous. */
+  readonly auth?: AuthStrategy.AuthStrategy | ReadonlyArray<AuthStrategy.AuthStrategy>
+  readonly http?: { readonly maxBodyBytes?: number }
+  readonly idempotency?: IdempotencyOption
+}
+
+/** A defined app: its options, normalised and checked. */
+export interface App {
+  readonly _tag: "App"
+  readonly name: string
+  /** App tables followed by every plugin's tables. */
+  readonly tables: ReadonlyArray<Table.Any>
+  /** App procedures followed by every plugin's procedures, keyed by tag. */
+  readonly procedures: ReadonlyMap<string, Procedure.Any>
+  readonly restRoutes: ReadonlyArray<unknown>
+  readonly plugins: ReadonlyArray<Plugin.Plugin>
+  readonly auth: ReadonlyArray<AuthStrategy.AuthStrategy>
+  readonly maxBodyBytes: number | undefined
+  readonly idempotency: IdempotencyOption
+}
+
+/** An app declaration the framework refuses (duplicate tags or tables). */
+export class AppDefinitionError extends Error {
+  override readonly name = "AppDefinitionError"
+}
+
+/** Suffix of the streaming rpc that serves a query live over the socket. */
+export const liveSuffix = ".live"
+
+/** Describes an app. Throws `AppDefinitionError` on duplicate table names or procedure tags. */
+export const defineApp = (options: Options): App => {
+  const plugins = options.plugins ?? []
+  const tables = [...(options.tables ?? []), ...plugins.flatMap((plugin) => plugin.tables ?? [])]
+  const tableNames = new Set<string>()
+  for (const table of tables) {
+    if (tableNames.has(table.name)) throw new AppDefinitionError(`table "${table.name}" is declared twice`)
+    tableNames.add(table.name)
+  }
+  const procedures = new Map<string, Procedure.Any>()
+  for (const procedure of [...(options.procedures ?? []), ...plugins.flatMap((plugin) => plugin.procedures ?? [])]) {
+    if (procedures.has(procedure.tag)) throw new AppDefinitionError(`procedure "${procedure.tag}" is declared twice`)
+    if (procedure.tag.endsWith(liveSuffix)) {
+      throw new AppDefinitionError(`procedure "${procedure.tag}": the suffix "${liveSuffix}" is reserved for live queries`)
+    }
+    procedures.set(procedure.tag, procedure)
+  }
+  const auth = options.auth === undefined ? [] : Array.isArray(options.auth) ? options.auth : [options.auth]
+  return {
+    _tag: "App",
+    name: options.name ?? "app",
+    tables,
+    procedures,
+    restRoutes: options.restRoutes ?? [],
+    plugins,
+    auth: auth as ReadonlyArray<AuthStrategy.AuthStrategy>,
+    maxBodyBytes: options.http?.maxBodyBytes,
+    idempotency: options.idempotency ?? false
+  }
+}

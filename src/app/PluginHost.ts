@@ -1,0 +1,87 @@
+/**
+ * Hosting plugins: checks their declarations at boot and hands each one only what its
+ * permissions allow (a read-only Store without `store:write`, an HttpClient limited to the
+ * declared `network:outbound:<host>` hosts).
+ */
+import { HttpClient, HttpClientError } from "@effect/platform"
+import { Context, Effect } from "effect"
+import { StoreWriteDenied } from "../kernel/Errors.js"
+import type { StoreShape } from "../kernel/Store.js"
+import { Store } from "../kernel/Store.js"
+import * as Plugin from "./Plugin.js"
+
+const outboundPrefix = "network:outbound:"
+
+/** Fails with `PluginInvalid` on an unknown permission or a contribution the plugin has no permission for. */
+export const validate = (plugin: Plugin.Plugin): Effect.Effect<void, Plugin.PluginInvalid> => {
+  const invalid = (message: string) => Effect.fail(new Plugin.PluginInvalid({ plugin: plugin.name, message }))
+  for (const permission of plugin.permissions) {
+    const known = Plugin.knownPermissions.includes(permission) ||
+      (permission.startsWith(outboundPrefix) && permission.length > outboundPrefix.length)
+    if (!known) return invalid(`unknown permission "${permission}"`)
+  }
+  const has = (permission: Plugin.Permission) => plugin.permissions.includes(permission)
+  if (plugin.onChangeEvent && !has("store:changes:read")) {
+    return invalid(`onChangeEvent needs the permission "store:changes:read"`)
+  }
+  for (const route of plugin.inspectRoutes ?? []) {
+    const needed = route.method === "GET" ? "inspect:read" : "inspect:write"
+    if (!has(needed)) return invalid(`inspect route ${route.method} ${route.path} needs the permission "${needed}"`)
+  }
+  for (const interceptor of plugin.interceptors ?? []) {
+    const needed = `rpc:intercept:${interceptor.kind}` as const
+    if (!has(needed)) return invalid(`a ${interceptor.kind} interceptor needs the permission "${needed}"`)
+  }
+  return Effect.void
+}
+
+/** The hosts a plugin declared with `network:outbound:<host>`. */
+export const outboundHosts = (plugin: Plugin.Plugin): ReadonlySet<string> =>
+  new Set(
+    plugin.permissions.filter((p) => p.startsWith(outboundPrefix)).map((p) => p.slice(outboundPrefix.length))
+  )
+
+/** A store whose writes fail with `StoreWriteDenied` (reads, walks and transactions still work). */
+export const readOnlyStore = (store: StoreShape, plugin: string): StoreShape => {
+  const deny = (table: { readonly name: string }) => Effect.fail(new StoreWriteDenied({ table: table.name, plugin }))
+  return {
+    ...store,
+    insert: deny,
+    insertMany: deny,
+    update: deny,
+    upsert: deny,
+    delete: deny
+  }
+}
+
+/** An HttpClient that refuses any host the plugin did not declare. */
+export const restrictedHttpClient = (
+  client: HttpClient.HttpClient,
+  plugin: string,
+  hosts: ReadonlySet<string>
+): HttpClient.HttpClient =>
+  client.pipe(
+    HttpClient.mapRequestEffect((request) => {
+      const host = new URL(request.url).host
+      const hostname = new URL(request.url).hostname
+      return hosts.has(host) || hosts.has(hostname)
+        ? Effect.succeed(request)
+        : Effect.fail(
+          new HttpClientError.RequestError({
+            request,
+            reason: "Transport",
+            description: `plugin "${plugin}" did not declare "${outboundPrefix}${hostname}"`
+          })
+        )
+    })
+  )
+
+/** The services a plugin's code runs with, narrowed to its permissions. */
+export const services = (
+  plugin: Plugin.Plugin,
+  store: StoreShape,
+  client: HttpClient.HttpClient
+): Context.Context<Plugin.Services> =>
+  Context.make(Store, plugin.permissions.includes("store:write") ? store : readOnlyStore(store, plugin.name)).pipe(
+    Context.add(HttpClient.HttpClient, restrictedHttpClient(client, plugin.name, outboundHosts(plugin)))
+  )

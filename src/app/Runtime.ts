@@ -1,0 +1,183 @@
+/**
+ * The procedure runtime shared by every transport: resolve the caller through the app's auth
+ * strategies, decode the input, run guards and interceptors, run the handler acting for the
+ * caller (tenant scoping and provenance), and map every failure to a wire `ProcedureError`.
+ */
+import type { Headers } from "@effect/platform"
+import { HttpClient } from "@effect/platform"
+import { Cause, Context, Effect, Layer, Option, ParseResult, Queue, Schema, Stream } from "effect"
+import * as AuthStrategy from "../auth/AuthStrategy.js"
+import type { ChangeEvent } from "../kernel/ChangeEvent.js"
+import { ChangeTap } from "../kernel/ChangeTap.js"
+import * as Provenance from "../kernel/Provenance.js"
+import { Store, trackReads } from "../kernel/Store.js"
+import * as Subject from "../kernel/Subject.js"
+import type { App } from "./App.js"
+import * as Errors from "./Errors.js"
+import * as Guard from "./Guard.js"
+import * as PluginHost from "./PluginHost.js"
+import type * as Procedure from "./Procedure.js"
+
+/** How a call arrives: its raw input, the request headers, and optionally an already-resolved subject. */
+export interface Invocation {
+  readonly input: unknown
+  readonly headers: Headers.Headers
+  /** Skip auth resolution (inspect invocations run as a chosen subject). */
+  readonly subject?: Subject.Subject
+}
+
+/** The runtime service. */
+export interface RuntimeShape {
+  readonly app: App
+  /** Resolves the caller; a `Failed` verdict is `Unauthenticated`, no match is anonymous. */
+  readonly resolveSubject: (headers: Headers.Headers) => Effect.Effect<Subject.Subject, Errors.Unauthenticated>
+  /** Runs a procedure once; the output is decoded (the transport encodes it). */
+  readonly call: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<unknown, Errors.ProcedureError>
+  /** Runs a query, then re-runs it after every committed change to a table it read, emitting changed results. */
+  readonly live: (procedure: Procedure.Any, invocation: Invocation) => Stream.Stream<unknown, Errors.ProcedureError>
+}
+
+/** The procedure runtime of the served app. */
+export class Runtime extends Context.Tag("@fw/framework/Runtime")<Runtime, RuntimeShape>() {}
+
+const traceHeader = "x-fw-trace-id"
+const traceIdPattern = /^[A-Za-z0-9-]{8,64}$/
+
+const isProcedureError = Schema.is(Errors.ProcedureError)
+
+const isStatusError = (error: unknown): error is { readonly status: number; readonly message: string } =>
+  typeof error === "object" && error !== null && "status" in error && "message" in error &&
+  typeof error.status === "number" && typeof error.message === "string" && error.status >= 400 && error.status < 600
+
+/** Maps a failure cause to the wire error; unexpected causes are logged with the trace id and hidden. */
+const toProcedureError = (cause: Cause.Cause<unknown>, traceId: string, tag: string) => {
+  if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) {
+    const error = failure.value
+    if (isProcedureError(error)) return Effect.fail(error)
+    if (isStatusError(error)) return Effect.fail(new Errors.ProcedureFailure({ status: error.status, message: error.message }))
+  }
+  return Effect.logError(`procedure "${tag}" failed unexpectedly`, cause).pipe(
+    Effect.annotateLogs({ traceId }),
+    Effect.zipRight(Effect.fail(new Errors.InternalError({ message: "internal error", traceId })))
+  )
+}
+
+const decodeInput = (procedure: Procedure.Any, input: unknown) =>
+  Schema.decodeUnknown(procedure.input)(input, { errors: "all", onExcessProperty: "ignore" }).pipe(
+    Effect.mapError((error) =>
+      new Errors.InputInvalid({ message: ParseResult.TreeFormatter.formatErrorSync(error) })
+    )
+  )
+
+/** Builds the runtime of `app` over the provided store, change tap and HTTP client. */
+export const make = (app: App) =>
+  Effect.gen(function*() {
+    const store = yield* Store
+    const tap = yield* ChangeTap
+    const httpClient = yield* HttpClient.HttpClient
+    const strategy = AuthStrategy.composeAuthStrategies(app.auth)
+    const interceptors = app.plugins.flatMap((plugin) =>
+      (plugin.interceptors ?? []).map((interceptor) => ({
+        interceptor,
+        services: PluginHost.services(plugin, store, httpClient)
+      }))
+    )
+
+    const resolveSubject = (headers: Headers.Headers) =>
+      strategy.authenticate({ headers }).pipe(
+        Effect.provideService(HttpClient.HttpClient, httpClient),
+        Effect.flatMap((verdict) => {
+          switch (verdict._tag) {
+            case "Authenticated":
+              return Effect.succeed(verdict.subject)
+            case "Failed":
+              return Effect.fail(new Errors.Unauthenticated({ reason: verdict.reason }))
+            case "NoMatch":
+              return Effect.succeed(Subject.anonymous)
+          }
+        })
+      )
+
+    /** Decodes and authorises a call, returning the effect that runs its handler. */
+    const prepare = (procedure: Procedure.Any, invocation: Invocation, traceId: string) =>
+      Effect.gen(function*() {
+        const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
+        const input = yield* decodeInput(procedure, invocation.input)
+        const ctx: Procedure.HandlerContext = { subject, store, headers: invocation.headers, traceId }
+        const guarded = Effect.zipRight(
+          Guard.runGuards(procedure.guards, ctx),
+          Effect.suspend(() => procedure.handler(input, ctx))
+        )
+        const call: Procedure.Call = {
+          kind: procedure.kind,
+          tag: procedure.tag,
+          input,
+          subject,
+          headers: invocation.headers,
+          traceId
+        }
+        const intercepted = interceptors
+          .filter(({ interceptor }) => interceptor.kind === procedure.kind)
+          .reduceRight<Effect.Effect<unknown, unknown>>(
+            (next, { interceptor, services }) => Effect.provide(interceptor.intercept(call, next), services),
+            guarded
+          )
+        return { subject, run: intercepted }
+      })
+
+    const acting = <A, E>(procedure: Procedure.Any, subject: Subject.Subject, traceId: string, effect: Effect.Effect<A, E>) =>
+      effect.pipe(
+        Subject.actingAs(subject),
+        Provenance.withProvenance({ traceId, subjectId: subject.id, procedure: procedure.tag }),
+        Effect.withSpan(`fw.${procedure.kind}`, { attributes: { "fw.procedure": procedure.tag, "fw.traceId": traceId } })
+      )
+
+    const traceIdOf = (headers: Headers.Headers) => {
+      const given = headers[traceHeader]
+      return given !== undefined && traceIdPattern.test(given) ? given : Provenance.newTraceId()
+    }
+
+    const call = (procedure: Procedure.Any, invocation: Invocation): Effect.Effect<unknown, Errors.ProcedureError> => {
+      const traceId = traceIdOf(invocation.headers)
+      return prepare(procedure, invocation, traceId).pipe(
+        Effect.flatMap(({ run, subject }) => acting(procedure, subject, traceId, run)),
+        Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag))
+      )
+    }
+
+    const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.ProcedureError> =>
+      Stream.unwrapScoped(Effect.gen(function*() {
+        const traceId = traceIdOf(invocation.headers)
+        // Subscribe before the first run, so a change committed during it is not missed.
+        const changes = yield* tap.events
+        const { run, subject } = yield* prepare(procedure, invocation, traceId)
+        const once = acting(procedure, subject, traceId, trackReads(run))
+        const relevant = (tables: ReadonlySet<string>) => (event: ChangeEvent) =>
+          tables.has(event.table) && (event.tenantId === null || event.tenantId === subject.tenantId)
+        let [first, tables] = yield* once
+        let last = JSON.stringify(Schema.encodeUnknownSync(procedure.output)(first))
+        const next: Effect.Effect<unknown, unknown> = Effect.gen(function*() {
+          while (true) {
+            const batch = [yield* Queue.take(changes), ...(yield* Queue.takeAll(changes))]
+            if (!batch.some(relevant(tables))) continue
+            const [result, read] = yield* once
+            tables = read
+            const encoded = JSON.stringify(Schema.encodeUnknownSync(procedure.output)(result))
+            if (encoded === last) continue
+            last = encoded
+            return result
+          }
+        })
+        return Stream.concat(Stream.succeed(first), Stream.repeatEffect(next))
+      })).pipe(
+        Stream.catchAllCause((cause) => Stream.fromEffect(toProcedureError(cause, "live", procedure.tag)))
+      )
+
+    return Runtime.of({ app, resolveSubject, call, live })
+  })
+
+/** The runtime layer of `app`. */
+export const layer = (app: App): Layer.Layer<Runtime, never, Store | ChangeTap | HttpClient.HttpClient> =>
+  Layer.effect(Runtime, make(app))

@@ -1,0 +1,176 @@
+/**
+ * Serving an app: one `HttpLayerRouter` listener with rpc at `/rpc` (WebSocket upgrade on GET,
+ * `POST /rpc` over HTTP), the OpenAPI document, plugin routes and the inspect surface.
+ *
+ * ```ts
+ * const Main = Server.layer(app).pipe(
+ *   Layer.provide(Store.layerSql),
+ *   Layer.provide(ChangeTap.layerLocal),
+ *   Layer.provide(SqliteClient.layer({ filename: "app.db" })),
+ *   Layer.provide(NodeHttpServer.layer(createServer, { port: 3000 })))
+ * Layer.launch(Main).pipe(NodeRuntime.runMain)
+ * ```
+ */
+import type { HttpServer } from "@effect/platform"
+import {
+  FetchHttpClient,
+  HttpClient,
+  HttpLayerRouter,
+  HttpRouter,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
+import { RpcSerialization, RpcServer } from "@effect/rpc"
+import { Cause, Effect, Either, Layer } from "effect"
+import * as BodyLimit from "../http/BodyLimit.js"
+import * as Http from "../http/Http.js"
+import * as Inspect from "../inspect/Inspect.js"
+import { ChangeTap } from "../kernel/ChangeTap.js"
+import { Store } from "../kernel/Store.js"
+import * as Subject from "../kernel/Subject.js"
+import type { App } from "./App.js"
+import * as HttpResponses from "./HttpResponses.js"
+import * as Plugin from "./Plugin.js"
+import * as PluginHost from "./PluginHost.js"
+import * as Rpc from "./Rpc.js"
+import * as Runtime from "./Runtime.js"
+import * as SchemaApply from "./SchemaApply.js"
+
+/** Serving options. */
+export interface Options {
+  /** Apply the declared schema to a SQL store at boot (what `fw dev` does). Default false. */
+  readonly applySchema?: boolean
+  /** Log every request. Default false. */
+  readonly logRequests?: boolean
+}
+
+/** The path of both rpc transports. */
+export const rpcPath = "/rpc"
+
+/** `POST /rpc` with the body cap: the rpc app reads a body fw has already read within the cap. */
+const rpcOverHttp = (serverGroup: Rpc.Group, maxBodyBytes: number) =>
+  HttpLayerRouter.use((router) =>
+    Effect.gen(function*() {
+      const rpcApp = yield* RpcServer.toHttpApp(serverGroup, { disableTracing: true })
+      yield* router.add(
+        "POST",
+        rpcPath,
+        Effect.gen(function*() {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const body = yield* BodyLimit.readCapped(request, maxBodyBytes)
+          const buffered = HttpServerRequest.fromWeb(
+            new Request(`http://fw${request.url}`, {
+              method: "POST",
+              headers: Object.entries(request.headers),
+              // Node's buffers are never backed by a SharedArrayBuffer.
+              body: body as Uint8Array<ArrayBuffer>
+            })
+          )
+          return yield* Effect.provideService(rpcApp, HttpServerRequest.HttpServerRequest, buffered)
+        }).pipe(
+          Effect.catchTags({
+            PayloadTooLarge: (error) => Effect.succeed(BodyLimit.payloadTooLargeResponse(error)),
+            BodyReadFailed: (error) => Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message))
+          })
+        )
+      )
+    })
+  )
+
+/** Mounts one plugin's routes and inspect routes, each running with the plugin's narrowed services. */
+const pluginRoutes = (plugin: Plugin.Plugin) =>
+  HttpLayerRouter.use((router) =>
+    Effect.gen(function*() {
+      const runtime = yield* Runtime.Runtime
+      const services = PluginHost.services(plugin, yield* Store, yield* HttpClient.HttpClient)
+      const mount = (route: Plugin.Route, path: `/${string}`, gate: boolean) => {
+        const handler = Effect.gen(function*() {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const resolved = yield* Effect.either(runtime.resolveSubject(request.headers))
+          if (Either.isLeft(resolved)) return HttpResponses.error(401, "Unauthenticated", resolved.left.reason)
+          const params = yield* HttpRouter.params
+          const defined = Object.fromEntries(
+            Object.entries(params).filter((entry): entry is [string, string] => entry[1] !== undefined)
+          )
+          return yield* route.handler.pipe(
+            Effect.provide(services),
+            Effect.provideService(Plugin.RouteParams, defined),
+            Effect.provideService(Subject.CurrentSubject, resolved.right)
+          )
+        }).pipe(
+          Effect.catchAllCause((cause) =>
+            Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError(`plugin "${plugin.name}" route ${route.method} ${path} failed`, cause).pipe(
+              Effect.as(HttpResponses.error(500, "InternalError", "internal error"))
+            )
+          )
+        )
+        return router.add(route.method, path, gate ? Inspect.gated(handler) : handler)
+      }
+      for (const route of plugin.routes ?? []) yield* mount(route, route.path, false)
+      for (const route of plugin.inspectRoutes ?? []) {
+        yield* mount(route, `${Inspect.prefix}/plugins/${plugin.name}${route.path}`, true)
+      }
+    })
+  )
+
+/** Starts a plugin's background layer and change listener with its narrowed services. */
+const pluginWorker = (plugin: Plugin.Plugin) =>
+  Layer.scopedDiscard(Effect.gen(function*() {
+    const services = PluginHost.services(plugin, yield* Store, yield* HttpClient.HttpClient)
+    const onChangeEvent = plugin.onChangeEvent
+    if (onChangeEvent !== undefined) {
+      const recordFailure = plugin.recordChangeFailure
+      const tap = yield* ChangeTap
+      yield* tap.subscribe({
+        name: plugin.name,
+        onEvent: (event) => Effect.provide(onChangeEvent(event), services),
+        ...(recordFailure
+          ? { durable: { recordFailure: (event, cause) => Effect.provide(recordFailure(event, cause), services) } }
+          : {})
+      })
+    }
+    if (plugin.layer !== undefined) {
+      yield* Layer.buildWithScope(plugin.layer.pipe(Layer.provide(Layer.succeedContext(services))), yield* Effect.scope)
+    }
+  }))
+
+/** A 200 `ok` at `GET /_fw/health`, for load balancers. */
+const health = HttpLayerRouter.add("GET", "/_fw/health", HttpServerResponse.text("ok"))
+
+/** Every route of the app, before serving. */
+export const routes = (app: App) =>
+  Layer.unwrapEffect(Effect.gen(function*() {
+    for (const plugin of app.plugins) yield* PluginHost.validate(plugin)
+    const maxBodyBytes = yield* BodyLimit.appMaxBodyBytes(app.maxBodyBytes)
+    const serverGroup = Rpc.group(app.procedures.values(), "server")
+    const rpc = Layer.mergeAll(
+      RpcServer.layerHttpRouter({ group: serverGroup, path: rpcPath, protocol: "websocket", disableTracing: true }),
+      rpcOverHttp(serverGroup, maxBodyBytes)
+    ).pipe(Layer.provide(Rpc.handlersLayer(serverGroup)), Layer.provide(RpcSerialization.layerNdjson))
+    return Layer.mergeAll(
+      rpc,
+      Http.routes(app, maxBodyBytes),
+      Inspect.routes(maxBodyBytes),
+      health,
+      ...app.plugins.map(pluginRoutes),
+      ...app.plugins.map(pluginWorker)
+    )
+  }))
+
+/**
+ * Serves `app` on the provided `HttpServer`, over the provided `Store` and `ChangeTap`.
+ * Provides a fetch-based `HttpClient` for auth strategies and plugins unless one is provided.
+ */
+export const layer = (
+  app: App,
+  options: Options = {}
+): Layer.Layer<never, Plugin.PluginInvalid | SchemaApply.SchemaApplyFailed, Store | ChangeTap | HttpServer.HttpServer> =>
+  HttpLayerRouter.serve(routes(app), {
+    disableLogger: options.logRequests !== true,
+    disableListenLog: true
+  }).pipe(
+    Layer.provide(Runtime.layer(app)),
+    Layer.provide(options.applySchema === true ? SchemaApply.layer(app.tables) : Layer.empty),
+    Layer.provide(FetchHttpClient.layer)
+  )
+

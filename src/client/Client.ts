@@ -1,0 +1,70 @@
+/**
+ * A typed client of an fw app over rpc: `call(procedure, input)` and `live(query, input)`, over
+ * `POST /rpc` (`layerHttp`) or one WebSocket (`layerWebSocket`). Procedures are passed as values,
+ * so inputs and outputs are typed by their schemas.
+ */
+import { FetchHttpClient } from "@effect/platform"
+import type { Headers } from "@effect/platform"
+import { NodeSocket } from "@effect/platform-node"
+import { RpcClient, RpcSerialization } from "@effect/rpc"
+import type { RpcClientError } from "@effect/rpc/RpcClientError"
+import type { Scope, Stream } from "effect"
+import { Effect, Layer } from "effect"
+import { liveSuffix } from "../app/App.js"
+import type { ProcedureError } from "../app/Errors.js"
+import type * as Procedure from "../app/Procedure.js"
+import * as Rpc from "../app/Rpc.js"
+
+/** Per-call options: headers ride in the rpc message (an auth token on the socket, for example). */
+export interface CallOptions {
+  readonly headers?: Headers.Input
+}
+
+/** The input type of a procedure. */
+export type InputOf<P> = P extends Procedure.Procedure<Procedure.Kind, string, infer I, infer _IE, infer _O, infer _OE> ? I : never
+/** The output type of a procedure. */
+export type OutputOf<P> = P extends Procedure.Procedure<Procedure.Kind, string, infer _I, infer _IE, infer O, infer _OE> ? O
+  : never
+
+/** A connected client. */
+export interface Client {
+  readonly call: <P extends Procedure.Any>(
+    procedure: P,
+    input: InputOf<P>,
+    options?: CallOptions
+  ) => Effect.Effect<OutputOf<P>, ProcedureError | RpcClientError>
+  /** Subscribes to a query: its result now, then again after every relevant committed change. */
+  readonly live: <P extends Procedure.Procedure<"query", string, unknown, unknown, unknown, unknown>>(
+    procedure: P,
+    input: InputOf<P>,
+    options?: CallOptions
+  ) => Stream.Stream<OutputOf<P>, ProcedureError | RpcClientError>
+}
+
+/** Connects a client for `procedures` over the provided protocol. */
+export const make = (
+  procedures: Iterable<Procedure.Any>
+): Effect.Effect<Client, never, RpcClient.Protocol | Scope.Scope> =>
+  Effect.gen(function*() {
+    const flat = yield* RpcClient.make(Rpc.group(procedures, "client"), { flatten: true, disableTracing: true })
+    // The builder boundary: the flat client is typed over the erased group; types come from the procedure values.
+    const invoke = flat as unknown as (tag: string, input: unknown, options?: CallOptions) => unknown
+    return {
+      call: (procedure, input, options) =>
+        invoke(procedure.tag, input, options) as Effect.Effect<never, ProcedureError | RpcClientError>,
+      live: (procedure, input, options) =>
+        invoke(`${procedure.tag}${liveSuffix}`, input, options) as Stream.Stream<never, ProcedureError | RpcClientError>
+    }
+  })
+
+/** The `POST /rpc` transport to `url` (for example `http://127.0.0.1:3000/rpc`). */
+export const layerHttp = (url: string): Layer.Layer<RpcClient.Protocol> =>
+  RpcClient.layerProtocolHttp({ url }).pipe(
+    Layer.provide([FetchHttpClient.layer, RpcSerialization.layerNdjson])
+  )
+
+/** The WebSocket transport to `url` (for example `ws://127.0.0.1:3000/rpc`). */
+export const layerWebSocket = (url: string): Layer.Layer<RpcClient.Protocol> =>
+  RpcClient.layerProtocolSocket({ retryTransientErrors: false }).pipe(
+    Layer.provide([NodeSocket.layerWebSocket(url), RpcSerialization.layerNdjson])
+  )

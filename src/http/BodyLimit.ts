@@ -1,0 +1,104 @@
+/**
+ * Request body caps. The platform applies no limit by default and its own limit resets the socket
+ * instead of answering, so fw reads bodies itself: the counter stops the read at the cap, for
+ * `Content-Length` and chunked bodies alike, and nothing past the cap is buffered.
+ */
+import type { HttpServerRequest } from "@effect/platform"
+import { HttpServerResponse } from "@effect/platform"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { Config, Effect, Option, Schema } from "effect"
+import type { IncomingMessage } from "node:http"
+
+/** The default cap: 8 MiB. */
+export const defaultMaxBodyBytes = 8 * 1024 * 1024
+
+/** The body exceeded the cap (answered 413). */
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
+  limit: Schema.Number
+}) {
+  override get message() {
+    return `request body exceeds the limit of ${this.limit} bytes`
+  }
+}
+
+/** The client went away or sent a broken body. */
+export class BodyReadFailed extends Schema.TaggedError<BodyReadFailed>()("BodyReadFailed", {
+  message: Schema.String
+}) {}
+
+/**
+ * The app-wide cap: env `FW_MAX_BODY_BYTES` overrides the app's `http.maxBodyBytes`, which
+ * overrides the 8 MiB default. Per-route caps override all three.
+ */
+export const appMaxBodyBytes = (configured: number | undefined): Effect.Effect<number> =>
+  Config.option(Config.integer("FW_MAX_BODY_BYTES")).pipe(
+    Effect.map(Option.getOrElse(() => configured ?? defaultMaxBodyBytes)),
+    Effect.orElseSucceed(() => configured ?? defaultMaxBodyBytes)
+  )
+
+const incomingOf = (request: HttpServerRequest.HttpServerRequest): IncomingMessage | undefined => {
+  const source = NodeHttpServerRequest.toIncomingMessage(request) as unknown
+  return typeof source === "object" && source !== null && "on" in source && "pause" in source
+    ? source as IncomingMessage
+    : undefined
+}
+
+/** Reads the whole body, failing `PayloadTooLarge` as soon as it passes `limit` bytes. */
+export const readCapped = (
+  request: HttpServerRequest.HttpServerRequest,
+  limit: number
+): Effect.Effect<Uint8Array, PayloadTooLarge | BodyReadFailed> => {
+  const declared = Number(request.headers["content-length"] ?? Number.NaN)
+  if (Number.isFinite(declared) && declared > limit) return Effect.fail(new PayloadTooLarge({ limit }))
+  const incoming = incomingOf(request)
+  if (incoming === undefined) {
+    // Not a Node request (a web handler in tests): the platform's own reader, which counts as it reads.
+    return request.arrayBuffer.pipe(
+      Effect.map((buffer) => new Uint8Array(buffer)),
+      Effect.filterOrFail((body) => body.byteLength <= limit, () => new PayloadTooLarge({ limit })),
+      Effect.catchTag("RequestError", (error) => Effect.fail(new BodyReadFailed({ message: error.message })))
+    )
+  }
+  return Effect.async<Uint8Array, PayloadTooLarge | BodyReadFailed>((resume) => {
+    const chunks: Array<Buffer> = []
+    let size = 0
+    const cleanup = () => {
+      incoming.off("data", onData)
+      incoming.off("end", onEnd)
+      incoming.off("error", onError)
+      incoming.off("aborted", onAborted)
+    }
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size > limit) {
+        cleanup()
+        incoming.pause()
+        chunks.length = 0
+        resume(Effect.fail(new PayloadTooLarge({ limit })))
+      } else {
+        chunks.push(chunk)
+      }
+    }
+    const onEnd = () => {
+      cleanup()
+      resume(Effect.succeed(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size)))
+    }
+    const onError = (error: Error) => {
+      cleanup()
+      resume(Effect.fail(new BodyReadFailed({ message: error.message })))
+    }
+    const onAborted = () => onError(new Error("client aborted the request"))
+    incoming.on("data", onData)
+    incoming.on("end", onEnd)
+    incoming.on("error", onError)
+    incoming.on("aborted", onAborted)
+    return Effect.sync(cleanup)
+  })
+}
+
+/** The 413 answer. `Connection: close` so Node does not drain the rest of the upload. */
+export const payloadTooLargeResponse = (error: PayloadTooLarge): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.unsafeJson(
+    { _tag: "PayloadTooLarge", message: error.message, limit: error.limit },
+    { status: 413, headers: { connection: "close" } }
+  )
