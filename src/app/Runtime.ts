@@ -5,7 +5,7 @@
  */
 import type { Headers } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
-import { Cause, Context, Effect, Layer, Option, ParseResult, Queue, Schema, Stream } from "effect"
+import { Cause, Context, Effect, Layer, Option, ParseResult, Queue, Ref, Schema, Stream } from "effect"
 import * as AuthStrategy from "../auth/AuthStrategy.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
@@ -35,6 +35,8 @@ export interface RuntimeShape {
   readonly call: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<unknown, Errors.ProcedureError>
   /** Runs a query, then re-runs it after every committed change to a table it read, emitting changed results. */
   readonly live: (procedure: Procedure.Any, invocation: Invocation) => Stream.Stream<unknown, Errors.ProcedureError>
+  /** How many live subscriptions are open (each is released when its client unsubscribes or disconnects). */
+  readonly liveSubscriptions: Effect.Effect<number>
 }
 
 /** The procedure runtime of the served app. */
@@ -147,35 +149,43 @@ export const make = (app: App) =>
       )
     }
 
-    const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.ProcedureError> =>
-      Stream.unwrapScoped(Effect.gen(function*() {
-        const traceId = traceIdOf(invocation.headers)
+    const open = yield* Ref.make(0)
+    const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.ProcedureError> => {
+      const traceId = traceIdOf(invocation.headers)
+      // The caller is re-resolved and the guards re-run before every push, so a revoked scope ends the stream.
+      const once = prepare(procedure, invocation, traceId).pipe(
+        Effect.flatMap(({ run, subject }) =>
+          acting(procedure, subject, traceId, trackReads(run)).pipe(
+            Effect.map(([result, tables]) => ({ result, tables, subject }))
+          )
+        )
+      )
+      return Stream.unwrapScoped(Effect.gen(function*() {
+        yield* Effect.acquireRelease(Ref.update(open, (n) => n + 1), () => Ref.update(open, (n) => n - 1))
         // Subscribe before the first run, so a change committed during it is not missed.
         const changes = yield* tap.events
-        const { run, subject } = yield* prepare(procedure, invocation, traceId)
-        const once = acting(procedure, subject, traceId, trackReads(run))
-        const relevant = (tables: ReadonlySet<string>) => (event: ChangeEvent) =>
-          tables.has(event.table) && (event.tenantId === null || event.tenantId === subject.tenantId)
-        let [first, tables] = yield* once
-        let last = JSON.stringify(Schema.encodeUnknownSync(procedure.output)(first))
-        const next: Effect.Effect<unknown, unknown> = Effect.gen(function*() {
+        let current = yield* once
+        let last = JSON.stringify(Schema.encodeUnknownSync(procedure.output)(current.result))
+        const relevant = (event: ChangeEvent) =>
+          current.tables.has(event.table) && (event.tenantId === null || event.tenantId === current.subject.tenantId)
+        const next = Effect.gen(function*() {
           while (true) {
             const batch = [yield* Queue.take(changes), ...(yield* Queue.takeAll(changes))]
-            if (!batch.some(relevant(tables))) continue
-            const [result, read] = yield* once
-            tables = read
-            const encoded = JSON.stringify(Schema.encodeUnknownSync(procedure.output)(result))
+            if (!batch.some(relevant)) continue
+            current = yield* once
+            const encoded = JSON.stringify(Schema.encodeUnknownSync(procedure.output)(current.result))
             if (encoded === last) continue
             last = encoded
-            return result
+            return current.result
           }
         })
-        return Stream.concat(Stream.succeed(first), Stream.repeatEffect(next))
+        return Stream.concat(Stream.succeed(current.result), Stream.repeatEffect(next))
       })).pipe(
-        Stream.catchAllCause((cause) => Stream.fromEffect(toProcedureError(cause, "live", procedure.tag)))
+        Stream.catchAllCause((cause) => Stream.fromEffect(toProcedureError(cause, traceId, procedure.tag)))
       )
+    }
 
-    return Runtime.of({ app, resolveSubject, call, live })
+    return Runtime.of({ app, resolveSubject, call, live, liveSubscriptions: Ref.get(open) })
   })
 
 /** The runtime layer of `app`. */

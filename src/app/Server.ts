@@ -33,6 +33,7 @@ import * as HttpResponses from "./HttpResponses.js"
 import * as Plugin from "./Plugin.js"
 import * as PluginHost from "./PluginHost.js"
 import * as Rpc from "./Rpc.js"
+import * as RpcProtocol from "./RpcProtocol.js"
 import * as Runtime from "./Runtime.js"
 import * as SchemaApply from "./SchemaApply.js"
 
@@ -47,35 +48,46 @@ export interface Options {
 /** The path of both rpc transports. */
 export const rpcPath = "/rpc"
 
-/** `POST /rpc` with the body cap: the rpc app reads a body fw has already read within the cap. */
-const rpcOverHttp = (serverGroup: Rpc.Group, maxBodyBytes: number) =>
-  HttpLayerRouter.use((router) =>
-    Effect.gen(function*() {
-      const rpcApp = yield* RpcServer.toHttpApp(serverGroup, { disableTracing: true })
-      yield* router.add(
-        "POST",
-        rpcPath,
-        Effect.gen(function*() {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const body = yield* BodyLimit.readCapped(request, maxBodyBytes)
-          const buffered = HttpServerRequest.fromWeb(
-            new Request(`http://fw${request.url}`, {
-              method: "POST",
-              headers: Object.entries(request.headers),
-              // Node's buffers are never backed by a SharedArrayBuffer.
-              body: body as Uint8Array<ArrayBuffer>
-            })
-          )
-          return yield* Effect.provideService(rpcApp, HttpServerRequest.HttpServerRequest, buffered)
-        }).pipe(
-          Effect.catchTags({
-            PayloadTooLarge: (error) => Effect.succeed(BodyLimit.payloadTooLargeResponse(error)),
-            BodyReadFailed: (error) => Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message))
+/**
+ * Both rpc transports on one rpc server: the WebSocket upgrade on `GET /rpc`, and `POST /rpc`
+ * with the body cap (the rpc app reads a body fw has already read within the cap).
+ */
+const rpcRoutes = (serverGroup: Rpc.Group, maxBodyBytes: number) =>
+  Layer.unwrapScoped(Effect.gen(function*() {
+    const knownTags = new Set(serverGroup.requests.keys())
+    const { httpApp, protocol } = yield* RpcServer.makeProtocolWithHttpApp
+    const post = HttpLayerRouter.add(
+      "POST",
+      rpcPath,
+      Effect.gen(function*() {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const body = yield* BodyLimit.readCapped(request, maxBodyBytes)
+        const buffered = HttpServerRequest.fromWeb(
+          new Request(`http://fw${request.url}`, {
+            method: "POST",
+            headers: Object.entries(request.headers),
+            // Node's buffers are never backed by a SharedArrayBuffer.
+            body: body as Uint8Array<ArrayBuffer>
           })
         )
+        return yield* Effect.provideService(httpApp, HttpServerRequest.HttpServerRequest, buffered)
+      }).pipe(
+        Effect.catchTags({
+          PayloadTooLarge: (error) => Effect.succeed(BodyLimit.payloadTooLargeResponse(error)),
+          BodyReadFailed: (error) => Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message))
+        })
       )
-    })
-  )
+    )
+    return Layer.mergeAll(
+      post,
+      RpcServer.layer(serverGroup, { disableTracing: true }).pipe(
+        Layer.provide(Layer.succeed(RpcServer.Protocol, RpcProtocol.guard(protocol, knownTags)))
+      ),
+      RpcServer.layer(serverGroup, { disableTracing: true }).pipe(
+        Layer.provide(RpcProtocol.layerGuarded(RpcServer.layerProtocolWebsocketRouter({ path: rpcPath }), knownTags))
+      )
+    )
+  }))
 
 /** Mounts one plugin's routes and inspect routes, each running with the plugin's narrowed services. */
 const pluginRoutes = (plugin: Plugin.Plugin) =>
@@ -143,10 +155,10 @@ export const routes = (app: App) =>
     for (const plugin of app.plugins) yield* PluginHost.validate(plugin)
     const maxBodyBytes = yield* BodyLimit.appMaxBodyBytes(app.maxBodyBytes)
     const serverGroup = Rpc.group(app.procedures.values(), "server")
-    const rpc = Layer.mergeAll(
-      RpcServer.layerHttpRouter({ group: serverGroup, path: rpcPath, protocol: "websocket", disableTracing: true }),
-      rpcOverHttp(serverGroup, maxBodyBytes)
-    ).pipe(Layer.provide(Rpc.handlersLayer(serverGroup)), Layer.provide(RpcSerialization.layerNdjson))
+    const rpc = rpcRoutes(serverGroup, maxBodyBytes).pipe(
+      Layer.provide(Rpc.handlersLayer(serverGroup)),
+      Layer.provide(RpcSerialization.layerNdjson)
+    )
     return Layer.mergeAll(
       rpc,
       Http.routes(app, maxBodyBytes),

@@ -57,7 +57,7 @@ const InvokeBody = Schema.parseJson(Schema.Struct({
   tenantId: Schema.optional(Schema.NullOr(Schema.String))
 }))
 
-/** The core inspect routes: `POST /invoke`, `GET /procedures`, `GET /tables`. */
+/** The core inspect routes: `POST /invoke`, `GET /procedures`, `GET /tables`, `GET /live`. */
 export const routes = (maxBodyBytes: number) =>
   HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
@@ -105,6 +105,11 @@ export const routes = (maxBodyBytes: number) =>
             }))
           })
         ))
+      )
+      yield* router.add(
+        "GET",
+        `${prefix}/live`,
+        gated(Effect.map(runtime.liveSubscriptions, (subscriptions) => HttpServerResponse.unsafeJson({ subscriptions })))
       )
       yield* router.add(
         "GET",

@@ -1,0 +1,97 @@
+import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, Layer, Queue, Schedule, Stream } from "effect"
+import * as ChangeTapLive from "../../src/kernel/ChangeTapLive.js"
+import * as Store from "../../src/kernel/Store.js"
+import * as Serve from "../support/Serve.js"
+import { addNote, app, bearer, listNotes, whoAmI } from "./fixtures.js"
+
+process.env.FW_INSPECT_TOKEN = "inspect-secret"
+
+const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTapLive.layerLocal))
+
+/** Subscribes to a live query; the first result is taken, so the subscription is active on return. */
+const subscribe = <A, E>(stream: Stream.Stream<A, E>) =>
+  Effect.gen(function*() {
+    const results = yield* Queue.unbounded<A>()
+    yield* stream.pipe(Stream.runForEach((a) => Queue.offer(results, a)), Effect.forkScoped)
+    return { first: yield* Queue.take(results), next: Queue.take(results) }
+  })
+
+const liveSubscriptions = (served: Serve.Served) =>
+  HttpClient.HttpClient.pipe(
+    Effect.flatMap((client) =>
+      client.execute(
+        HttpClientRequest.get(`${served.url}/_fw/inspect/live`).pipe(HttpClientRequest.bearerToken("inspect-secret"))
+      )
+    ),
+    Effect.flatMap((response) => response.json),
+    Effect.map((body) => (body as { readonly subscriptions: number }).subscriptions),
+    Effect.provide(FetchHttpClient.layer)
+  )
+
+describe("transports", () => {
+  it.scopedLive("the same procedure over POST /rpc and WebSocket, tenant-scoped", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const http = yield* Serve.httpClient(served, app)
+      const ws = yield* Serve.wsClient(served, app)
+      yield* http.call(addNote, { text: "acme over http", rank: 1 }, { headers: bearer("tok-alice") })
+      yield* ws.call(addNote, { text: "acme over ws", rank: 2 }, { headers: bearer("tok-alice") })
+      yield* ws.call(addNote, { text: "globex over ws", rank: 3 }, { headers: bearer("tok-bob") })
+      const acmeHttp = yield* http.call(listNotes, {}, { headers: bearer("tok-alice") })
+      const acmeWs = yield* ws.call(listNotes, {}, { headers: bearer("tok-alice") })
+      const globex = yield* http.call(listNotes, {}, { headers: bearer("tok-bob") })
+      assert.deepStrictEqual(acmeHttp.map((n) => n.text), ["acme over http", "acme over ws"])
+      assert.deepStrictEqual(acmeWs, acmeHttp)
+      assert.deepStrictEqual(globex.map((n) => n.text), ["globex over ws"])
+    }))
+
+  it.scopedLive("a token per message on one socket", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const ws = yield* Serve.wsClient(served, app)
+      const alice = yield* ws.call(whoAmI, {}, { headers: bearer("tok-alice") })
+      const bob = yield* ws.call(whoAmI, {}, { headers: bearer("tok-bob") })
+      const anonymous = yield* ws.call(whoAmI, {})
+      assert.deepStrictEqual([alice.id, alice.tenantId], ["alice", "acme"])
+      assert.deepStrictEqual([bob.id, bob.tenantId], ["bob", "globex"])
+      assert.strictEqual(anonymous.id, "anonymous")
+      const bad = yield* Effect.either(ws.call(whoAmI, {}, { headers: bearer("tok-bad") }))
+      assert.isTrue(Either.isLeft(bad) && bad.left._tag === "Unauthenticated")
+    }))
+
+  it.scopedLive("a live query pushes a new result after each commit it can see, never another tenant's", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const ws = yield* Serve.wsClient(served, app)
+      const http = yield* Serve.httpClient(served, app)
+      const live = yield* subscribe(ws.live(listNotes, {}, { headers: bearer("tok-alice") }))
+      assert.deepStrictEqual(live.first, [])
+      yield* http.call(addNote, { text: "one", rank: 1 }, { headers: bearer("tok-alice") })
+      assert.deepStrictEqual((yield* live.next).map((n) => n.text), ["one"])
+      yield* http.call(addNote, { text: "not mine", rank: 0 }, { headers: bearer("tok-bob") })
+      yield* http.call(addNote, { text: "two", rank: 2 }, { headers: bearer("tok-alice") })
+      assert.deepStrictEqual((yield* live.next).map((n) => n.text), ["one", "two"])
+    }))
+
+  it.scopedLive("unsubscribing and disconnecting release the live subscription", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const until = (n: number) =>
+        liveSubscriptions(served).pipe(Effect.repeat({ until: (count) => count === n, schedule: Schedule.spaced("20 millis") }))
+      const http = yield* Serve.httpClient(served, app)
+      yield* Effect.scoped(Effect.gen(function*() {
+        const ws = yield* Serve.wsClient(served, app)
+        yield* subscribe(ws.live(listNotes, {}, { headers: bearer("tok-alice") }))
+        yield* subscribe(ws.live(listNotes, {}, { headers: bearer("tok-bob") }))
+        assert.strictEqual(yield* until(2), 2)
+        // Unsubscribe one: a stream that ends after its first element.
+        yield* ws.live(listNotes, {}, { headers: bearer("tok-alice") }).pipe(Stream.take(1), Stream.runDrain)
+        yield* http.call(addNote, { text: "still served", rank: 1 }, { headers: bearer("tok-alice") })
+        assert.strictEqual(yield* until(2), 2)
+      }))
+      // The socket closed with the scope: every subscription on it is released.
+      assert.strictEqual(yield* until(0), 0)
+    }))
+})
