@@ -6,7 +6,7 @@
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { HttpServer } from "@effect/platform"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Console, Context, Effect, Layer, Queue, Schema, Stream } from "effect"
+import { Console, Effect, Layer, Queue, Schema, Stream } from "effect"
 import { mkdirSync, rmSync } from "node:fs"
 import { createServer } from "node:http"
 import { fileURLToPath } from "node:url"
@@ -69,8 +69,8 @@ const program = Effect.gen(function*() {
   const alice = yield* cookieFor(Subject.make({ type: "user", id: "alice", tenantId: "acme", scopes: ["notes:write"] }))
   const bob = yield* cookieFor(Subject.make({ type: "user", id: "bob", tenantId: "globex", scopes: ["notes:write"] }))
 
-  const http = yield* Client.make(app.procedures.values()).pipe(Effect.provide(Client.layerHttp(`http://${base}/rpc`)))
-  const ws = yield* Client.make(app.procedures.values()).pipe(Effect.provide(Client.layerWebSocket(`ws://${base}/rpc`)))
+  const http = yield* Client.connect(app.procedures.values(), Client.layerHttp(`http://${base}/rpc`))
+  const ws = yield* Client.connect(app.procedures.values(), Client.layerWebSocket(`ws://${base}/rpc`))
 
   // A live query over the socket, as alice (acme); the first result arrives once it is subscribed.
   const pushes = yield* Queue.unbounded<ReadonlyArray<string>>()

@@ -142,7 +142,9 @@ const pluginWorker = (plugin: Plugin.Plugin) =>
       })
     }
     if (plugin.layer !== undefined) {
-      yield* Layer.buildWithScope(plugin.layer.pipe(Layer.provide(Layer.succeedContext(services))), yield* Effect.scope)
+      yield* Layer.buildWithScope(plugin.layer.pipe(Layer.provide(Layer.succeedContext(services))), yield* Effect.scope).pipe(
+        Effect.mapError((error) => new Plugin.PluginInvalid({ plugin: plugin.name, message: `failed to start: ${String(error)}` }))
+      )
     }
   }))
 
@@ -157,7 +159,7 @@ export const routes = (app: App) =>
     const serverGroup = Rpc.group(app.procedures.values(), "server")
     const rpc = rpcRoutes(serverGroup, maxBodyBytes).pipe(
       Layer.provide(Rpc.handlersLayer(serverGroup)),
-      Layer.provide(RpcSerialization.layerNdjson)
+      Layer.provide(RpcSerialization.layerJson)
     )
     return Layer.mergeAll(
       rpc,

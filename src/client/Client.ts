@@ -34,7 +34,7 @@ export interface Client {
     options?: CallOptions
   ) => Effect.Effect<OutputOf<P>, ProcedureError | RpcClientError>
   /** Subscribes to a query: its result now, then again after every relevant committed change. */
-  readonly live: <P extends Procedure.Procedure<"query", string, unknown, unknown, unknown, unknown>>(
+  readonly live: <P extends Procedure.Any & { readonly kind: "query" }>(
     procedure: P,
     input: InputOf<P>,
     options?: CallOptions
@@ -57,14 +57,24 @@ export const make = (
     }
   })
 
+/**
+ * Connects a client over `protocol` for the lifetime of the current scope (the protocol's
+ * connection stays open until the scope closes).
+ */
+export const connect = <E>(
+  procedures: Iterable<Procedure.Any>,
+  protocol: Layer.Layer<RpcClient.Protocol, E>
+): Effect.Effect<Client, E, Scope.Scope> =>
+  Effect.flatMap(Layer.build(protocol), (context) => Effect.provide(make(procedures), context))
+
 /** The `POST /rpc` transport to `url` (for example `http://127.0.0.1:3000/rpc`). */
 export const layerHttp = (url: string): Layer.Layer<RpcClient.Protocol> =>
   RpcClient.layerProtocolHttp({ url }).pipe(
-    Layer.provide([FetchHttpClient.layer, RpcSerialization.layerNdjson])
+    Layer.provide([FetchHttpClient.layer, RpcSerialization.layerJson])
   )
 
 /** The WebSocket transport to `url` (for example `ws://127.0.0.1:3000/rpc`). */
 export const layerWebSocket = (url: string): Layer.Layer<RpcClient.Protocol> =>
   RpcClient.layerProtocolSocket({ retryTransientErrors: false }).pipe(
-    Layer.provide([NodeSocket.layerWebSocket(url), RpcSerialization.layerNdjson])
+    Layer.provide([NodeSocket.layerWebSocket(url), RpcSerialization.layerJson])
   )

@@ -1,10 +1,14 @@
 /**
- * ChangeTap: post-commit change events. Interface only in this file; see the layers below.
+ * ChangeTap: post-commit change events, delivered in commit order to listeners and queues.
+ * `layerLocal`: changes are seen by the writing process only. `layerFleet` (PostgreSQL): changes
+ * are also written to an outbox and announced with `pg_notify` inside the transaction, so every
+ * replica receives every committed change.
  */
-import type { Cause, Effect, Queue, Scope } from "effect"
-import { Context } from "effect"
+import type { Queue, Scope } from "effect"
+import { Cause, Context, Effect, FiberRef, Layer, PubSub, Ref } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
-import type { ChangeDeliveryFailed, StoreUnavailable } from "./Errors.js"
+import type { StoreUnavailable } from "./Errors.js"
+import { ChangeDeliveryFailed } from "./Errors.js"
 
 /** A change recorded inside a transaction, before commit gives it a `seq`. */
 export type PendingChange = Omit<ChangeEvent, "seq">
@@ -51,3 +55,72 @@ export interface ChangeTapShape {
 
 /** The change tap service tag. */
 export class ChangeTap extends Context.Tag("@fw/framework/ChangeTap")<ChangeTap, ChangeTapShape>() {}
+
+/** True while this fiber delivers events (a listener's own writes are queued, not delivered re-entrantly). */
+const delivering = FiberRef.unsafeMake(false)
+
+/** The in-process delivery shared by both layers: ordered, serialised, with listener failure semantics. */
+export const makeDelivery = Effect.gen(function*() {
+  const listeners = yield* Ref.make<ReadonlyArray<Listener>>([])
+  const hub = yield* PubSub.unbounded<ChangeEvent>()
+  const lock = yield* Effect.makeSemaphore(1)
+  const queued: Array<ChangeEvent> = []
+  let seq = 0
+
+  const deliverOne = (event: ChangeEvent) =>
+    Effect.gen(function*() {
+      yield* PubSub.publish(hub, event)
+      const failures: Array<ChangeDeliveryFailed> = []
+      for (const listener of yield* Ref.get(listeners)) {
+        const outcome = yield* Effect.exit(listener.onEvent(event))
+        if (outcome._tag === "Success") continue
+        const cause = outcome.cause
+        yield* Effect.logWarning(`change listener "${listener.name}" failed on ${event.op} ${event.table}/${event.id}`, cause)
+        if (listener.durable === undefined) continue
+        const recorded = yield* Effect.exit(listener.durable.recordFailure(event, cause))
+        if (recorded._tag === "Failure") {
+          yield* Effect.logError(`durable change listener "${listener.name}" could not record its failure: change lost`, recorded.cause)
+          failures.push(new ChangeDeliveryFailed({ listener: listener.name, message: Cause.pretty(cause).split("\n")[0] ?? "failed" }))
+        }
+      }
+      return failures
+    })
+
+  /** Delivers events (already numbered) in order; listener writes made meanwhile are delivered after them. */
+  const deliver = (events: ReadonlyArray<ChangeEvent>) =>
+    Effect.flatMap(FiberRef.get(delivering), (nested) => {
+      if (nested) {
+        queued.push(...events)
+        return Effect.void
+      }
+      return lock.withPermits(1)(Effect.gen(function*() {
+        const failures: Array<ChangeDeliveryFailed> = []
+        for (const event of events) failures.push(...(yield* deliverOne(event)))
+        while (queued.length > 0) yield* deliverOne(queued.shift()!)
+        if (failures.length > 0) return yield* Effect.fail(failures[0]!)
+      })).pipe(Effect.locally(delivering, true))
+    })
+
+  const number = (changes: ReadonlyArray<PendingChange>): ReadonlyArray<ChangeEvent> =>
+    changes.map((change) => ({ ...change, seq: ++seq }))
+
+  const subscribe = (listener: Listener) =>
+    Effect.acquireRelease(
+      Ref.update(listeners, (all) => [...all, listener]),
+      () => Ref.update(listeners, (all) => all.filter((l) => l !== listener))
+    )
+
+  return { deliver, number, subscribe, events: PubSub.subscribe(hub) }
+})
+
+/** Local change scope: only the writing process sees its changes. */
+export const layerLocal: Layer.Layer<ChangeTap> = Layer.effect(
+  ChangeTap,
+  Effect.map(makeDelivery, (delivery): ChangeTapShape => ({
+    scope: "local",
+    stage: () => Effect.void,
+    publish: (changes) => delivery.deliver(delivery.number(changes)),
+    subscribe: delivery.subscribe,
+    events: delivery.events
+  }))
+)

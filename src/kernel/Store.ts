@@ -6,8 +6,13 @@
  * provided `SqlClient`). Both are built by `make` over a small `Driver`, so scoping, validation
  * and change events behave identically on every tier.
  */
-import type { Effect, Option, Stream } from "effect"
-import { Context } from "effect"
+import type { SqlClient } from "@effect/sql"
+import type { Option, Stream } from "effect"
+import { Context, Effect, Layer } from "effect"
+import { ChangeTap } from "./ChangeTap.js"
+import * as MemoryDriver from "./MemoryDriver.js"
+import * as SqlDriver from "./SqlDriver.js"
+import * as StoreRuntime from "./StoreRuntime.js"
 import type { StoreError } from "./Errors.js"
 import type * as Table from "./Table.js"
 
@@ -87,3 +92,25 @@ export interface StoreShape {
 
 /** The store service. */
 export class Store extends Context.Tag("@fw/framework/Store")<Store, StoreShape>() {}
+
+/** The in-process tier (dev and tests). Needs a `ChangeTap`. */
+export const layerMemory: Layer.Layer<Store, never, ChangeTap> = Layer.effect(
+  Store,
+  Effect.gen(function*() {
+    return StoreRuntime.make(yield* MemoryDriver.make, yield* ChangeTap)
+  })
+)
+
+/** The SQL tier: SQLite or PostgreSQL, from the provided `SqlClient`. Needs a `ChangeTap`. */
+export const layerSql: Layer.Layer<Store, never, ChangeTap | SqlClient.SqlClient> = Layer.effect(
+  Store,
+  Effect.gen(function*() {
+    return StoreRuntime.make(yield* SqlDriver.make, yield* ChangeTap)
+  })
+)
+
+/** Runs `effect` and returns its result with the names of the tables it read (live queries re-run on their changes). */
+export const trackReads = StoreRuntime.trackReads
+
+/** Builds a store over a driver (for custom tiers). */
+export const make = StoreRuntime.make

@@ -1,14 +1,14 @@
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Queue, Schedule, Stream } from "effect"
-import * as ChangeTapLive from "../../src/kernel/ChangeTapLive.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Serve from "../support/Serve.js"
 import { addNote, app, bearer, listNotes, whoAmI } from "./fixtures.js"
 
 process.env.FW_INSPECT_TOKEN = "inspect-secret"
 
-const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTapLive.layerLocal))
+const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
 
 /** Subscribes to a live query; the first result is taken, so the subscription is active on return. */
 const subscribe = <A, E>(stream: Stream.Stream<A, E>) =>
@@ -78,8 +78,13 @@ describe("transports", () => {
   it.scopedLive("unsubscribing and disconnecting release the live subscription", () =>
     Effect.gen(function*() {
       const served = yield* Serve.serve(app, memory)
+      // Polls the server's count until it reaches `n` (release happens asynchronously after a disconnect).
       const until = (n: number) =>
-        liveSubscriptions(served).pipe(Effect.repeat({ until: (count) => count === n, schedule: Schedule.spaced("20 millis") }))
+        liveSubscriptions(served).pipe(
+          Effect.filterOrFail((count) => count === n),
+          Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 250 }),
+          Effect.orElse(() => liveSubscriptions(served))
+        )
       const http = yield* Serve.httpClient(served, app)
       yield* Effect.scoped(Effect.gen(function*() {
         const ws = yield* Serve.wsClient(served, app)

@@ -40,8 +40,8 @@ export const serve = <E>(
 
 /** A client over `POST /rpc`. */
 export const httpClient = (served: Served, app: App): Effect.Effect<Client.Client, never, Scope.Scope> =>
-  Client.make(app.procedures.values()).pipe(Effect.provide(Client.layerHttp(served.rpcUrl)))
+  Client.connect(app.procedures.values(), Client.layerHttp(served.rpcUrl))
 
 /** A client over one WebSocket. */
 export const wsClient = (served: Served, app: App): Effect.Effect<Client.Client, never, Scope.Scope> =>
-  Client.make(app.procedures.values()).pipe(Effect.provide(Client.layerWebSocket(served.wsUrl)))
+  Client.connect(app.procedures.values(), Client.layerWebSocket(served.wsUrl))

@@ -1,0 +1,124 @@
+import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either, Layer } from "effect"
+import WebSocket from "ws"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as Store from "../../src/kernel/Store.js"
+import * as Serve from "../support/Serve.js"
+import { addNote, app, bearer, fail, listNotes } from "./fixtures.js"
+
+const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
+
+const post = (url: string, body: string | Uint8Array, headers: Record<string, string> = {}) =>
+  HttpClient.HttpClient.pipe(
+    Effect.flatMap((client) =>
+      client.execute(
+        HttpClientRequest.post(url).pipe(
+          typeof body === "string"
+            ? HttpClientRequest.bodyText(body, "application/ndjson")
+            : HttpClientRequest.bodyUint8Array(body, "application/ndjson"),
+          HttpClientRequest.setHeaders(headers)
+        )
+      )
+    ),
+    Effect.flatMap((response) => Effect.map(response.text, (text) => ({ status: response.status, text }))),
+    Effect.provide(FetchHttpClient.layer)
+  )
+
+const frame = (tag: string, payload: unknown, headers: ReadonlyArray<[string, string]> = []) =>
+  JSON.stringify({ _tag: "Request", id: "1", tag, payload, headers }) + "\n"
+
+/** Sends raw text frames over a WebSocket and collects the parsed answers until `count` arrived. */
+const wsExchange = (url: string, frames: ReadonlyArray<string>, count: number) =>
+  Effect.async<ReadonlyArray<Record<string, unknown>>, Error>((resume) => {
+    const socket = new WebSocket(url)
+    const answers: Array<Record<string, unknown>> = []
+    socket.on("open", () => frames.forEach((f) => socket.send(f)))
+    socket.on("message", (data) => {
+      for (const line of data.toString().split("\n").filter((l) => l.length > 0)) {
+        const message = JSON.parse(line) as Record<string, unknown>
+        if (message._tag === "Pong") continue
+        answers.push(message)
+      }
+      if (answers.length >= count) {
+        socket.close()
+        resume(Effect.succeed(answers))
+      }
+    })
+    socket.on("error", (error) => resume(Effect.fail(error)))
+    return Effect.sync(() => socket.terminate())
+  })
+
+describe("bad input", () => {
+  it.scopedLive("input failing its schema is a typed InputInvalid, and nothing is written", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const client = yield* Serve.httpClient(served, app)
+      const raw = yield* post(served.rpcUrl, frame("notes.add", { text: "", rank: "high" }, [["authorization", "Bearer tok-alice"]]))
+      assert.strictEqual(raw.status, 200)
+      assert.include(raw.text, "InputInvalid")
+      const notes = yield* client.call(listNotes, {}, { headers: bearer("tok-alice") })
+      assert.strictEqual(notes.length, 0)
+    }))
+
+  it.scopedLive("an unknown procedure tag is a typed ProcedureNotFound on both transports", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const overHttp = yield* post(served.rpcUrl, frame("nope.missing", {}))
+      assert.include(overHttp.text, "ProcedureNotFound")
+      const [overWs] = yield* wsExchange(served.wsUrl, [frame("nope.missing", {})], 1)
+      assert.strictEqual(overWs!._tag, "Exit")
+      assert.include(JSON.stringify(overWs), "ProcedureNotFound")
+    }))
+
+  it.scopedLive("malformed frames get an error answer and the server keeps serving", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const garbage = yield* post(served.rpcUrl, "{not json")
+      assert.include(garbage.text, "Defect")
+      const answers = yield* wsExchange(served.wsUrl, ["{not json", frame("notes.list", {}, [["authorization", "Bearer tok-alice"]])], 2)
+      assert.strictEqual(answers[0]!._tag, "Defect")
+      assert.strictEqual(answers[1]!._tag, "Exit")
+      const client = yield* Serve.httpClient(served, app)
+      assert.deepStrictEqual(yield* client.call(listNotes, {}, { headers: bearer("tok-alice") }), [])
+    }))
+
+  it.scopedLive("an oversize POST /rpc body is refused with 413 (declared and chunked)", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const big = new Uint8Array(8 * 1024 * 1024 + 1).fill(0x20)
+      const declared = yield* post(served.rpcUrl, big)
+      assert.strictEqual(declared.status, 413)
+      assert.include(declared.text, "PayloadTooLarge")
+      // Chunked: no Content-Length, the counter cuts the read at the cap.
+      const chunked = yield* Effect.tryPromise(async () => {
+        const body = new ReadableStream<Uint8Array>({
+          start(controller) {
+            for (let i = 0; i < 9; i++) controller.enqueue(new Uint8Array(1024 * 1024).fill(0x20))
+            controller.close()
+          }
+        })
+        const response = await fetch(served.rpcUrl, { method: "POST", body, duplex: "half" } as RequestInit)
+        return response.status
+      })
+      assert.strictEqual(chunked, 413)
+      const client = yield* Serve.httpClient(served, app)
+      assert.deepStrictEqual(yield* client.call(listNotes, {}, { headers: bearer("tok-alice") }), [])
+    }))
+
+  it.scopedLive("handler failures: {status, message} keeps its status; anything else is a 500 that leaks nothing", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const client = yield* Serve.httpClient(served, app)
+      const status = yield* Effect.either(client.call(fail, { how: "status" }))
+      assert.isTrue(Either.isLeft(status) && status.left._tag === "ProcedureFailure" && status.left.message === "I'm a teapot")
+      for (const how of ["defect", "secret"] as const) {
+        const result = yield* Effect.either(client.call(fail, { how }))
+        assert.isTrue(Either.isLeft(result) && result.left._tag === "InternalError")
+        assert.notInclude(JSON.stringify(result), "hunter2")
+        assert.notInclude(JSON.stringify(result), "boom")
+      }
+      const refused = yield* Effect.either(client.call(addNote, { text: "x", rank: 1 }, { headers: bearer("tok-carol") }))
+      assert.isTrue(Either.isLeft(refused) && refused.left._tag === "GuardRefused" && refused.left.status === 403)
+    }))
+})
