@@ -16,6 +16,8 @@ export interface Column {
   readonly nullable: boolean
 }
 
+const isNull = (ast: SchemaAST.AST) => ast._tag === "Literal" && ast.literal === null
+
 const isNullish = (ast: SchemaAST.AST) =>
   ast._tag === "UndefinedKeyword" || ast._tag === "VoidKeyword" || (ast._tag === "Literal" && ast.literal === null)
 
@@ -55,7 +57,7 @@ export const of = (table: Table.Any): ReadonlyArray<Column> => {
     name: String(signature.name),
     kind: kindOf(signature.type),
     optional: signature.isOptional,
-    nullable: signature.type._tag === "Union" && signature.type.types.some(isNullish)
+    nullable: isNull(signature.type) || (signature.type._tag === "Union" && signature.type.types.some(isNull))
   }))
   const ordered = [...columns.filter((c) => c.name === "id"), ...columns.filter((c) => c.name !== "id")]
   cache.set(table, ordered)

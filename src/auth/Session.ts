@@ -1,0 +1,125 @@
+/**
+ * The framework session: a signed, expiring `fw:session` cookie minted by `issueSession` after any
+ * login (password, hosted login, SAML) and read by `passwordSessionStrategy`.
+ *
+ * Format: `base64url(JSON {subject, exp}) "." base64url(HMAC-SHA256(secret, payload))`. Tampering
+ * with either part fails verification; the signature is compared in constant time.
+ */
+import { Clock, Effect, Schema } from "effect"
+import { createHmac, timingSafeEqual } from "node:crypto"
+import * as Subject from "../kernel/Subject.js"
+import * as AuthStrategy from "./AuthStrategy.js"
+
+/** The session cookie's name. */
+export const cookieName = "fw:session"
+
+/** Default lifetime: 7 days. */
+export const defaultMaxAgeSeconds = 604_800
+
+/** A secret shorter than 32 bytes cannot sign sessions. */
+export class SessionSecretTooShort extends Schema.TaggedError<SessionSecretTooShort>()("SessionSecretTooShort", {
+  bytes: Schema.Number
+}) {
+  override get message() {
+    return `the session secret has ${this.bytes} bytes; at least 32 are required`
+  }
+}
+
+/** Why a session value was refused. */
+export class SessionInvalid extends Schema.TaggedError<SessionInvalid>()("SessionInvalid", {
+  reason: Schema.Literal("malformed", "signature", "expired")
+}) {
+  override get message() {
+    return `invalid session: ${this.reason}`
+  }
+}
+
+const Payload = Schema.Struct({
+  subject: Schema.Struct({
+    type: Schema.String,
+    id: Schema.String,
+    tenantId: Schema.NullOr(Schema.String),
+    metadata: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+    scopes: Schema.Array(Schema.String)
+  }),
+  /** Expiry, epoch seconds. */
+  exp: Schema.Number
+})
+const decodePayload = Schema.decodeUnknownOption(Schema.parseJson(Payload))
+
+const minimumSecretBytes = 32
+
+const checkSecret = (secret: string) => {
+  const bytes = Buffer.byteLength(secret)
+  return bytes < minimumSecretBytes ? Effect.fail(new SessionSecretTooShort({ bytes })) : Effect.void
+}
+
+const sign = (secret: string, payload: string) => createHmac("sha256", secret).update(payload).digest()
+
+/** Mints a session value for `subject`, valid for `maxAgeSeconds` (default 7 days) from now. */
+export const issueSession = (
+  subject: Subject.Subject,
+  secret: string,
+  options: { readonly maxAgeSeconds?: number } = {}
+): Effect.Effect<string, SessionSecretTooShort> =>
+  Effect.gen(function*() {
+    yield* checkSecret(secret)
+    const now = yield* Clock.currentTimeMillis
+    const exp = Math.floor(now / 1000) + (options.maxAgeSeconds ?? defaultMaxAgeSeconds)
+    const payload = Buffer.from(JSON.stringify({ subject, exp })).toString("base64url")
+    return `${payload}.${sign(secret, payload).toString("base64url")}`
+  })
+
+/** Verifies a session value and returns its subject. */
+export const verifySession = (value: string, secret: string): Effect.Effect<Subject.Subject, SessionInvalid | SessionSecretTooShort> =>
+  Effect.gen(function*() {
+    yield* checkSecret(secret)
+    const [payload, signature, ...rest] = value.split(".")
+    if (payload === undefined || signature === undefined || rest.length > 0) return yield* new SessionInvalid({ reason: "malformed" })
+    const expected = sign(secret, payload)
+    const given = Buffer.from(signature, "base64url")
+    if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
+      return yield* new SessionInvalid({ reason: "signature" })
+    }
+    const decoded = decodePayload(Buffer.from(payload, "base64url").toString("utf8"))
+    if (decoded._tag === "None") return yield* new SessionInvalid({ reason: "malformed" })
+    if (decoded.value.exp * 1000 <= (yield* Clock.currentTimeMillis)) return yield* new SessionInvalid({ reason: "expired" })
+    return Subject.make(decoded.value.subject)
+  })
+
+/** A `Set-Cookie` value carrying a session (HttpOnly, SameSite=Lax, Path=/). */
+export const sessionCookie = (
+  value: string,
+  options: { readonly maxAgeSeconds?: number; readonly secure?: boolean } = {}
+): string =>
+  `${cookieName}=${value}; Path=/; Max-Age=${options.maxAgeSeconds ?? defaultMaxAgeSeconds}; HttpOnly; SameSite=Lax${
+    options.secure ? "; Secure" : ""
+  }`
+
+/** A `Set-Cookie` value that clears the session. */
+export const clearSessionCookie = (): string => `${cookieName}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax`
+
+/**
+ * The password-session strategy: reads the `fw:session` cookie. No cookie is no match; a cookie
+ * that is tampered with or expired is a failed verdict (the chain stops); a valid one authenticates.
+ */
+export const passwordSessionStrategy = (options: {
+  readonly secret: string
+  readonly cookieName?: string
+}): AuthStrategy.AuthStrategy => {
+  if (Buffer.byteLength(options.secret) < minimumSecretBytes) {
+    throw new SessionSecretTooShort({ bytes: Buffer.byteLength(options.secret) })
+  }
+  return {
+    id: "password-session",
+    outboundHosts: [],
+    authenticate: ({ headers }) => {
+      const value = AuthStrategy.readCookie(headers, options.cookieName ?? cookieName)
+      if (value === undefined || value.length === 0) return Effect.succeed(AuthStrategy.Verdict.NoMatch())
+      return verifySession(value, options.secret).pipe(
+        Effect.map((subject) => AuthStrategy.Verdict.Authenticated({ subject })),
+        Effect.catchAll((error) => Effect.succeed(AuthStrategy.Verdict.Failed({ reason: error.message })))
+      )
+    }
+  }
+}
