@@ -4,11 +4,12 @@
  * are also written to an outbox and announced with `pg_notify` inside the transaction, so every
  * replica receives every committed change.
  */
+import { PgClient } from "@effect/sql-pg"
+import type { SqlError } from "@effect/sql/SqlError"
 import type { Queue, Scope } from "effect"
-import { Cause, Context, Effect, FiberRef, Layer, PubSub, Ref } from "effect"
+import { Cause, Clock, Context, Effect, FiberRef, Layer, PubSub, Ref, Schedule, Stream } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
-import type { StoreUnavailable } from "./Errors.js"
-import { ChangeDeliveryFailed } from "./Errors.js"
+import { ChangeDeliveryFailed, StoreUnavailable } from "./Errors.js"
 
 /** A change recorded inside a transaction, before commit gives it a `seq`. */
 export type PendingChange = Omit<ChangeEvent, "seq">
@@ -124,3 +125,81 @@ export const layerLocal: Layer.Layer<ChangeTap> = Layer.effect(
     events: delivery.events
   }))
 )
+
+/** The PostgreSQL channel fleet scope announces commits on. */
+export const fleetChannel = "fw_changes"
+
+/** Options of `layerFleet`. */
+export interface FleetOptions {
+  /** Outbox rows older than this are pruned (default 1 hour). */
+  readonly retainMs?: number
+  /** A catch-up read runs this often even without a notification (default 5 s). */
+  readonly pollMs?: number
+}
+
+/**
+ * Fleet change scope on PostgreSQL: each transaction's changes are written as one outbox row and
+ * announced with `pg_notify` on the transaction's connection, so the announcement is delivered only
+ * if it commits. Every replica LISTENs, reads outbox rows it has not delivered (catching up after a
+ * missed notification) and delivers other replicas' changes to its listeners; its own are delivered
+ * locally at publish.
+ */
+export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, SqlError, PgClient.PgClient> =>
+  Layer.scoped(
+    ChangeTap,
+    Effect.gen(function*() {
+      const pg = yield* PgClient.PgClient
+      const delivery = yield* makeDelivery
+      const origin = crypto.randomUUID()
+      yield* pg`CREATE TABLE IF NOT EXISTS _fw_change_outbox (
+        id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL, created_at BIGINT NOT NULL)`
+      const start = yield* pg<{ readonly max: string | null }>`SELECT MAX(id)::text AS max FROM _fw_change_outbox`
+      let watermark = Number(start[0]?.max ?? 0)
+      const delivered = new Set<number>()
+      const catchUpLock = yield* Effect.makeSemaphore(1)
+
+      // Ids are assigned at insert, not at commit: re-read a window below the watermark so a
+      // transaction that committed late is still delivered, and skip what was delivered already.
+      const catchUp = catchUpLock.withPermits(1)(Effect.gen(function*() {
+        const rows = yield* pg<{ readonly id: string; readonly origin: string; readonly changes: ReadonlyArray<PendingChange> }>`
+          SELECT id::text AS id, origin, changes FROM _fw_change_outbox WHERE id > ${Math.max(0, watermark - 100)} ORDER BY id`
+        for (const row of rows) {
+          const id = Number(row.id)
+          if (delivered.has(id)) continue
+          delivered.add(id)
+          watermark = Math.max(watermark, id)
+          if (row.origin !== origin) yield* Effect.ignore(delivery.deliver(delivery.number(row.changes)))
+        }
+        for (const id of delivered) if (id < watermark - 1000) delivered.delete(id)
+      })).pipe(Effect.catchAll((error) => Effect.logWarning("fleet change catch-up failed", error)))
+
+      yield* pg.listen(fleetChannel).pipe(
+        Stream.filter((from) => from !== origin),
+        Stream.runForEach(() => catchUp),
+        Effect.catchAll((error) => Effect.logError("fleet change listener stopped", error)),
+        Effect.forkScoped
+      )
+      yield* catchUp.pipe(Effect.repeat(Schedule.spaced(options.pollMs ?? 5_000)), Effect.forkScoped)
+      const retainMs = options.retainMs ?? 3_600_000
+      yield* Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        yield* pg`DELETE FROM _fw_change_outbox WHERE created_at < ${now - retainMs}`
+      }).pipe(Effect.ignore, Effect.repeat(Schedule.spaced(Math.max(1_000, retainMs / 4))), Effect.forkScoped)
+
+      return ChangeTap.of({
+        scope: "fleet",
+        stage: (changes) =>
+          Effect.gen(function*() {
+            const now = yield* Clock.currentTimeMillis
+            const [row] = yield* pg<{ readonly id: string }>`INSERT INTO _fw_change_outbox (origin, changes, created_at)
+              VALUES (${origin}, ${JSON.stringify(changes)}, ${now}) RETURNING id::text AS id`
+            // Own changes are delivered at publish; the row is marked so catch-up skips it.
+            if (row !== undefined) delivered.add(Number(row.id))
+            yield* pg`SELECT pg_notify(${fleetChannel}, ${origin})`
+          }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
+        publish: (changes) => delivery.deliver(delivery.number(changes)),
+        subscribe: delivery.subscribe,
+        events: delivery.events
+      })
+    })
+  )

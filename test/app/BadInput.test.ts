@@ -1,9 +1,12 @@
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
+import pg from "pg"
 import WebSocket from "ws"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
+import * as Pg from "../support/Pg.js"
 import * as Serve from "../support/Serve.js"
 import { addNote, app, bearer, fail, listNotes } from "./fixtures.js"
 
@@ -120,5 +123,32 @@ describe("bad input", () => {
       }
       const refused = yield* Effect.either(client.call(addNote, { text: "x", rank: 1 }, { headers: bearer("tok-carol") }))
       assert.isTrue(Either.isLeft(refused) && refused.left._tag === "GuardRefused" && refused.left.status === 403)
+    }))
+})
+
+describe.skipIf(Pg.serverUrl === null)("a database that goes down", () => {
+  it.scopedLive("gives a typed StoreUnavailable and the server keeps serving", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const tier = Store.layerSql.pipe(
+        Layer.provideMerge(ChangeTap.layerLocal),
+        Layer.provide(Layer.effectDiscard(SchemaDiffer.apply(app.tables)).pipe(Layer.provideMerge(Pg.layerClient(url))))
+      )
+      const served = yield* Serve.serve(app, tier)
+      const client = yield* Serve.httpClient(served, app)
+      yield* client.call(addNote, { text: "before", rank: 1 }, { headers: bearer("tok-alice") })
+      const name = new URL(url).pathname.slice(1)
+      yield* Effect.promise(async () => {
+        const admin = new pg.Client({ connectionString: Pg.serverUrl! })
+        await admin.connect()
+        await admin.query(`DROP DATABASE ${name} WITH (FORCE)`)
+        await admin.end()
+      })
+      const down = yield* Effect.flip(client.call(listNotes, {}, { headers: bearer("tok-alice") }))
+      assert.strictEqual(down._tag, "StoreUnavailable")
+      const write = yield* Effect.flip(client.call(addNote, { text: "after", rank: 2 }, { headers: bearer("tok-alice") }))
+      assert.strictEqual(write._tag, "StoreUnavailable")
+      const health = yield* Effect.promise(() => fetch(`${served.url}/_fw/health`).then((r) => r.text()))
+      assert.strictEqual(health, "ok")
     }))
 })

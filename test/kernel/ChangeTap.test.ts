@@ -1,0 +1,123 @@
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Option, Queue, Redacted, Schema } from "effect"
+import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
+import * as Store from "../../src/kernel/Store.js"
+import { defineTable } from "../../src/kernel/Table.js"
+import * as Pg from "../support/Pg.js"
+
+const Notes = defineTable("notes", { fields: { text: Schema.String } })
+const Audit = defineTable("audit", { fields: { noteId: Schema.String } })
+
+const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
+
+const withListener = (listener: ChangeTap.Listener) =>
+  Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.subscribe(listener))
+
+describe("ChangeTap (local)", () => {
+  it.scoped("an ordinary listener's failure is logged and never undoes or fails the write", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      yield* withListener({ name: "flaky", onEvent: () => Effect.fail("down") })
+      const row = yield* store.insert(Notes, { text: "kept" })
+      assert.isTrue(Option.isSome(yield* store.get(Notes, row.id)))
+    }).pipe(Effect.provide(memory)))
+
+  it.scoped("a durable listener's failure is recorded; the write succeeds", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const recorded: Array<string> = []
+      yield* withListener({
+        name: "search",
+        onEvent: () => Effect.fail("engine down"),
+        durable: { recordFailure: (event) => Effect.sync(() => void recorded.push(event.id)) }
+      })
+      const row = yield* store.insert(Notes, { text: "x" })
+      assert.deepStrictEqual(recorded, [row.id])
+    }).pipe(Effect.provide(memory)))
+
+  it.scoped("a durable listener that cannot record its failure makes the write fail loudly", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const others: Array<string> = []
+      yield* withListener({
+        name: "search",
+        onEvent: () => Effect.fail("engine down"),
+        durable: { recordFailure: () => Effect.fail("ledger down") }
+      })
+      yield* withListener({ name: "other", onEvent: (event) => Effect.sync(() => void others.push(event.id)) })
+      const result = yield* Effect.exit(store.insert(Notes, { id: "n1", text: "x" }))
+      assert.isTrue(Exit.isFailure(result))
+      const error = yield* Effect.flip(store.insert(Notes, { id: "n2", text: "y" }))
+      assert.strictEqual(error._tag, "ChangeDeliveryFailed")
+      // The data is committed and the other listeners still got the events.
+      assert.strictEqual(yield* store.count(Notes), 2)
+      assert.deepStrictEqual(others, ["n1", "n2"])
+    }).pipe(Effect.provide(memory)))
+
+  it.scoped("a listener may write; its own changes are delivered after the current ones", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const seen: Array<string> = []
+      yield* withListener({
+        name: "auditor",
+        onEvent: (event) =>
+          Effect.gen(function*() {
+            seen.push(`${event.table}:${event.op}`)
+            if (event.table === "notes") yield* store.insert(Audit, { noteId: event.id })
+          })
+      })
+      yield* store.transaction(Effect.all([store.insert(Notes, { text: "a" }), store.insert(Notes, { text: "b" })]))
+      assert.deepStrictEqual(seen, ["notes:insert", "notes:insert", "audit:insert", "audit:insert"])
+      assert.strictEqual(yield* store.count(Audit), 2)
+    }).pipe(Effect.provide(memory)))
+
+  it.scoped("events queues receive every committed change in order", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const events = yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.events)
+      const row = yield* store.insert(Notes, { text: "a" })
+      yield* store.update(Notes, row.id, { text: "b" })
+      const received = [yield* Queue.take(events), yield* Queue.take(events)]
+      assert.deepStrictEqual(received.map((e) => [e.op, e.after?.text]), [["insert", "a"], ["update", "b"]])
+      assert.isTrue(received[0]!.seq < received[1]!.seq)
+    }).pipe(Effect.provide(memory)))
+})
+
+describe.skipIf(Pg.serverUrl === null)("ChangeTap (fleet, PostgreSQL)", () => {
+  /** One "process": its own PgClient pool, fleet tap and store, on the shared database. */
+  const replica = (url: string) =>
+    Store.layerSql.pipe(
+      Layer.provideMerge(ChangeTap.layerFleet({ pollMs: 60_000 })),
+      Layer.provideMerge(PgClient.layer({ url: Redacted.make(url) }))
+    )
+
+  it.scopedLive("a change committed by one process reaches a second; a rolled-back one never does", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const a = yield* Layer.build(replica(url))
+      const b = yield* Layer.build(replica(url))
+      yield* SchemaDiffer.apply([Notes]).pipe(Effect.provide(a))
+      const received = yield* Queue.unbounded<ChangeEvent>()
+      yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) =>
+        tap.subscribe({ name: "b", onEvent: (event) => Queue.offer(received, event) })).pipe(Effect.provide(b))
+      const storeA = yield* Effect.provide(Store.Store, a)
+      yield* Effect.either(storeA.transaction(Effect.zipRight(storeA.insert(Notes, { id: "lost", text: "no" }), Effect.fail("abort"))))
+      yield* storeA.insert(Notes, { id: "kept", text: "yes" })
+      const first = yield* Queue.take(received).pipe(Effect.timeout("10 seconds"))
+      assert.deepStrictEqual([first.op, first.id, first.after?.text], ["insert", "kept", "yes"])
+      assert.strictEqual(yield* Queue.size(received), 0)
+      // B's own writes are delivered to B once (locally), not a second time through the outbox.
+      const storeB = yield* Effect.provide(Store.Store, b)
+      yield* storeB.insert(Notes, { id: "fromB", text: "b" })
+      const own = yield* Queue.take(received).pipe(Effect.timeout("10 seconds"))
+      assert.strictEqual(own.id, "fromB")
+      yield* storeA.insert(Notes, { id: "again", text: "a" })
+      const next = yield* Queue.take(received).pipe(Effect.timeout("10 seconds"))
+      assert.strictEqual(next.id, "again")
+    }))
+})
+
+if (Pg.serverUrl === null) console.warn(Pg.skipReason)
