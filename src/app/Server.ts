@@ -43,6 +43,8 @@ export interface Options {
   readonly applySchema?: boolean
   /** Log every request. Default false. */
   readonly logRequests?: boolean
+  /** Extra `HttpLayerRouter` routes served on the same listener (health checks, webhooks, ...). */
+  readonly routes?: Layer.Layer<never, never, HttpLayerRouter.HttpRouter | Store | ChangeTap>
 }
 
 /** The path of both rpc transports. */
@@ -61,6 +63,12 @@ const rpcRoutes = (serverGroup: Rpc.Group, maxBodyBytes: number) =>
       rpcPath,
       Effect.gen(function*() {
         const request = yield* HttpServerRequest.HttpServerRequest
+        const declared = Number(request.headers["content-length"] ?? Number.NaN)
+        // Node reads exactly Content-Length bytes, so a declared body within the cap can go straight through.
+        if (Number.isFinite(declared)) {
+          if (declared > maxBodyBytes) return yield* new BodyLimit.PayloadTooLarge({ limit: maxBodyBytes })
+          return yield* httpApp
+        }
         const body = yield* BodyLimit.readCapped(request, maxBodyBytes)
         const buffered = HttpServerRequest.fromWeb(
           new Request(`http://fw${request.url}`, {
@@ -179,7 +187,7 @@ export const layer = (
   app: App,
   options: Options = {}
 ): Layer.Layer<never, Plugin.PluginInvalid | SchemaApply.SchemaApplyFailed, Store | ChangeTap | HttpServer.HttpServer> =>
-  HttpLayerRouter.serve(routes(app), {
+  HttpLayerRouter.serve(options.routes ? Layer.merge(routes(app), options.routes) : routes(app), {
     disableLogger: options.logRequests !== true,
     disableListenLog: true
   }).pipe(

@@ -1,3 +1,4 @@
+import { FetchHttpClient, Headers } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
 import * as AuthStrategy from "../../src/auth/AuthStrategy.js"
@@ -7,14 +8,17 @@ import * as Subject from "../../src/kernel/Subject.js"
 const secret = "0123456789abcdef0123456789abcdef"
 const alice = Subject.make({ type: "user", id: "alice", tenantId: "acme", scopes: ["notes:write"], metadata: { plan: "pro" } })
 const strategy = Session.passwordSessionStrategy({ secret })
-const withCookie = (value: string) => ({ headers: { cookie: `other=1; fw:session=${value}` } })
+const withCookie = (value: string) => ({ headers: Headers.fromInput({ cookie: `other=1; fw:session=${value}` }) })
+const noHeaders = { headers: Headers.empty }
+const authenticate = (s: AuthStrategy.AuthStrategy, request: AuthStrategy.AuthRequest) =>
+  s.authenticate(request).pipe(Effect.provide(FetchHttpClient.layer))
 
 describe("Session", () => {
   it.effect("issue and verify round-trip the subject", () =>
     Effect.gen(function*() {
       const value = yield* Session.issueSession(alice, secret)
       assert.deepStrictEqual(yield* Session.verifySession(value, secret), alice)
-      const verdict = yield* strategy.authenticate(withCookie(value))
+      const verdict = yield* authenticate(strategy, withCookie(value))
       assert.isTrue(verdict._tag === "Authenticated" && verdict.subject.id === "alice")
     }))
 
@@ -27,7 +31,7 @@ describe("Session", () => {
       assert.strictEqual((yield* Effect.flip(Session.verifySession(`${payload}.${signature}x`, secret)))._tag, "SessionInvalid")
       assert.strictEqual((yield* Effect.flip(Session.verifySession(value, secret.toUpperCase())))._tag, "SessionInvalid")
       assert.strictEqual((yield* Effect.flip(Session.verifySession("garbage", secret)))._tag, "SessionInvalid")
-      const verdict = yield* strategy.authenticate(withCookie(`${forged}.${signature}`))
+      const verdict = yield* authenticate(strategy, withCookie(`${forged}.${signature}`))
       assert.strictEqual(verdict._tag, "Failed")
     }))
 
@@ -43,7 +47,7 @@ describe("Session", () => {
 
   it.effect("no cookie is no match; a short secret is refused", () =>
     Effect.gen(function*() {
-      assert.strictEqual((yield* strategy.authenticate({ headers: {} }))._tag, "NoMatch")
+      assert.strictEqual((yield* authenticate(strategy, noHeaders))._tag, "NoMatch")
       assert.strictEqual((yield* Effect.flip(Session.issueSession(alice, "short")))._tag, "SessionSecretTooShort")
       assert.throws(() => Session.passwordSessionStrategy({ secret: "short" }))
     }))
@@ -64,10 +68,10 @@ describe("Session", () => {
         fixed("later", AuthStrategy.Verdict.Authenticated({ subject: bob }))
       ])
       const value = yield* Session.issueSession(alice, secret)
-      const first = yield* chain.authenticate(withCookie(value))
+      const first = yield* authenticate(chain, withCookie(value))
       assert.isTrue(first._tag === "Authenticated" && first.subject.id === "alice")
       assert.deepStrictEqual(calls, [])
-      const stopped = yield* chain.authenticate({ headers: {} })
+      const stopped = yield* authenticate(chain, noHeaders)
       assert.strictEqual(stopped._tag, "Failed")
       assert.deepStrictEqual(calls, ["none", "fails"])
       assert.deepStrictEqual(chain.outboundHosts, ["none.example", "fails.example", "later.example"])
