@@ -1,0 +1,8 @@
+/**
+ * `npm run bench`: every benchmark in turn, each printing ratios against a peer measured in the same run.
+ */
+import * as Rpc from "./rpc.js"
+import * as Store from "./store.js"
+
+await Store.run()
+await Rpc.run()
