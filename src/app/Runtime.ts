@@ -24,6 +24,8 @@ export interface Invocation {
   readonly headers: Headers.Headers
   /** Skip auth resolution (inspect invocations run as a chosen subject). */
   readonly subject?: Subject.Subject
+  /** Run as the system, across tenants (inspect invocations without a tenant). Never set from a request. */
+  readonly crossTenant?: boolean
 }
 
 /** The runtime service. */
@@ -129,9 +131,15 @@ export const make = (app: App) =>
         return { subject, run: intercepted }
       })
 
-    const acting = <A, E>(procedure: Procedure.Any, subject: Subject.Subject, traceId: string, effect: Effect.Effect<A, E>) =>
+    const acting = <A, E>(
+      procedure: Procedure.Any,
+      subject: Subject.Subject,
+      traceId: string,
+      effect: Effect.Effect<A, E>,
+      crossTenant = false
+    ) =>
       effect.pipe(
-        Subject.actingAs(subject),
+        crossTenant ? Subject.asSystem : Subject.actingAs(subject),
         Provenance.withProvenance({ traceId, subjectId: subject.id, procedure: procedure.tag }),
         Effect.withSpan(`fw.${procedure.kind}`, { attributes: { "fw.procedure": procedure.tag, "fw.traceId": traceId } })
       )
@@ -144,7 +152,7 @@ export const make = (app: App) =>
     const call = (procedure: Procedure.Any, invocation: Invocation): Effect.Effect<unknown, Errors.ProcedureError> => {
       const traceId = traceIdOf(invocation.headers)
       return prepare(procedure, invocation, traceId).pipe(
-        Effect.flatMap(({ run, subject }) => acting(procedure, subject, traceId, run)),
+        Effect.flatMap(({ run, subject }) => acting(procedure, subject, traceId, run, invocation.crossTenant)),
         Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag))
       )
     }

@@ -103,10 +103,13 @@ const pluginRoutes = (plugin: Plugin.Plugin) =>
     Effect.gen(function*() {
       const runtime = yield* Runtime.Runtime
       const services = PluginHost.services(plugin, yield* Store, yield* HttpClient.HttpClient)
-      const mount = (route: Plugin.Route, path: `/${string}`, gate: boolean) => {
+      const mount = (route: Plugin.Route, path: `/${string}`, inspect: boolean) => {
         const handler = Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
-          const resolved = yield* Effect.either(runtime.resolveSubject(request.headers))
+          // Inspect routes authenticate with the inspect token, not the app's strategies.
+          const resolved = inspect
+            ? Either.right(Inspect.inspectSubject)
+            : yield* Effect.either(runtime.resolveSubject(request.headers))
           if (Either.isLeft(resolved)) return HttpResponses.error(401, "Unauthenticated", resolved.left.reason)
           const params = yield* HttpRouter.params
           const defined = Object.fromEntries(
@@ -124,7 +127,7 @@ const pluginRoutes = (plugin: Plugin.Plugin) =>
             )
           )
         )
-        return router.add(route.method, path, gate ? Inspect.gated(handler) : handler)
+        return router.add(route.method, path, inspect ? Inspect.gated(handler) : handler)
       }
       for (const route of plugin.routes ?? []) yield* mount(route, route.path, false)
       for (const route of plugin.inspectRoutes ?? []) {

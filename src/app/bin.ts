@@ -1,6 +1,13 @@
 #!/usr/bin/env node
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Effect } from "effect"
+import { Console, Effect } from "effect"
 import * as Cli from "./Cli.js"
 
-Cli.run(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain)
+Cli.run(process.argv).pipe(
+  Effect.catchIf(
+    (error): error is Cli.EntryInvalid => error instanceof Cli.EntryInvalid,
+    (error) => Console.error(`fw: ${error.entry}: ${error.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))
+  ),
+  Effect.provide(NodeContext.layer),
+  NodeRuntime.runMain
+)

@@ -11,6 +11,9 @@ import * as HttpResponses from "../app/HttpResponses.js"
 import { Runtime } from "../app/Runtime.js"
 import * as BodyLimit from "../http/BodyLimit.js"
 
+/** The subject inspect routes run as. */
+export const inspectSubject = Subject.make({ type: "system", id: "inspect", tenantId: null, scopes: ["*"] })
+
 /** The prefix of every inspect path. */
 export const prefix = "/_fw/inspect"
 
@@ -77,7 +80,8 @@ export const routes = (maxBodyBytes: number) =>
             tenantId: body.tenantId ?? null,
             scopes: ["*"]
           })
-          return yield* runtime.call(procedure, { input: body.input, headers: request.headers, subject }).pipe(
+          const crossTenant = subject.tenantId === null
+          return yield* runtime.call(procedure, { input: body.input, headers: request.headers, subject, crossTenant }).pipe(
             Effect.flatMap((output) => Schema.encodeUnknown(procedure.output)(output)),
             Effect.map((result) => HttpServerResponse.unsafeJson({ result })),
             Effect.catchTag("ParseError", () =>

@@ -1,0 +1,165 @@
+import { HttpClient, HttpServerResponse } from "@effect/platform"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Exit, Layer, Queue, Schema } from "effect"
+import { defineApp } from "../../src/app/App.js"
+import * as Plugin from "../../src/app/Plugin.js"
+import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as Store from "../../src/kernel/Store.js"
+import { CurrentSubject } from "../../src/kernel/Subject.js"
+import { defineTable } from "../../src/kernel/Table.js"
+import * as Serve from "../support/Serve.js"
+import { addNote, app as notesApp, bearer, Notes, tokenStrategy } from "./fixtures.js"
+
+process.env.FW_INSPECT_TOKEN = "inspect-secret"
+
+const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
+const Marks = defineTable("_fw_marks", { fields: { note: Schema.String } })
+
+const get = (url: string, headers: Record<string, string> = {}) =>
+  Effect.promise(async () => {
+    const response = await fetch(url, { headers })
+    return { status: response.status, body: await response.text() }
+  })
+
+const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
+  Effect.promise(async () => {
+    const response = await fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) })
+    return { status: response.status, body: await response.text() }
+  })
+
+const withPlugins = (...plugins: ReadonlyArray<Plugin.Plugin>) =>
+  defineApp({ name: "plugins", tables: [Notes], procedures: [addNote], auth: [tokenStrategy], plugins })
+
+describe("plugins", () => {
+  it.scopedLive("a plugin gets only what it declared: a read-only store without store:write", () =>
+    Effect.gen(function*() {
+      const results = yield* Queue.unbounded<string>()
+      const reader = Plugin.definePlugin({
+        name: "reader",
+        permissions: ["store:changes:read"],
+        tables: [Marks],
+        onChangeEvent: (event: ChangeEvent) =>
+          Effect.gen(function*() {
+            if (event.table !== "notes") return
+            const store = yield* Store.Store
+            const attempt = yield* Effect.either(store.insert(Marks, { note: event.id }))
+            yield* Queue.offer(results, attempt._tag === "Left" ? attempt.left._tag : "written")
+          })
+      })
+      const writer = Plugin.definePlugin({
+        name: "writer",
+        permissions: ["store:changes:read", "store:write"],
+        onChangeEvent: (event: ChangeEvent) =>
+          Effect.gen(function*() {
+            if (event.table !== "notes") return
+            const store = yield* Store.Store
+            yield* store.insert(Marks, { note: event.id })
+            yield* Queue.offer(results, "written")
+          })
+      })
+      const app = withPlugins(reader, writer)
+      const served = yield* Serve.serve(app, memory)
+      const client = yield* Serve.httpClient(served, app)
+      yield* client.call(addNote, { text: "hello", rank: 1 }, { headers: bearer("tok-alice") })
+      assert.deepStrictEqual([yield* Queue.take(results), yield* Queue.take(results)], ["StoreWriteDenied", "written"])
+    }))
+
+  it.scopedLive("an unknown permission, or a contribution without its permission, fails the boot", () =>
+    Effect.gen(function*() {
+      const unknown = Plugin.definePlugin({ name: "odd", permissions: ["store:everything" as Plugin.Permission] })
+      const exit = yield* Effect.exit(Serve.serve(withPlugins(unknown), memory))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.include(JSON.stringify(exit), "unknown permission")
+      const sneaky = Plugin.definePlugin({ name: "sneaky", permissions: [], onChangeEvent: () => Effect.void })
+      const exit2 = yield* Effect.exit(Serve.serve(withPlugins(sneaky), memory))
+      assert.include(JSON.stringify(exit2), "store:changes:read")
+      const inspector = Plugin.definePlugin({
+        name: "inspector",
+        permissions: ["inspect:read"],
+        inspectRoutes: [{ method: "POST", path: "/flip", handler: Effect.succeed(HttpServerResponse.empty()) }]
+      })
+      assert.include(JSON.stringify(yield* Effect.exit(Serve.serve(withPlugins(inspector), memory))), "inspect:write")
+    }))
+
+  it.scopedLive("outbound HTTP is limited to declared hosts", () =>
+    Effect.gen(function*() {
+      const results = yield* Queue.unbounded<string>()
+      const fetcher = (name: string, permissions: ReadonlyArray<Plugin.Permission>) =>
+        Plugin.definePlugin({
+          name,
+          permissions,
+          layer: Layer.effectDiscard(Effect.gen(function*() {
+            const client = yield* HttpClient.HttpClient
+            const outcome = yield* Effect.either(client.get("http://127.0.0.1:9/never"))
+            yield* Queue.offer(results, `${name}:${outcome._tag === "Left" && outcome.left.message.includes("did not declare") ? "refused" : "attempted"}`)
+          }))
+        })
+      const app = withPlugins(fetcher("allowed", ["network:outbound:127.0.0.1"]), fetcher("undeclared", []))
+      yield* Serve.serve(app, memory)
+      const seen = [yield* Queue.take(results), yield* Queue.take(results)].sort()
+      assert.deepStrictEqual(seen, ["allowed:attempted", "undeclared:refused"])
+    }))
+
+  it.scopedLive("plugin routes see the resolved caller; inspect routes sit behind the token", () =>
+    Effect.gen(function*() {
+      const greeter = Plugin.definePlugin({
+        name: "greeter",
+        permissions: ["inspect:read"],
+        routes: [{
+          method: "GET",
+          path: "/hello/:name",
+          handler: Effect.gen(function*() {
+            const params = yield* Plugin.RouteParams
+            const subject = yield* CurrentSubject
+            return HttpServerResponse.text(`hello ${params.name}, you are ${subject.id}`)
+          })
+        }],
+        inspectRoutes: [{ method: "GET", path: "/stats", handler: Effect.succeed(HttpServerResponse.unsafeJson({ ok: true })) }]
+      })
+      const served = yield* Serve.serve(withPlugins(greeter), memory)
+      assert.strictEqual((yield* get(`${served.url}/hello/world`, bearer("tok-alice"))).body, "hello world, you are alice")
+      assert.strictEqual((yield* get(`${served.url}/hello/world`, bearer("tok-bad"))).status, 401)
+      assert.strictEqual((yield* get(`${served.url}/_fw/inspect/plugins/greeter/stats`)).status, 401)
+      assert.strictEqual((yield* get(`${served.url}/_fw/inspect/plugins/greeter/stats`, { authorization: "Bearer wrong" })).status, 401)
+      const allowed = yield* get(`${served.url}/_fw/inspect/plugins/greeter/stats`, { authorization: "Bearer inspect-secret" })
+      assert.deepStrictEqual([allowed.status, allowed.body], [200, `{"ok":true}`])
+    }))
+})
+
+describe("inspect surface", () => {
+  it.scopedLive("invoke runs a procedure by tag; the token gates everything", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(notesApp, memory)
+      const token = { authorization: "Bearer inspect-secret" }
+      const invoked = yield* post(`${served.url}/_fw/inspect/invoke`, { tag: "notes.add", input: { text: "via inspect", rank: 1 }, tenantId: "acme" }, token)
+      assert.strictEqual(invoked.status, 200)
+      const result = (JSON.parse(invoked.body) as { result: { text: string; tenantId: string } }).result
+      assert.deepStrictEqual([result.text, result.tenantId], ["via inspect", "acme"])
+      const listed = JSON.parse((yield* post(`${served.url}/_fw/inspect/invoke`, { tag: "notes.list", input: {} }, token)).body)
+      assert.strictEqual(listed.result.length, 1)
+      assert.strictEqual((yield* post(`${served.url}/_fw/inspect/invoke`, { tag: "nope", input: {} }, token)).status, 404)
+      assert.strictEqual((yield* post(`${served.url}/_fw/inspect/invoke`, { tag: "notes.add", input: { text: "" } }, token)).status, 400)
+      assert.strictEqual((yield* post(`${served.url}/_fw/inspect/invoke`, "not an object", token)).status, 400)
+      assert.strictEqual((yield* post(`${served.url}/_fw/inspect/invoke`, { tag: "notes.list", input: {} })).status, 401)
+      const procedures = JSON.parse((yield* get(`${served.url}/_fw/inspect/procedures`, token)).body)
+      assert.includeMembers(procedures.procedures.map((p: { tag: string }) => p.tag), ["notes.add", "notes.list"])
+    }))
+
+  it.scopedLive("the surface is closed while FW_INSPECT_TOKEN is unset", () =>
+    Effect.gen(function*() {
+      delete process.env.FW_INSPECT_TOKEN
+      const served = yield* Serve.serve(notesApp, memory)
+      const closed = yield* get(`${served.url}/_fw/inspect/procedures`, { authorization: "Bearer " })
+      assert.strictEqual(closed.status, 404)
+      process.env.FW_INSPECT_TOKEN = "inspect-secret"
+    }))
+
+  it.scopedLive("the OpenAPI document is served", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(notesApp, memory)
+      const document = JSON.parse((yield* get(`${served.url}/openapi.json`)).body)
+      assert.strictEqual(document.openapi, "3.1.0")
+    }))
+})
+
