@@ -4,7 +4,8 @@
  * declared `network:outbound:<host>` hosts).
  */
 import { HttpClient, HttpClientError } from "@effect/platform"
-import { Context, Effect } from "effect"
+import { Context, Effect, Layer } from "effect"
+import { ChangeTap } from "../kernel/ChangeTap.js"
 import { StoreWriteDenied } from "../kernel/Errors.js"
 import type { StoreShape } from "../kernel/Store.js"
 import { Store } from "../kernel/Store.js"
@@ -85,3 +86,29 @@ export const services = (
   Context.make(Store, plugin.permissions.includes("store:write") ? store : readOnlyStore(store, plugin.name)).pipe(
     Context.add(HttpClient.HttpClient, restrictedHttpClient(client, plugin.name, outboundHosts(plugin)))
   )
+
+/**
+ * Starts a plugin's change listener and background layer, with its narrowed services, for the
+ * lifetime of the scope.
+ */
+export const start = (plugin: Plugin.Plugin) =>
+  Effect.gen(function*() {
+    const narrowed = services(plugin, yield* Store, yield* HttpClient.HttpClient)
+    const onChangeEvent = plugin.onChangeEvent
+    if (onChangeEvent !== undefined) {
+      const recordFailure = plugin.recordChangeFailure
+      const tap = yield* ChangeTap
+      yield* tap.subscribe({
+        name: plugin.name,
+        onEvent: (event) => Effect.provide(onChangeEvent(event), narrowed),
+        ...(recordFailure
+          ? { durable: { recordFailure: (event, cause) => Effect.provide(recordFailure(event, cause), narrowed) } }
+          : {})
+      })
+    }
+    if (plugin.layer !== undefined) {
+      yield* Layer.buildWithScope(plugin.layer.pipe(Layer.provide(Layer.succeedContext(narrowed))), yield* Effect.scope).pipe(
+        Effect.mapError((error) => new Plugin.PluginInvalid({ plugin: plugin.name, message: `failed to start: ${String(error)}` }))
+      )
+    }
+  })

@@ -136,29 +136,6 @@ const pluginRoutes = (plugin: Plugin.Plugin) =>
     })
   )
 
-/** Starts a plugin's background layer and change listener with its narrowed services. */
-const pluginWorker = (plugin: Plugin.Plugin) =>
-  Layer.scopedDiscard(Effect.gen(function*() {
-    const services = PluginHost.services(plugin, yield* Store, yield* HttpClient.HttpClient)
-    const onChangeEvent = plugin.onChangeEvent
-    if (onChangeEvent !== undefined) {
-      const recordFailure = plugin.recordChangeFailure
-      const tap = yield* ChangeTap
-      yield* tap.subscribe({
-        name: plugin.name,
-        onEvent: (event) => Effect.provide(onChangeEvent(event), services),
-        ...(recordFailure
-          ? { durable: { recordFailure: (event, cause) => Effect.provide(recordFailure(event, cause), services) } }
-          : {})
-      })
-    }
-    if (plugin.layer !== undefined) {
-      yield* Layer.buildWithScope(plugin.layer.pipe(Layer.provide(Layer.succeedContext(services))), yield* Effect.scope).pipe(
-        Effect.mapError((error) => new Plugin.PluginInvalid({ plugin: plugin.name, message: `failed to start: ${String(error)}` }))
-      )
-    }
-  }))
-
 /** A 200 `ok` at `GET /_fw/health`, for load balancers. */
 const health = HttpLayerRouter.add("GET", "/_fw/health", HttpServerResponse.text("ok"))
 
@@ -178,7 +155,7 @@ export const routes = (app: App) =>
       Inspect.routes(maxBodyBytes),
       health,
       ...app.plugins.map(pluginRoutes),
-      ...app.plugins.map(pluginWorker)
+      ...app.plugins.map((plugin) => Layer.scopedDiscard(PluginHost.start(plugin)))
     )
   }))
 

@@ -11,7 +11,7 @@ export type ChangeOp = typeof ChangeOp.Type
 
 /**
  * A committed change. `before`/`after` are the encoded rows (JSON-safe); `seq` is a per-process
- * monotonically increasing number in commit order; `at` is the commit time in epoch ms.
+ * monotonically increasing number in commit order; `at` is the time of the write in epoch ms (Effect `Clock`).
  */
 export const ChangeEvent = Schema.Struct({
   table: Schema.String,
@@ -22,7 +22,9 @@ export const ChangeEvent = Schema.Struct({
   after: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
   at: Schema.Number,
   seq: Schema.Number,
-  provenance: Provenance
+  provenance: Provenance,
+  /** Under fleet scope: the change was committed by another replica (absent for local changes). */
+  remote: Schema.optional(Schema.Boolean)
 })
 /** @see ChangeEvent */
 export type ChangeEvent = typeof ChangeEvent.Type

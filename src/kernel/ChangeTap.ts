@@ -10,6 +10,7 @@ import type { Queue, Scope } from "effect"
 import { Cause, Clock, Context, Effect, FiberRef, Layer, PubSub, Ref, Schedule, Stream } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
 import { ChangeDeliveryFailed, StoreUnavailable } from "./Errors.js"
+import * as Subject from "./Subject.js"
 
 /** A change recorded inside a transaction, before commit gives it a `seq`. */
 export type PendingChange = Omit<ChangeEvent, "seq">
@@ -73,12 +74,13 @@ export const makeDelivery = Effect.gen(function*() {
       yield* PubSub.publish(hub, event)
       const failures: Array<ChangeDeliveryFailed> = []
       for (const listener of yield* Ref.get(listeners)) {
-        const outcome = yield* Effect.exit(listener.onEvent(event))
+        // Listeners are system code: they act across tenants, whoever made the write.
+        const outcome = yield* Effect.exit(Subject.asSystem(listener.onEvent(event)))
         if (outcome._tag === "Success") continue
         const cause = outcome.cause
         yield* Effect.logWarning(`change listener "${listener.name}" failed on ${event.op} ${event.table}/${event.id}`, cause)
         if (listener.durable === undefined) continue
-        const recorded = yield* Effect.exit(listener.durable.recordFailure(event, cause))
+        const recorded = yield* Effect.exit(Subject.asSystem(listener.durable.recordFailure(event, cause)))
         if (recorded._tag === "Failure") {
           yield* Effect.logError(`durable change listener "${listener.name}" could not record its failure: change lost`, recorded.cause)
           failures.push(new ChangeDeliveryFailed({ listener: listener.name, message: Cause.pretty(cause).split("\n")[0] ?? "failed" }))
@@ -168,7 +170,9 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
           if (delivered.has(id)) continue
           delivered.add(id)
           watermark = Math.max(watermark, id)
-          if (row.origin !== origin) yield* Effect.ignore(delivery.deliver(delivery.number(row.changes)))
+          if (row.origin !== origin) {
+            yield* Effect.ignore(delivery.deliver(delivery.number(row.changes.map((change) => ({ ...change, remote: true })))))
+          }
         }
         for (const id of delivered) if (id < watermark - 1000) delivered.delete(id)
       })).pipe(Effect.catchAll((error) => Effect.logWarning("fleet change catch-up failed", error)))
