@@ -86,38 +86,52 @@ export const rowAsOf = (
     return latest === undefined || latest.op === "delete" ? null : latest.data
   }))
 
-/** Records one change as the row's next version; a concurrent recorder (another replica) makes it retry. */
-const record = (options: Options) => (event: ChangeEvent) =>
-  Effect.gen(function*() {
-    const store = yield* Store
-    const excluded = options.excludeColumns?.[event.table] ?? []
-    const data = event.after === null
-      ? null
-      : Object.fromEntries(Object.entries(event.after).filter(([column]) => !excluded.includes(column)))
-    const next = Effect.gen(function*() {
-      const [latest] = yield* store.find(RowHistory, {
-        where: { tableName: event.table, rowId: event.id },
-        orderBy: "version",
-        direction: "desc",
-        limit: 1
+/**
+ * Records one change as the row's next version. The last version of recently changed rows is
+ * remembered, so a version costs one insert; a concurrent recorder (another replica) makes the
+ * insert collide on the version id, and the recorder re-reads and retries.
+ */
+const record = (options: Options) => {
+  const lastVersions = new Map<string, number>()
+  const rememberAtMost = 50_000
+  return (event: ChangeEvent) =>
+    Effect.gen(function*() {
+      const store = yield* Store
+      const key = `${event.table}\u0000${event.id}`
+      const excluded = options.excludeColumns?.[event.table] ?? []
+      const data = event.after === null
+        ? null
+        : Object.fromEntries(Object.entries(event.after).filter(([column]) => !excluded.includes(column)))
+      const latest = Effect.suspend(() => {
+        const known = lastVersions.get(key)
+        return known !== undefined
+          ? Effect.succeed(known)
+          : Effect.map(
+            store.find(RowHistory, { where: { tableName: event.table, rowId: event.id }, orderBy: "version", direction: "desc", limit: 1 }),
+            ([last]) => last?.version ?? 0
+          )
       })
-      const version = (latest?.version ?? 0) + 1
-      yield* store.insert(RowHistory, {
-        id: versionId(event.table, event.id, version),
-        tableName: event.table,
-        rowId: event.id,
-        version,
-        op: event.op,
-        data,
-        changedAt: event.at,
-        tenantId: event.tenantId,
-        traceId: event.provenance.traceId,
-        subjectId: event.provenance.subjectId,
-        procedure: event.provenance.procedure
+      const next = Effect.gen(function*() {
+        const version = (yield* latest) + 1
+        yield* store.insert(RowHistory, {
+          id: versionId(event.table, event.id, version),
+          tableName: event.table,
+          rowId: event.id,
+          version,
+          op: event.op,
+          data,
+          changedAt: event.at,
+          tenantId: event.tenantId,
+          traceId: event.provenance.traceId,
+          subjectId: event.provenance.subjectId,
+          procedure: event.provenance.procedure
+        }).pipe(Effect.tapError(() => Effect.sync(() => lastVersions.delete(key))))
+        if (lastVersions.size >= rememberAtMost) lastVersions.clear()
+        lastVersions.set(key, version)
       })
+      yield* next.pipe(Effect.retry({ while: (error) => error._tag === "DuplicateRow", times: 5 }))
     })
-    yield* next.pipe(Effect.retry({ while: (error) => error._tag === "DuplicateRow", times: 5 }))
-  })
+}
 
 /** Deletes versions past the retention limits, always keeping each row's newest version. */
 export const sweep = (options: Options) =>

@@ -32,6 +32,8 @@ export interface Query {
 /** A storage tier. */
 export interface Driver {
   readonly dialect: "memory" | "sqlite" | "pg"
+  /** True when a single statement is atomic by itself (SQL), so a one-statement write needs no transaction. */
+  readonly atomicStatements: boolean
   /** Inserts rows; fails `DuplicateRow` when an id exists (and inserts none of them). */
   readonly insert: (table: Table.Any, rows: ReadonlyArray<Encoded>) => Effect.Effect<void, DuplicateRow | StoreUnavailable>
   /** Replaces the row with the same id. */

@@ -80,6 +80,7 @@ export const make: Effect.Effect<Driver.Driver> = Effect.gen(function*() {
 
   const driver: Driver.Driver = {
     dialect: "memory",
+    atomicStatements: false,
     insert: (table: Table.Any, rows) =>
       Effect.flatMap(FiberRef.get(stackRef), (stack) => {
         const seen = new Set<string>()

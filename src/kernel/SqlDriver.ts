@@ -126,6 +126,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
 
   const driver: Driver.Driver = {
     dialect,
+    atomicStatements: true,
     insert: (table, rows) =>
       sql`INSERT INTO ${sql(table.name)} ${sql.insert(rows.map((row) => toRow(table, row)))}`.pipe(
         Effect.asVoid,

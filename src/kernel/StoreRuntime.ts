@@ -159,13 +159,26 @@ export const make = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => 
 
   const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => transaction(effect)
 
+  /**
+   * A write that is one statement: outside a transaction, on a tier where a statement is atomic and
+   * with nothing to stage before commit, it runs without BEGIN/COMMIT round trips.
+   */
+  const writeOne = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
+    Effect.flatMap(FiberRef.get(pendingChanges), (outer) => {
+      if (Option.isSome(outer) || !driver.atomicStatements || tap.scope !== "local") return transaction(effect)
+      const own: Array<PendingChange> = []
+      return Effect.locally(effect, pendingChanges, Option.some(own)).pipe(
+        Effect.tap(() => own.length > 0 ? tap.publish(own) : Effect.void)
+      )
+    })
+
   const newId = () => crypto.randomUUID()
 
   const store: StoreShape = {
     dialect: driver.dialect,
     transaction,
     insert: (table, row) =>
-      write(Effect.gen(function*() {
+      writeOne(Effect.gen(function*() {
         const encoded = yield* codecOf(table).encode({ ...row, id: row.id ?? newId() })
         yield* checkTenant(table, encoded)
         yield* driver.insert(table, [encoded])

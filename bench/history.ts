@@ -1,0 +1,124 @@
+/**
+ * Row history: insert throughput with the plugin on against off, on SQLite (file) and PostgreSQL,
+ * and `rowAsOf` latency on a row with 10,000 versions.
+ */
+import { FetchHttpClient } from "@effect/platform"
+import type { SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { Effect, Layer, Redacted, Schema } from "effect"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+import pg from "pg"
+import * as PluginHost from "../src/app/PluginHost.js"
+import { rowAsOf, rowHistoryPlugin, RowHistory } from "../src/history/index.js"
+import * as ChangeTap from "../src/kernel/ChangeTap.js"
+import * as SchemaDiffer from "../src/kernel/SchemaDiffer.js"
+import * as Store from "../src/kernel/Store.js"
+import { defineTable } from "../src/kernel/Table.js"
+import { perSecond, table } from "./support.js"
+
+const Docs = defineTable("docs", { fields: { title: Schema.String, n: Schema.Number } })
+const N = 1_000
+const VERSIONS = 10_000
+const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+
+const stack = (client: Layer.Layer<SqlClient.SqlClient, unknown>, history: boolean) =>
+  (history ? Layer.scopedDiscard(PluginHost.start(rowHistoryPlugin())) : Layer.empty).pipe(
+    Layer.provideMerge(Store.layerSql.pipe(
+      Layer.provideMerge(ChangeTap.layerLocal),
+      Layer.provide(Layer.effectDiscard(SchemaDiffer.apply([Docs, RowHistory])).pipe(Layer.provideMerge(client)))
+    )),
+    Layer.provide(FetchHttpClient.layer)
+  )
+
+const inserts = (prefix: string) =>
+  Effect.gen(function*() {
+    const store = yield* Store.Store
+    const start = performance.now()
+    for (let i = 0; i < N; i++) yield* store.insert(Docs, { id: `${prefix}-${i}`, title: "t", n: i })
+    return N / ((performance.now() - start) / 1000)
+  })
+
+const asOfLatency = Effect.gen(function*() {
+  const store = yield* Store.Store
+  yield* store.insert(Docs, { id: "hot", title: "0", n: 0 })
+  // Seed the versions directly (as the plugin would have recorded them), then time point-in-time reads.
+  const records = Array.from({ length: VERSIONS }, (_, i) => ({
+    id: `docs:hot:${String(i + 1).padStart(10, "0")}`,
+    tableName: "docs",
+    rowId: "hot",
+    version: i + 1,
+    op: "update" as const,
+    data: { id: "hot", title: String(i), n: i },
+    changedAt: 1_000_000 + i,
+    tenantId: null,
+    traceId: "bench",
+    subjectId: null,
+    procedure: null
+  }))
+  yield* store.insertMany(RowHistory, records)
+  const samples: Array<number> = []
+  for (let i = 0; i < 200; i++) {
+    const at = 1_000_000 + Math.floor((i / 200) * VERSIONS)
+    const start = performance.now()
+    const row = yield* rowAsOf(store, "docs", "hot", null, at)
+    samples.push(performance.now() - start)
+    if (row === null) return yield* Effect.dieMessage("expected a version")
+  }
+  samples.sort((a, b) => a - b)
+  return { p50: samples[100]!, p99: samples[197]! }
+})
+
+const freshPg = async () => {
+  const name = `fw_bench_h_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
+  const admin = new pg.Client({ connectionString: pgUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = new URL(pgUrl)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const again = new pg.Client({ connectionString: pgUrl })
+      await again.connect()
+      await again.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await again.end()
+    }
+  }
+}
+
+export const run = async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "fw-bench-history-"))
+  const rows: Array<Record<string, string | number>> = []
+  const measure = async (tier: string, client: () => Layer.Layer<SqlClient.SqlClient, unknown>) => {
+    const off = await Effect.runPromise(Effect.scoped(Effect.provide(inserts("off"), stack(client(), false))))
+    const on = await Effect.runPromise(Effect.scoped(Effect.provide(inserts("on"), stack(client(), true))))
+    const latency = await Effect.runPromise(Effect.scoped(Effect.provide(asOfLatency, stack(client(), false))))
+    rows.push({
+      tier,
+      "insert/s history off": perSecond(off),
+      "insert/s history on": perSecond(on),
+      "on / off": Number((on / off).toFixed(2)),
+      "rowAsOf p50 ms (10k versions)": Number(latency.p50.toFixed(2)),
+      "rowAsOf p99 ms": Number(latency.p99.toFixed(2))
+    })
+  }
+  let n = 0
+  await measure("sqlite (file)", () => SqliteClient.layer({ filename: path.join(dir, `h${n++}.db`) }))
+  try {
+    const dbs: Array<{ drop: () => Promise<void> }> = []
+    const urls = await Promise.all([freshPg(), freshPg(), freshPg()])
+    dbs.push(...urls)
+    let i = 0
+    await measure("postgresql", () => PgClient.layer({ url: Redacted.make(urls[i++]!.url) }))
+    for (const db of dbs) await db.drop()
+  } catch (error) {
+    console.warn(`PostgreSQL not measured: ${String(error)}`)
+  }
+  table(`row history (${N} inserts each way, one per transaction)`, rows)
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await run()
