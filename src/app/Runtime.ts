@@ -141,7 +141,6 @@ export const make = (app: App) =>
       effect.pipe(
         crossTenant ? Subject.asSystem : Subject.actingAs(subject),
         Provenance.withProvenance({ traceId, subjectId: subject.id, procedure: procedure.tag }),
-        Effect.withSpan(`fw.${procedure.kind}`, { attributes: { "fw.procedure": procedure.tag, "fw.traceId": traceId } })
       )
 
     const traceIdOf = (headers: Headers.Headers) => {

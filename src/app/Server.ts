@@ -33,6 +33,7 @@ import * as HttpResponses from "./HttpResponses.js"
 import * as Plugin from "./Plugin.js"
 import * as PluginHost from "./PluginHost.js"
 import * as Rpc from "./Rpc.js"
+import * as RpcHttp from "./RpcHttp.js"
 import * as RpcProtocol from "./RpcProtocol.js"
 import * as Runtime from "./Runtime.js"
 import * as SchemaApply from "./SchemaApply.js"
@@ -51,51 +52,35 @@ export interface Options {
 export const rpcPath = "/rpc"
 
 /**
- * Both rpc transports on one rpc server: the WebSocket upgrade on `GET /rpc`, and `POST /rpc`
- * with the body cap (the rpc app reads a body fw has already read within the cap).
+ * Both rpc transports: the WebSocket upgrade on `GET /rpc` (the `@effect/rpc` server, answering
+ * unknown tags with a typed error), and `POST /rpc` answered by `RpcHttp` within the body cap.
  */
 const rpcRoutes = (serverGroup: Rpc.Group, maxBodyBytes: number) =>
-  Layer.unwrapScoped(Effect.gen(function*() {
-    const knownTags = new Set(serverGroup.requests.keys())
-    const { httpApp, protocol } = yield* RpcServer.makeProtocolWithHttpApp
-    const post = HttpLayerRouter.add(
-      "POST",
-      rpcPath,
+  Layer.mergeAll(
+    RpcServer.layer(serverGroup, { disableTracing: true }).pipe(
+      Layer.provide(
+        RpcProtocol.layerGuarded(RpcServer.layerProtocolWebsocketRouter({ path: rpcPath }), new Set(serverGroup.requests.keys()))
+      )
+    ),
+    HttpLayerRouter.use((router) =>
       Effect.gen(function*() {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const declared = Number(request.headers["content-length"] ?? Number.NaN)
-        // Node reads exactly Content-Length bytes, so a declared body within the cap can go straight through.
-        if (Number.isFinite(declared)) {
-          if (declared > maxBodyBytes) return yield* new BodyLimit.PayloadTooLarge({ limit: maxBodyBytes })
-          return yield* httpApp
-        }
-        const body = yield* BodyLimit.readCapped(request, maxBodyBytes)
-        const buffered = HttpServerRequest.fromWeb(
-          new Request(`http://fw${request.url}`, {
-            method: "POST",
-            headers: Object.entries(request.headers),
-            // Node's buffers are never backed by a SharedArrayBuffer.
-            body: body as Uint8Array<ArrayBuffer>
-          })
+        const answer = RpcHttp.make(yield* Runtime.Runtime)
+        yield* router.add(
+          "POST",
+          rpcPath,
+          Effect.gen(function*() {
+            const request = yield* HttpServerRequest.HttpServerRequest
+            return yield* answer(yield* BodyLimit.readCapped(request, maxBodyBytes))
+          }).pipe(
+            Effect.catchTags({
+              PayloadTooLarge: (error) => Effect.succeed(BodyLimit.payloadTooLargeResponse(error)),
+              BodyReadFailed: (error) => Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message))
+            })
+          )
         )
-        return yield* Effect.provideService(httpApp, HttpServerRequest.HttpServerRequest, buffered)
-      }).pipe(
-        Effect.catchTags({
-          PayloadTooLarge: (error) => Effect.succeed(BodyLimit.payloadTooLargeResponse(error)),
-          BodyReadFailed: (error) => Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message))
-        })
-      )
+      })
     )
-    return Layer.mergeAll(
-      post,
-      RpcServer.layer(serverGroup, { disableTracing: true }).pipe(
-        Layer.provide(Layer.succeed(RpcServer.Protocol, RpcProtocol.guard(protocol, knownTags)))
-      ),
-      RpcServer.layer(serverGroup, { disableTracing: true }).pipe(
-        Layer.provide(RpcProtocol.layerGuarded(RpcServer.layerProtocolWebsocketRouter({ path: rpcPath }), knownTags))
-      )
-    )
-  }))
+  )
 
 /** Mounts one plugin's routes and inspect routes, each running with the plugin's narrowed services. */
 const pluginRoutes = (plugin: Plugin.Plugin) =>

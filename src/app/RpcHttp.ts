@@ -1,0 +1,79 @@
+/**
+ * `POST /rpc`: the rpc wire protocol (JSON serialization) answered directly by the procedure
+ * runtime. A body holds one request message (or an array of them); the answer is the array of
+ * their `Exit` messages, exactly as `@effect/rpc`'s HTTP protocol frames them, so `RpcClient`'s
+ * HTTP transport talks to it unchanged. Live queries need a socket and are refused here.
+ */
+import { Headers } from "@effect/platform"
+import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect, Schema } from "effect"
+import { liveSuffix } from "./App.js"
+import { ProcedureError, ProcedureFailure, ProcedureNotFound } from "./Errors.js"
+import type * as Procedure from "./Procedure.js"
+import type { RuntimeShape } from "./Runtime.js"
+
+const RequestMessage = Schema.Struct({
+  _tag: Schema.Literal("Request"),
+  id: Schema.String,
+  tag: Schema.String,
+  payload: Schema.Unknown,
+  headers: Schema.optionalWith(Schema.Array(Schema.Tuple(Schema.String, Schema.String)), { default: () => [] })
+})
+const isRequest = Schema.is(RequestMessage)
+
+const encodeError = Schema.encodeSync(ProcedureError)
+
+/** The encoded `Exit` of a failed call, as `Schema.Exit` encodes it. */
+const failureExit = (error: ProcedureError) => ({ _tag: "Failure", cause: { _tag: "Fail", error: encodeError(error) } })
+
+/** The encoded `Exit` of an output that failed its own schema (a defect of the handler). */
+const outputDefect = { _tag: "Failure", cause: { _tag: "Die", defect: "the output failed its schema" } }
+
+const defect = (message: string) => ({ _tag: "Defect", defect: { name: "RpcProtocolError", message } })
+
+/** The `POST /rpc` handler over `runtime`, for a body already read within the cap. */
+export const make = (runtime: RuntimeShape) => {
+  const encoders = new Map<Procedure.Any, (output: unknown) => Effect.Effect<unknown, unknown>>()
+  const encoderOf = (procedure: Procedure.Any) => {
+    let encode = encoders.get(procedure)
+    if (encode === undefined) {
+      encode = Schema.encodeUnknown(procedure.output)
+      encoders.set(procedure, encode)
+    }
+    return encode
+  }
+
+  const answer = (message: unknown, transportHeaders: Headers.Headers) =>
+    Effect.gen(function*() {
+      if (!isRequest(message)) return defect("expected an rpc Request message")
+      const failWith = (error: ProcedureError) => ({ _tag: "Exit", requestId: message.id, exit: failureExit(error) })
+      if (message.tag.endsWith(liveSuffix) && runtime.app.procedures.has(message.tag.slice(0, -liveSuffix.length))) {
+        return failWith(new ProcedureFailure({ status: 400, message: "live queries need the WebSocket transport" }))
+      }
+      const procedure = runtime.app.procedures.get(message.tag)
+      if (procedure === undefined) return failWith(new ProcedureNotFound({ tag: message.tag }))
+      // Message headers override transport headers, as on the socket.
+      const headers = Headers.merge(transportHeaders, Headers.fromInput(message.headers))
+      const result = yield* Effect.either(runtime.call(procedure, { input: message.payload, headers }))
+      if (result._tag === "Left") return failWith(result.left)
+      const exit = yield* encoderOf(procedure)(result.right).pipe(
+        Effect.map((value) => ({ _tag: "Success", value })),
+        Effect.orElseSucceed(() => outputDefect)
+      )
+      return { _tag: "Exit", requestId: message.id, exit }
+    })
+
+  return (body: Uint8Array) =>
+    Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      let parsed: unknown
+      try {
+        parsed = JSON.parse(new TextDecoder().decode(body))
+      } catch (error) {
+        return HttpServerResponse.unsafeJson([defect(error instanceof Error ? error.message : "malformed JSON")])
+      }
+      const messages = Array.isArray(parsed) ? parsed : [parsed]
+      const answers = yield* Effect.forEach(messages, (message) => answer(message, request.headers), { concurrency: "unbounded" })
+      return HttpServerResponse.unsafeJson(answers)
+    })
+}
