@@ -4,6 +4,16 @@
  */
 export * as AuthStrategy from "./AuthStrategy.js"
 export { composeAuthStrategies, readBearer, readCookie, Verdict } from "./AuthStrategy.js"
+export * as HostedLogin from "./HostedLogin.js"
+export {
+  idpAAuthenticateWithCode,
+  idpABeginLogin,
+  idpAHostedLoginPlugin,
+  idpAHostedLoginRoutes,
+  IdpAStateMismatchError,
+  provisionUser
+} from "./HostedLogin.js"
+export type { IdpAProfile } from "./HostedLogin.js"
 export * as IdentityProviders from "./IdentityProviders.js"
 export {
   idpAStrategy,
@@ -19,3 +29,4 @@ export * as Jwks from "./Jwks.js"
 export * as JwtStrategy from "./JwtStrategy.js"
 export * as Session from "./Session.js"
 export { clearSessionCookie, issueSession, passwordSessionStrategy, sessionCookie, verifySession } from "./Session.js"
+export { Organizations, Users } from "./tables.js"
