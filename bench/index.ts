@@ -1,8 +1,12 @@
 /**
  * `npm run bench`: every benchmark in turn, each printing ratios against a peer measured in the same run.
  */
+import * as History from "./history.js"
+import * as Jwt from "./jwt.js"
 import * as Rpc from "./rpc.js"
 import * as Store from "./store.js"
 
 await Store.run()
 await Rpc.run()
+await History.run()
+await Jwt.run()

@@ -54,6 +54,11 @@ const entryOf = (url: string): Entry => {
 
 /** Fetches `url` unless it was fetched within `minAgeMs`; concurrent callers share one fetch. */
 const refresh = (url: string, entry: Entry, minAgeMs: number, timeoutMs: number) =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    // The common case, a fresh key set, takes no lock.
+    entry.keys !== undefined && now - entry.fetchedAt < minAgeMs ? Effect.void : refreshLocked(url, entry, minAgeMs, timeoutMs))
+
+const refreshLocked = (url: string, entry: Entry, minAgeMs: number, timeoutMs: number) =>
   entry.lock.withPermits(1)(Effect.gen(function*() {
     const now = yield* Clock.currentTimeMillis
     if (entry.keys !== undefined && now - entry.fetchedAt < minAgeMs) return
@@ -62,6 +67,15 @@ const refresh = (url: string, entry: Entry, minAgeMs: number, timeoutMs: number)
     const set = yield* fetchJson(url, JwkSet, timeoutMs)
     entry.keys = jose.createLocalJWKSet(set as jose.JSONWebKeySet)
   }))
+
+/**
+ * The cached key set of `url` when it is fresh at `now` (the hot path: no lock, no effect), else
+ * undefined and `verify` must be used.
+ */
+export const freshKeys = (url: string, now: number, options: Options = {}) => {
+  const entry = entries.get(url)
+  return entry?.keys !== undefined && now - entry.fetchedAt < (options.maxAgeMs ?? 600_000) ? entry.keys : undefined
+}
 
 /** The number of times `url` was fetched in this process. */
 export const fetchCount = (url: string): number => entries.get(url)?.fetches ?? 0
@@ -97,6 +111,13 @@ export const verify = (
 const Discovery = Schema.Struct({ issuer: Schema.String, jwks_uri: Schema.String })
 const discovered = new Map<string, string>()
 
+const discoveryUrlOf = (issuer: string, discoveryUrl: string | undefined) =>
+  discoveryUrl ?? `${issuer.replace(/\/$/, "")}/.well-known/openid-configuration`
+
+/** The `jwks_uri` already discovered for `issuer`, if any (no fetch). */
+export const discoveredJwksUri = (issuer: string, discoveryUrl?: string): string | undefined =>
+  discovered.get(discoveryUrlOf(issuer, discoveryUrl))
+
 /**
  * The `jwks_uri` of an OpenID provider, from `${issuer}/.well-known/openid-configuration` (or
  * `discoveryUrl`), fetched on first use and cached for the process lifetime.
@@ -107,7 +128,7 @@ export const discoverJwksUri = (
   options: Options = {}
 ): Effect.Effect<string, JwksUnavailable, HttpClient.HttpClient> =>
   Effect.suspend(() => {
-    const url = discoveryUrl ?? `${issuer.replace(/\/$/, "")}/.well-known/openid-configuration`
+    const url = discoveryUrlOf(issuer, discoveryUrl)
     const known = discovered.get(url)
     if (known !== undefined) return Effect.succeed(known)
     return fetchJson(url, Discovery, options.timeoutMs ?? 5_000).pipe(

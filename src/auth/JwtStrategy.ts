@@ -5,7 +5,8 @@
  * the claims to a Subject with a tenant, and keep the raw claims under `metadata.claims`.
  */
 import { Clock, Effect } from "effect"
-import type * as jose from "jose"
+import type { HttpClient } from "@effect/platform"
+import * as jose from "jose"
 import * as Subject from "../kernel/Subject.js"
 import * as AuthStrategy from "./AuthStrategy.js"
 import * as Jwks from "./Jwks.js"
@@ -99,6 +100,15 @@ export const verdictOf = (options: Pick<Options, "id" | "tenantFromClaims" | "de
 export const make = (options: Options): AuthStrategy.AuthStrategy => {
   const algorithms = [...(options.algorithms ?? ["RS256", "ES256"])]
   if (algorithms.some((alg) => alg.startsWith("HS"))) throw new Error(`${options.id}: symmetric algorithms are refused on the JWKS path`)
+  const baseVerifyOptions: jose.JWTVerifyOptions = {
+    algorithms,
+    issuer: typeof options.issuer === "string" ? options.issuer : [...options.issuer],
+    ...(options.audience === undefined || options.audience === null
+      ? {}
+      : { audience: typeof options.audience === "string" ? options.audience : [...options.audience] }),
+    requiredClaims: ["exp"],
+    clockTolerance: options.clockToleranceSeconds ?? 5
+  }
   return {
     id: options.id,
     outboundHosts: hostsOf(options.keys),
@@ -106,29 +116,40 @@ export const make = (options: Options): AuthStrategy.AuthStrategy => {
       const token = tokenOf(headers, options.cookieName)
       if (token === undefined) return Effect.succeed(AuthStrategy.Verdict.NoMatch())
       if (token.length > maxTokenBytes) return Effect.succeed(AuthStrategy.Verdict.Failed({ reason: "token too large" }))
-      return Effect.gen(function*() {
+      const failed = (error: Jwks.JwksUnavailable | jose.errors.JOSEError) =>
+        AuthStrategy.Verdict.Failed({
+          reason: error instanceof Jwks.JwksUnavailable ? "the key set is unavailable" : `invalid token (${error.code})`
+        })
+      const slowPath = (verifyOptions: jose.JWTVerifyOptions) =>
+        Effect.gen(function*() {
+          const url = "jwksUrl" in options.keys
+            ? options.keys.jwksUrl
+            : yield* Jwks.discoverJwksUri(options.keys.discover.issuer, options.keys.discover.discoveryUrl, options.jwks)
+          return verdictOf(options, yield* Jwks.verify(token, url, verifyOptions, options.jwks))
+        }).pipe(Effect.catchAll((error) => Effect.succeed(failed(error))))
+      return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const verifyOptions: jose.JWTVerifyOptions = { ...baseVerifyOptions, currentDate: new Date(now) }
         const url = "jwksUrl" in options.keys
           ? options.keys.jwksUrl
-          : yield* Jwks.discoverJwksUri(options.keys.discover.issuer, options.keys.discover.discoveryUrl, options.jwks)
-        const now = yield* Clock.currentTimeMillis
-        const claims = yield* Jwks.verify(token, url, {
-          algorithms,
-          issuer: typeof options.issuer === "string" ? options.issuer : [...options.issuer],
-          ...(options.audience === undefined || options.audience === null
-            ? {}
-            : { audience: typeof options.audience === "string" ? options.audience : [...options.audience] }),
-          requiredClaims: ["exp"],
-          clockTolerance: options.clockToleranceSeconds ?? 5,
-          currentDate: new Date(now)
-        }, options.jwks)
-        return verdictOf(options, claims)
-      }).pipe(
-        Effect.catchAll((error) =>
-          Effect.succeed(AuthStrategy.Verdict.Failed({
-            reason: error instanceof Jwks.JwksUnavailable ? "the key set is unavailable" : `invalid token (${error.code})`
-          }))
-        )
-      )
+          : Jwks.discoveredJwksUri(options.keys.discover.issuer, options.keys.discover.discoveryUrl)
+        const keys = url === undefined ? undefined : Jwks.freshKeys(url, now, options.jwks)
+        if (keys !== undefined) {
+          // Hot path: a warm key set and a known kid need one promise and no fetch logic.
+          return Effect.async<AuthStrategy.Verdict, never, HttpClient.HttpClient>((resume) => {
+            jose.jwtVerify(token, keys, verifyOptions).then(
+              (result) => resume(Effect.succeed(verdictOf(options, result.payload))),
+              (error: unknown) =>
+                resume(
+                  error instanceof jose.errors.JOSEError && error.code === "ERR_JWKS_NO_MATCHING_KEY"
+                    ? slowPath(verifyOptions)
+                    : Effect.succeed(failed(error instanceof jose.errors.JOSEError ? error : new jose.errors.JOSEError(String(error))))
+                )
+            )
+          })
+        }
+        return slowPath(verifyOptions)
+      })
+
     }
   }
 }

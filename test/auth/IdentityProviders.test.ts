@@ -1,6 +1,6 @@
 import { FetchHttpClient, Headers } from "@effect/platform"
-import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { assert, describe, it, layer } from "@effect/vitest"
+import { Context, Effect, Layer, Schema, TestClock } from "effect"
 import * as jose from "jose"
 import { createHmac, createPublicKey } from "node:crypto"
 import * as AuthStrategy from "../../src/auth/AuthStrategy.js"
@@ -13,7 +13,14 @@ import {
   jwtBearerStrategy,
   oidcStrategy
 } from "../../src/auth/IdentityProviders.js"
+import { defineApp } from "../../src/app/App.js"
+import { query } from "../../src/app/Procedure.js"
 import * as Jwks from "../../src/auth/Jwks.js"
+import * as Session from "../../src/auth/Session.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as Store from "../../src/kernel/Store.js"
+import * as Subject from "../../src/kernel/Subject.js"
+import * as Serve from "../support/Serve.js"
 import * as Idp from "./support/Idp.js"
 
 const authenticate = (strategy: AuthStrategy.AuthStrategy, headers: Record<string, string>) =>
@@ -64,7 +71,9 @@ describe("provider-shaped tokens", () => {
     Effect.gen(function*() {
       const rsa = yield* Idp.generateKey("RS256", "k-rs")
       const ec = yield* Idp.generateKey("ES256", "k-ec")
-      const jwks = yield* Idp.jwksServer([rsa, ec])
+      // The loopback OpenID provider publishes both keys at its /jwks; shaped tokens are signed with them.
+      const op = yield* Idp.oidcProvider([rsa, ec], {})
+      const jwks = { url: op.jwksUrl }
       const exp = nowSeconds() + 300
       const api = "https://api.idp-a.test"
       const a = idpAStrategy({ clientId: "client_1", apiBaseUrl: api, jwksUrl: jwks.url })
@@ -147,43 +156,116 @@ describe("key rotation and refetch storms", () => {
     }))
 })
 
-describe("rejections", () => {
-  it.scopedLive("every attack and malformed token is a failed verdict", () =>
+class Rejections extends Context.Tag("test/Rejections")<Rejections, {
+  readonly strategy: AuthStrategy.AuthStrategy
+  readonly good: string
+  readonly cases: Readonly<Record<string, string>>
+}>() {}
+
+const rejectionCases = [
+  "alg none",
+  "HS256 keyed with the public key",
+  "embedded jwk header",
+  "jku header",
+  "x5u header",
+  "expired",
+  "not yet valid",
+  "missing exp",
+  "wrong issuer",
+  "wrong audience",
+  "unknown kid",
+  "tampered payload",
+  "stripped signature",
+  "oversized",
+  "missing tenant",
+  "missing subject",
+  "garbage"
+] as const
+
+const RejectionsLive = Layer.scoped(
+  Rejections,
+  Effect.gen(function*() {
+    const key = yield* Idp.generateKey("RS256", "good")
+    const attacker = yield* Idp.generateKey("RS256", "good")
+    const jwks = yield* Idp.jwksServer([key])
+    const strategy = jwtBearerStrategy({ id: "j", jwksUrl: jwks.url, issuer: "https://j.test", audience: "api", tenantIdFromClaims: (c) => (c.tid as string) ?? null })
+    const claims = { sub: "u", iss: "https://j.test", aud: "api", tid: "t", exp: nowSeconds() + 300 }
+    const good = yield* Idp.sign(key, claims)
+    const [header, payload, signature] = good.split(".") as [string, string, string]
+    const publicPem = createPublicKey(key.privateKey as unknown as Parameters<typeof createPublicKey>[0]).export({ type: "spki", format: "pem" }).toString()
+    const hsHeader = b64({ alg: "HS256", kid: "good", typ: "JWT" })
+    const cases: Record<(typeof rejectionCases)[number], string> = {
+      "alg none": `${b64({ alg: "none", typ: "JWT" })}.${payload}.`,
+      "HS256 keyed with the public key": `${hsHeader}.${payload}.${createHmac("sha256", publicPem).update(`${hsHeader}.${payload}`).digest("base64url")}`,
+      "embedded jwk header": yield* Idp.sign(attacker, claims, { jwk: { kty: "RSA", n: String(attacker.privateJwk.n), e: String(attacker.privateJwk.e) } }),
+      "jku header": yield* Idp.sign(attacker, claims, { jku: "http://127.0.0.1:1/evil.json" }),
+      "x5u header": yield* Idp.sign(attacker, claims, { x5u: "http://127.0.0.1:1/evil.pem" }),
+      expired: yield* Idp.sign(key, { ...claims, exp: nowSeconds() - 60 }),
+      "not yet valid": yield* Idp.sign(key, { ...claims, nbf: nowSeconds() + 600 }),
+      "missing exp": yield* Idp.sign(key, { sub: "u", iss: "https://j.test", aud: "api", tid: "t" }),
+      "wrong issuer": yield* Idp.sign(key, { ...claims, iss: "https://evil.test" }),
+      "wrong audience": yield* Idp.sign(key, { ...claims, aud: "other" }),
+      "unknown kid": yield* Idp.sign(key, claims, { kid: "nope" }),
+      "tampered payload": `${header}.${b64({ ...claims, tid: "other-tenant" })}.${signature}`,
+      "stripped signature": `${header}.${payload}.`,
+      oversized: yield* Idp.sign(key, { ...claims, pad: "x".repeat(20_000) }),
+      "missing tenant": yield* Idp.sign(key, { sub: claims.sub, iss: claims.iss, aud: claims.aud, exp: claims.exp }),
+      "missing subject": yield* Idp.sign(key, { iss: claims.iss, aud: claims.aud, tid: claims.tid, exp: claims.exp }),
+      garbage: "not.a.jwt"
+    }
+    return { strategy, good, cases }
+  })
+)
+
+layer(RejectionsLive, { timeout: 30_000, excludeTestServices: true })("rejections", (it) => {
+  it.effect("the well-formed token is accepted (the cases below differ from it in one way each)", () =>
     Effect.gen(function*() {
-      const key = yield* Idp.generateKey("RS256", "good")
-      const attacker = yield* Idp.generateKey("RS256", "good")
-      const jwks = yield* Idp.jwksServer([key])
-      const strategy = jwtBearerStrategy({ id: "j", jwksUrl: jwks.url, issuer: "https://j.test", audience: "api", tenantIdFromClaims: (c) => (c.tid as string) ?? null })
-      const claims = { sub: "u", iss: "https://j.test", aud: "api", tid: "t", exp: nowSeconds() + 300 }
-      const good = yield* Idp.sign(key, claims)
+      const { good, strategy } = yield* Rejections
       expectTenant(yield* authenticate(strategy, bearer(good)), "t", "j")
-      const [header, payload, signature] = good.split(".") as [string, string, string]
-      const publicPem = createPublicKey(key.privateKey as unknown as Parameters<typeof createPublicKey>[0]).export({ type: "spki", format: "pem" }).toString()
-      const hsHeader = b64({ alg: "HS256", kid: "good", typ: "JWT" })
-      const hs = `${hsHeader}.${payload}.${createHmac("sha256", publicPem).update(`${hsHeader}.${payload}`).digest("base64url")}`
-      const embeddedJwk = yield* Idp.sign(attacker, claims, { jwk: { kty: "RSA", n: String(attacker.privateJwk.n), e: String(attacker.privateJwk.e) } })
-      const cases: Record<string, string> = {
-        "alg none": `${b64({ alg: "none", typ: "JWT" })}.${payload}.`,
-        "HS256 keyed with the public key": hs,
-        "embedded jwk header": embeddedJwk,
-        "jku header": yield* Idp.sign(attacker, claims, { jku: "http://127.0.0.1:1/evil.json" }),
-        "x5u header": yield* Idp.sign(attacker, claims, { x5u: "http://127.0.0.1:1/evil.pem" }),
-        expired: yield* Idp.sign(key, { ...claims, exp: nowSeconds() - 60 }),
-        "not yet valid": yield* Idp.sign(key, { ...claims, nbf: nowSeconds() + 600 }),
-        "missing exp": yield* Idp.sign(key, { sub: "u", iss: "https://j.test", aud: "api", tid: "t" }),
-        "wrong issuer": yield* Idp.sign(key, { ...claims, iss: "https://evil.test" }),
-        "wrong audience": yield* Idp.sign(key, { ...claims, aud: "other" }),
-        "unknown kid": yield* Idp.sign(key, claims, { kid: "nope" }),
-        "tampered payload": `${header}.${b64({ ...claims, tid: "other-tenant" })}.${signature}`,
-        "stripped signature": `${header}.${payload}.`,
-        oversized: yield* Idp.sign(key, { ...claims, pad: "x".repeat(20_000) }),
-        "missing tenant": yield* Idp.sign(key, { sub: claims.sub, iss: claims.iss, aud: claims.aud, exp: claims.exp }),
-        "missing subject": yield* Idp.sign(key, { iss: claims.iss, aud: claims.aud, tid: claims.tid, exp: claims.exp }),
-        garbage: "not.a.jwt"
-      }
-      for (const [name, token] of Object.entries(cases)) {
-        const verdict = yield* authenticate(strategy, bearer(token))
-        assert.strictEqual(verdict._tag, "Failed", name)
-      }
+    }))
+  for (const name of rejectionCases) {
+    it.effect(`refuses: ${name}`, () =>
+      Effect.gen(function*() {
+        const { cases, strategy } = yield* Rejections
+        expectFailed(yield* authenticate(strategy, bearer(cases[name])))
+      }))
+  }
+})
+
+describe("composed strategies over the rpc socket and POST /rpc", () => {
+  it.scopedLive("password session first, then a provider: the token rides in each message; a bad token stops the chain", () =>
+    Effect.gen(function*() {
+      const secret = "compose-session-secret-0123456789abcdef"
+      const key = yield* Idp.generateKey("ES256", "es")
+      const jwks = yield* Idp.jwksServer([key])
+      const whoAmI = query("auth.whoAmI", {
+        input: Schema.Struct({}),
+        output: Schema.Struct({ id: Schema.String, provider: Schema.NullOr(Schema.String) }),
+        handler: (_, { subject }) =>
+          Effect.succeed({ id: subject.id, provider: typeof subject.metadata.provider === "string" ? subject.metadata.provider : null })
+      })
+      const app = defineApp({
+        procedures: [whoAmI],
+        auth: [
+          Session.passwordSessionStrategy({ secret }),
+          jwtBearerStrategy({ id: "idp", jwksUrl: jwks.url, issuer: "https://idp.test", audience: "api", tenantIdFromClaims: (c) => (c.org as string) ?? null })
+        ]
+      })
+      const served = yield* Serve.serve(app, Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal)))
+      const ws = yield* Serve.wsClient(served, app)
+      const http = yield* Serve.httpClient(served, app)
+      const cookie = `fw:session=${yield* Session.issueSession(Subject.make({ type: "user", id: "local-user", tenantId: "t" }), secret)}`
+      const token = yield* Idp.sign(key, { sub: "idp-user", iss: "https://idp.test", aud: "api", org: "t", exp: nowSeconds() + 60 })
+      assert.deepStrictEqual(yield* ws.call(whoAmI, {}, { headers: { cookie } }), { id: "local-user", provider: null })
+      assert.deepStrictEqual(yield* ws.call(whoAmI, {}, { headers: bearer(token) }), { id: "idp-user", provider: "idp" })
+      // Both present: the first strategy in the chain wins.
+      assert.deepStrictEqual(yield* ws.call(whoAmI, {}, { headers: { cookie, ...bearer(token) } }), { id: "local-user", provider: null })
+      // A tampered session fails the chain even though a valid bearer token follows.
+      const stopped = yield* Effect.flip(ws.call(whoAmI, {}, { headers: { cookie: `${cookie}x`, ...bearer(token) } }))
+      assert.strictEqual(stopped._tag, "Unauthenticated")
+      assert.deepStrictEqual(yield* ws.call(whoAmI, {}), { id: "anonymous", provider: null })
+      // The same chain over HTTP (POST /rpc), where the headers are the request's own.
+      assert.deepStrictEqual(yield* http.call(whoAmI, {}, { headers: bearer(token) }), { id: "idp-user", provider: "idp" })
+      assert.strictEqual((yield* Effect.flip(http.call(whoAmI, {}, { headers: { cookie: `${cookie}x`, ...bearer(token) } })))._tag, "Unauthenticated")
     }))
 })

@@ -1,0 +1,68 @@
+/**
+ * JWT verifications per second with a warm JWKS cache, through the provider strategy, against
+ * jose's bare `jwtVerify` with the key in hand, for RS256 and ES256, in the same run.
+ */
+import { FetchHttpClient, Headers } from "@effect/platform"
+import { Effect } from "effect"
+import * as jose from "jose"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
+import { jwtBearerStrategy } from "../src/auth/IdentityProviders.js"
+import { perSecond, table } from "./support.js"
+
+const ROUNDS = 3
+const N = 3_072
+const BATCH = 32
+
+const measure = async (alg: "RS256" | "ES256") => {
+  const { privateKey, publicKey } = await jose.generateKeyPair(alg, { extractable: true })
+  const jwk = { ...(await jose.exportJWK(publicKey)), kid: "k", alg, use: "sig" }
+  const server = createServer((_req, res) => res.end(JSON.stringify({ keys: [jwk] })))
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
+  const jwksUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`
+  const token = await new jose.SignJWT({ sub: "u", org: "t" }).setProtectedHeader({ alg, kid: "k" })
+    .setIssuer("https://idp.test").setAudience("api").setExpirationTime("1h").sign(privateKey)
+  const strategy = jwtBearerStrategy({ id: "bench", jwksUrl, issuer: "https://idp.test", audience: "api", tenantIdFromClaims: (c) => (c.org as string) ?? null })
+  const request = { headers: Headers.fromInput({ authorization: `Bearer ${token}` }) }
+  const viaStrategy = Effect.runPromise(Effect.gen(function*() {
+    const start = performance.now()
+    for (let i = 0; i < N; i++) {
+      const verdict = yield* strategy.authenticate(request)
+      if (verdict._tag !== "Authenticated") throw new Error("expected a subject")
+    }
+    return N / ((performance.now() - start) / 1000)
+  }).pipe(Effect.provide(FetchHttpClient.layer)))
+  // Both sides verify BATCH tokens at a time, as a server under load would.
+  const bare = async () => {
+    const start = performance.now()
+    for (let i = 0; i < N; i += BATCH) {
+      await Promise.all(Array.from({ length: BATCH }, () =>
+        jose.jwtVerify(token, publicKey, { issuer: "https://idp.test", audience: "api", algorithms: [alg] })))
+    }
+    return N / ((performance.now() - start) / 1000)
+  }
+  await viaStrategy // warms the JWKS cache and the JIT
+  await bare()
+  const fw: Array<number> = []
+  const peer: Array<number> = []
+  for (let round = 0; round < ROUNDS; round++) {
+    peer.push(await bare())
+    fw.push(await Effect.runPromise(Effect.gen(function*() {
+      const start = performance.now()
+      for (let i = 0; i < N; i += BATCH) {
+        yield* Effect.forEach(Array.from({ length: BATCH }), () => strategy.authenticate(request), { concurrency: "unbounded", discard: true })
+      }
+      return N / ((performance.now() - start) / 1000)
+    }).pipe(Effect.provide(FetchHttpClient.layer))))
+  }
+  server.close()
+  const median = (values: Array<number>) => values.sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+  const ratio = median(fw.map((v, i) => v / peer[i]!))
+  return { alg, "jose jwtVerify/s": perSecond(median(peer)), "strategy/s": perSecond(median(fw)), "strategy / jose": Number(ratio.toFixed(2)), "overhead %": Number(((1 / ratio - 1) * 100).toFixed(1)) }
+}
+
+export const run = async () => {
+  table(`JWT verification with a warm JWKS cache (${N} per round, ${BATCH} at a time, medians of ${ROUNDS})`, [await measure("RS256"), await measure("ES256")])
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await run()
