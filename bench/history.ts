@@ -13,6 +13,7 @@ import * as path from "node:path"
 import pg from "pg"
 import * as PluginHost from "../src/app/PluginHost.js"
 import { rowAsOf, rowHistoryPlugin, RowHistory } from "../src/history/index.js"
+import type { RowHistoryPlugin } from "../src/history/index.js"
 import * as ChangeTap from "../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../src/kernel/SchemaDiffer.js"
 import * as Store from "../src/kernel/Store.js"
@@ -24,8 +25,8 @@ const N = 1_000
 const VERSIONS = 10_000
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 
-const stack = (client: Layer.Layer<SqlClient.SqlClient, unknown>, history: boolean) =>
-  (history ? Layer.scopedDiscard(PluginHost.start(rowHistoryPlugin())) : Layer.empty).pipe(
+const stack = (client: Layer.Layer<SqlClient.SqlClient, unknown>, history: RowHistoryPlugin | null) =>
+  (history !== null ? Layer.scopedDiscard(PluginHost.start(history)) : Layer.empty).pipe(
     Layer.provideMerge(Store.layerSql.pipe(
       Layer.provideMerge(ChangeTap.layerLocal),
       Layer.provide(Layer.effectDiscard(SchemaDiffer.apply([Docs, RowHistory])).pipe(Layer.provideMerge(client)))
@@ -33,11 +34,13 @@ const stack = (client: Layer.Layer<SqlClient.SqlClient, unknown>, history: boole
     Layer.provide(FetchHttpClient.layer)
   )
 
-const inserts = (prefix: string) =>
+/** Inserts per second; with batched history, the clock stops once every version is recorded. */
+const inserts = (prefix: string, history: RowHistoryPlugin | null) =>
   Effect.gen(function*() {
     const store = yield* Store.Store
     const start = performance.now()
     for (let i = 0; i < N; i++) yield* store.insert(Docs, { id: `${prefix}-${i}`, title: "t", n: i })
+    if (history !== null) yield* history.drain
     return N / ((performance.now() - start) / 1000)
   })
 
@@ -94,14 +97,19 @@ export const run = async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "fw-bench-history-"))
   const rows: Array<Record<string, string | number>> = []
   const measure = async (tier: string, client: () => Layer.Layer<SqlClient.SqlClient, unknown>) => {
-    const off = await Effect.runPromise(Effect.scoped(Effect.provide(inserts("off"), stack(client(), false))))
-    const on = await Effect.runPromise(Effect.scoped(Effect.provide(inserts("on"), stack(client(), true))))
-    const latency = await Effect.runPromise(Effect.scoped(Effect.provide(asOfLatency, stack(client(), false))))
+    const run = (prefix: string, history: RowHistoryPlugin | null) =>
+      Effect.runPromise(Effect.scoped(Effect.provide(inserts(prefix, history), stack(client(), history))))
+    const off = await run("off", null)
+    const sync = await run("sync", rowHistoryPlugin())
+    const batched = await run("batched", rowHistoryPlugin({ mode: "batched" }))
+    const latency = await Effect.runPromise(Effect.scoped(Effect.provide(asOfLatency, stack(client(), null))))
     rows.push({
       tier,
-      "insert/s history off": perSecond(off),
-      "insert/s history on": perSecond(on),
-      "on / off": Number((on / off).toFixed(2)),
+      "insert/s off": perSecond(off),
+      "insert/s sync": perSecond(sync),
+      "sync / off": Number((sync / off).toFixed(2)),
+      "insert/s batched": perSecond(batched),
+      "batched / off": Number((batched / off).toFixed(2)),
       "rowAsOf p50 ms (10k versions)": Number(latency.p50.toFixed(2)),
       "rowAsOf p99 ms": Number(latency.p99.toFixed(2))
     })
@@ -110,7 +118,7 @@ export const run = async () => {
   await measure("sqlite (file)", () => SqliteClient.layer({ filename: path.join(dir, `h${n++}.db`) }))
   try {
     const dbs: Array<{ drop: () => Promise<void> }> = []
-    const urls = await Promise.all([freshPg(), freshPg(), freshPg()])
+    const urls = await Promise.all([freshPg(), freshPg(), freshPg(), freshPg()])
     dbs.push(...urls)
     let i = 0
     await measure("postgresql", () => PgClient.layer({ url: Redacted.make(urls[i++]!.url) }))

@@ -7,9 +7,10 @@
  * durable: if a version cannot be recorded, the write that produced it fails loudly
  * (`ChangeDeliveryFailed`), its data committed but its caller told.
  */
-import { Clock, Effect, Layer, Schedule, Stream } from "effect"
+import { Chunk, Clock, Effect, Layer, Queue, Schedule, Stream, SubscriptionRef } from "effect"
 import * as Plugin from "../app/Plugin.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
+import type { StoreError } from "../kernel/Errors.js"
 import type { StoreShape } from "../kernel/Store.js"
 import { Store } from "../kernel/Store.js"
 import * as Table from "../kernel/Table.js"
@@ -41,6 +42,14 @@ export interface Options {
   readonly maxAgeMs?: number
   /** How often the retention sweep runs (default 1 hour). */
   readonly sweepIntervalMs?: number
+  /**
+   * `sync` (default): a version is recorded before the write returns, and a write whose version
+   * cannot be recorded fails loudly. `batched`: versions are queued and written many per statement
+   * by a background fiber, for throughput; reads may lag the write until `drain`.
+   */
+  readonly mode?: "sync" | "batched"
+  /** Most versions per statement in `batched` mode (default 500). */
+  readonly batchSize?: number
 }
 
 const tableName = (table: Table.Any | string) => typeof table === "string" ? table : table.name
@@ -87,51 +96,101 @@ export const rowAsOf = (
   }))
 
 /**
- * Records one change as the row's next version. The last version of recently changed rows is
- * remembered, so a version costs one insert; a concurrent recorder (another replica) makes the
- * insert collide on the version id, and the recorder re-reads and retries.
+ * Records changes as their rows' next versions. The last version of recently changed rows is
+ * remembered; the others are looked up with one query per table. A concurrent recorder (another
+ * replica) makes the insert collide on a version id; the recorder then forgets, re-reads and retries.
  */
-const record = (options: Options) => {
-  const lastVersions = new Map<string, number>()
+const makeRecorder = (options: Options) => {
+  // Remembered per store: one plugin value may serve several stores (tests, several apps in a process).
+  const remembered = new WeakMap<StoreShape, Map<string, number>>()
   const rememberAtMost = 50_000
-  return (event: ChangeEvent) =>
+  const keyOf = (table: string, id: string) => `${table}\u0000${id}`
+
+  const lookUp = (store: StoreShape, lastVersions: Map<string, number>, events: ReadonlyArray<ChangeEvent>) =>
     Effect.gen(function*() {
-      const store = yield* Store
-      const key = `${event.table}\u0000${event.id}`
-      const excluded = options.excludeColumns?.[event.table] ?? []
-      const data = event.after === null
-        ? null
-        : Object.fromEntries(Object.entries(event.after).filter(([column]) => !excluded.includes(column)))
-      const latest = Effect.suspend(() => {
-        const known = lastVersions.get(key)
-        return known !== undefined
-          ? Effect.succeed(known)
-          : Effect.map(
-            store.find(RowHistory, { where: { tableName: event.table, rowId: event.id }, orderBy: "version", direction: "desc", limit: 1 }),
-            ([last]) => last?.version ?? 0
-          )
-      })
-      const next = Effect.gen(function*() {
-        const version = (yield* latest) + 1
-        yield* store.insert(RowHistory, {
+      const missing = new Map<string, Set<string>>()
+      for (const event of events) {
+        if (lastVersions.has(keyOf(event.table, event.id))) continue
+        if (!missing.has(event.table)) missing.set(event.table, new Set())
+        missing.get(event.table)!.add(event.id)
+      }
+      for (const [table, ids] of missing) {
+        const found = yield* store.find(RowHistory, { where: { tableName: table, rowId: { in: [...ids] } } })
+        for (const id of ids) lastVersions.set(keyOf(table, id), 0)
+        for (const record of found) {
+          const key = keyOf(table, record.rowId)
+          lastVersions.set(key, Math.max(lastVersions.get(key) ?? 0, record.version))
+        }
+      }
+    })
+
+  const attempt = (store: StoreShape, events: ReadonlyArray<ChangeEvent>) =>
+    Effect.gen(function*() {
+      let lastVersions = remembered.get(store)
+      if (lastVersions === undefined) remembered.set(store, lastVersions = new Map())
+      yield* lookUp(store, lastVersions, events)
+      const next = new Map<string, number>()
+      const records = events.map((event) => {
+        const key = keyOf(event.table, event.id)
+        const version = (next.get(key) ?? lastVersions.get(key) ?? 0) + 1
+        next.set(key, version)
+        const excluded = options.excludeColumns?.[event.table] ?? []
+        return {
           id: versionId(event.table, event.id, version),
           tableName: event.table,
           rowId: event.id,
           version,
           op: event.op,
-          data,
+          data: event.after === null
+            ? null
+            : Object.fromEntries(Object.entries(event.after).filter(([column]) => !excluded.includes(column))),
           changedAt: event.at,
           tenantId: event.tenantId,
           traceId: event.provenance.traceId,
           subjectId: event.provenance.subjectId,
           procedure: event.provenance.procedure
-        }).pipe(Effect.tapError(() => Effect.sync(() => lastVersions.delete(key))))
-        if (lastVersions.size >= rememberAtMost) lastVersions.clear()
-        lastVersions.set(key, version)
+        }
       })
-      yield* next.pipe(Effect.retry({ while: (error) => error._tag === "DuplicateRow", times: 5 }))
+      const write: Effect.Effect<unknown, StoreError> = records.length === 1
+        ? store.insert(RowHistory, records[0]!)
+        : store.insertMany(RowHistory, records)
+      yield* write.pipe(Effect.tapError(() => Effect.sync(() => lastVersions.clear())))
+      if (lastVersions.size + next.size >= rememberAtMost) lastVersions.clear()
+      for (const [key, version] of next) lastVersions.set(key, version)
     })
+
+  /** Records `events` (in delivery order) in one statement. */
+  return (events: ReadonlyArray<ChangeEvent>): Effect.Effect<void, StoreError, Store> =>
+    Effect.flatMap(Store, (store) =>
+      attempt(store, events).pipe(Effect.retry({ while: (error) => error._tag === "DuplicateRow", times: 5 })))
 }
+
+/**
+ * Batched recording: changes are queued and written by one background fiber, many per statement,
+ * off the writer's path. `drain` waits until everything queued is recorded; closing the scope
+ * drains first. A crash loses what is still queued.
+ */
+const makeBatcher = (record: ReturnType<typeof makeRecorder>, batchSize: number) =>
+  Effect.gen(function*() {
+    const queue = yield* Queue.unbounded<ChangeEvent>()
+    const pending = yield* SubscriptionRef.make(0)
+    const writeBatch = Effect.gen(function*() {
+      const batch = Chunk.toReadonlyArray(yield* Queue.takeBetween(queue, 1, batchSize))
+      yield* record(batch).pipe(
+        Effect.tapError((error) => Effect.logError("row history could not record a batch; retrying", error)),
+        Effect.retry(Schedule.exponential("100 millis").pipe(Schedule.upTo("30 seconds"))),
+        Effect.catchAll((error) => Effect.logError(`row history lost ${batch.length} versions`, error))
+      )
+      yield* SubscriptionRef.update(pending, (n) => n - batch.length)
+    })
+    const drain = pending.changes.pipe(Stream.takeUntil((n) => n === 0), Stream.runDrain)
+    yield* Effect.forever(writeBatch).pipe(Effect.forkScoped)
+    yield* Effect.addFinalizer(() => drain)
+    return {
+      offer: (event: ChangeEvent) => Effect.zipRight(SubscriptionRef.update(pending, (n) => n + 1), Queue.offer(queue, event)),
+      drain
+    }
+  })
 
 /** Deletes versions past the retention limits, always keeping each row's newest version. */
 export const sweep = (options: Options) =>
@@ -164,35 +223,48 @@ export const sweep = (options: Options) =>
     return removed
   })
 
+/** The row history plugin, with `drain` to wait for batched recording to catch up. */
+export interface RowHistoryPlugin extends Plugin.Plugin {
+  /** Completes once every change delivered so far is recorded (immediately in `sync` mode). */
+  readonly drain: Effect.Effect<void>
+}
+
 /** The row history plugin. */
-export const rowHistoryPlugin = (options: Options = {}): Plugin.Plugin => {
+export const rowHistoryPlugin = (options: Options = {}): RowHistoryPlugin => {
   const recorded = (table: string) =>
     !Table.isFrameworkTable(table) &&
     (options.include === undefined || options.include.includes(table)) &&
     !(options.exclude ?? []).includes(table)
-  const onChange = record(options)
+  const record = makeRecorder(options)
+  const batched = options.mode === "batched"
+  let batcher: Effect.Effect.Success<ReturnType<typeof makeBatcher>> | undefined
   const retention = options.keepVersions !== undefined || options.maxAgeMs !== undefined
-  return Plugin.definePlugin({
-    name: "history",
-    permissions: ["store:write", "store:changes:read"],
-    tables: [RowHistory],
-    onChangeEvent: (event) => recorded(event.table) && event.remote !== true ? onChange(event) : Effect.void,
-    recordChangeFailure: (event, cause) =>
-      Effect.logError(`row history lost a version of ${event.table}/${event.id}`, cause).pipe(
-        Effect.zipRight(Effect.fail("row history could not record the change"))
-      ),
-    ...(retention
-      ? {
-        layer: Layer.scopedDiscard(
-          sweep(options).pipe(
-            Effect.catchAll((error) => Effect.logWarning("row history retention sweep failed", error)),
-            Effect.repeat(Schedule.spaced(options.sweepIntervalMs ?? 3_600_000)),
-            Effect.delay(options.sweepIntervalMs ?? 3_600_000),
-            Effect.forkScoped
-          )
-        )
-      }
-      : {})
-  })
+  const background = Layer.scopedDiscard(Effect.gen(function*() {
+    if (batched) batcher = yield* makeBatcher(record, options.batchSize ?? 500)
+    if (retention) {
+      yield* sweep(options).pipe(
+        Effect.catchAll((error) => Effect.logWarning("row history retention sweep failed", error)),
+        Effect.repeat(Schedule.spaced(options.sweepIntervalMs ?? 3_600_000)),
+        Effect.delay(options.sweepIntervalMs ?? 3_600_000),
+        Effect.forkScoped
+      )
+    }
+  }))
+  return {
+    ...Plugin.definePlugin({
+      name: "history",
+      permissions: ["store:write", "store:changes:read"],
+      tables: [RowHistory],
+      onChangeEvent: (event) => {
+        if (!recorded(event.table) || event.remote === true) return Effect.void
+        return batcher !== undefined ? batcher.offer(event) : record([event])
+      },
+      recordChangeFailure: (event, cause) =>
+        Effect.logError(`row history lost a version of ${event.table}/${event.id}`, cause).pipe(
+          Effect.zipRight(Effect.fail("row history could not record the change"))
+        ),
+      ...(batched || retention ? { layer: background } : {})
+    }),
+    drain: Effect.suspend(() => batcher?.drain ?? Effect.void)
+  }
 }
-

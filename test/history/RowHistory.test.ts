@@ -9,7 +9,7 @@ import { tmpdir } from "node:os"
 import * as path from "node:path"
 import * as PluginHost from "../../src/app/PluginHost.js"
 import { rowAsOf, rowHistory, rowHistoryPlugin, RowHistory, sweep } from "../../src/history/index.js"
-import type { Options } from "../../src/history/index.js"
+import type { Options, RowHistoryPlugin } from "../../src/history/index.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Provenance from "../../src/kernel/Provenance.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
@@ -28,15 +28,18 @@ const tables = [Docs, Scratch, Internal, RowHistory]
 
 type Client = Layer.Layer<SqlClient.SqlClient, unknown>
 
+const batchedPlugin = rowHistoryPlugin({ mode: "batched", batchSize: 16 })
+
 /** A store on `client` (or in memory) with the history plugin running. */
-const stack = (client: Client | null, options: Options = {}) => {
+const stack = (client: Client | null, options: Options | RowHistoryPlugin = {}) => {
   const tier = client === null
     ? Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
     : Store.layerSql.pipe(
       Layer.provideMerge(ChangeTap.layerLocal),
       Layer.provide(Layer.effectDiscard(SchemaDiffer.apply(tables)).pipe(Layer.provideMerge(client)))
     )
-  return Layer.scopedDiscard(PluginHost.start(rowHistoryPlugin(options))).pipe(
+  const plugin = "drain" in options ? options : rowHistoryPlugin(options)
+  return Layer.scopedDiscard(PluginHost.start(plugin)).pipe(
     Layer.provideMerge(tier),
     Layer.provide(FetchHttpClient.layer)
   )
@@ -155,6 +158,22 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         }
         assert.deepStrictEqual(versions.map((v) => v.version), [3])
       }).pipe(Effect.provide(stack(client(), { keepVersions: 1, sweepIntervalMs: 60_000 }))))
+
+    it.scoped("batched mode records the same gapless versions off the writer's path", () =>
+      Effect.gen(function*() {
+        const store = yield* Store.Store
+        yield* store.insert(Docs, { id: "b", tenantId: "acme", title: "0" })
+        yield* Effect.forEach(Array.from({ length: 30 }, (_, i) => i), (i) => store.update(Docs, "b", { title: String(i + 1) }), {
+          concurrency: 8
+        })
+        yield* store.delete(Docs, "b")
+        yield* store.insertMany(Docs, Array.from({ length: 50 }, (_, i) => ({ id: `many-${i}`, tenantId: "acme", title: "x" })))
+        yield* batchedPlugin.drain
+        const versions = yield* rowHistory(store, Docs, "b", null)
+        assert.deepStrictEqual(versions.map((v) => v.version), Array.from({ length: 32 }, (_, i) => i + 1))
+        assert.strictEqual(versions[31]!.op, "delete")
+        assert.strictEqual((yield* rowHistory(store, Docs, "many-49", null)).length, 1)
+      }).pipe(Effect.provide(stack(client(), batchedPlugin))))
 
     if (restartable !== null) {
       it.scoped("history survives a restart", () =>
