@@ -39,7 +39,7 @@ export const requireAuthenticated: Guard = (ctx) =>
 
 /** Runs guards in order; the first refusal fails with `GuardRefused`. */
 export const runGuards = (guards: ReadonlyArray<Guard>, ctx: Context): Effect.Effect<void, GuardRefused> =>
-  Effect.gen(function*() {
+  guards.length === 0 ? Effect.void : Effect.gen(function*() {
     for (const guard of guards) {
       const result = guard(ctx)
       const refusal = Effect.isEffect(result) ? yield* result : result

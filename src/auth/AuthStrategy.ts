@@ -41,7 +41,8 @@ export interface AuthStrategy {
  * Composes strategies: the first `Authenticated` wins, a `Failed` verdict stops the chain
  * (it never falls through to a weaker strategy), and when none matches the verdict is `NoMatch`.
  */
-export const composeAuthStrategies = (strategies: ReadonlyArray<AuthStrategy>): AuthStrategy => ({
+export const composeAuthStrategies = (strategies: ReadonlyArray<AuthStrategy>): AuthStrategy =>
+  strategies.length === 1 ? strategies[0]! : ({
   id: strategies.map((s) => s.id).join("|"),
   outboundHosts: [...new Set(strategies.flatMap((s) => s.outboundHosts))],
   authenticate: (request) =>
