@@ -5,9 +5,11 @@
  * read-only, without `network:outbound:<host>` its HttpClient refuses that host, without
  * `store:changes:read` it cannot listen to changes, and an unknown permission fails the boot.
  */
-import type { HttpClient, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import type { Cause, Effect, Layer, Scope } from "effect"
-import { Context, Schema } from "effect"
+import type { HttpClient, HttpServerResponse } from "@effect/platform"
+import { HttpServerRequest } from "@effect/platform"
+import type { Cause, Layer, Scope } from "effect"
+import { Context, Effect, Schema } from "effect"
+import * as BodyLimits from "../http/BodyLimit.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import type { Store } from "../kernel/Store.js"
 import type { CurrentSubject } from "../kernel/Subject.js"
@@ -29,7 +31,29 @@ export type Permission =
 export type Services = Store | HttpClient.HttpClient
 
 /** What a plugin HTTP route handler may use: the request, its route params, the resolved caller, and the plugin services. */
-export type RouteServices = Services | HttpServerRequest.HttpServerRequest | HttpServerRequest.ParsedSearchParams | RouteParams | CurrentSubject
+export type RouteServices =
+  | Services
+  | HttpServerRequest.HttpServerRequest
+  | HttpServerRequest.ParsedSearchParams
+  | RouteParams
+  | CurrentSubject
+  | BodyLimit
+
+/** The body cap of the route being served: its own `maxBodyBytes`, else the app's. */
+export class BodyLimit extends Context.Tag("@fw/framework/Plugin/BodyLimit")<BodyLimit, number>() {}
+
+/**
+ * Reads the request body within the route's cap. A body over the cap fails `PayloadTooLarge`,
+ * which the framework answers with 413 if the handler does not handle it.
+ */
+export const readBody: Effect.Effect<
+  Uint8Array,
+  BodyLimits.PayloadTooLarge | BodyLimits.BodyReadFailed,
+  HttpServerRequest.HttpServerRequest | BodyLimit
+> = Effect.flatMap(
+  Effect.all([HttpServerRequest.HttpServerRequest, BodyLimit]),
+  ([request, limit]) => BodyLimits.readCapped(request, limit)
+)
 
 /** Path parameters of the matched route (`:name` segments). */
 export class RouteParams extends Context.Tag("@fw/framework/Plugin/RouteParams")<

@@ -83,7 +83,7 @@ const rpcRoutes = (serverGroup: Rpc.Group, maxBodyBytes: number) =>
   )
 
 /** Mounts one plugin's routes and inspect routes, each running with the plugin's narrowed services. */
-const pluginRoutes = (plugin: Plugin.Plugin) =>
+const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
   HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
       const runtime = yield* Runtime.Runtime
@@ -103,9 +103,14 @@ const pluginRoutes = (plugin: Plugin.Plugin) =>
           return yield* route.handler.pipe(
             Effect.provide(services),
             Effect.provideService(Plugin.RouteParams, defined),
+            Effect.provideService(Plugin.BodyLimit, route.maxBodyBytes ?? maxBodyBytes),
             Effect.provideService(Subject.CurrentSubject, resolved.right)
           )
         }).pipe(
+          Effect.catchIf(
+            (error): error is BodyLimit.PayloadTooLarge => error instanceof BodyLimit.PayloadTooLarge,
+            (error) => Effect.succeed(BodyLimit.payloadTooLargeResponse(error))
+          ),
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError(`plugin "${plugin.name}" route ${route.method} ${path} failed`, cause).pipe(
               Effect.as(HttpResponses.error(500, "InternalError", "internal error"))
@@ -139,7 +144,7 @@ export const routes = (app: App) =>
       Http.routes(app, maxBodyBytes),
       Inspect.routes(maxBodyBytes),
       health,
-      ...app.plugins.map(pluginRoutes),
+      ...app.plugins.map((plugin) => pluginRoutes(plugin, maxBodyBytes)),
       ...app.plugins.map((plugin) => Layer.scopedDiscard(PluginHost.start(plugin)))
     )
   }))

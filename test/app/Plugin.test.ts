@@ -127,6 +127,32 @@ describe("plugins", () => {
     }))
 })
 
+describe("plugin route bodies", () => {
+  it.scopedLive("readBody reads within the route's cap; a larger body is a 413", () =>
+    Effect.gen(function*() {
+      const echo = Plugin.definePlugin({
+        name: "echo",
+        permissions: [],
+        routes: [{
+          method: "POST",
+          path: "/echo",
+          maxBodyBytes: 1024,
+          handler: Effect.map(Plugin.readBody, (body) => HttpServerResponse.text(`${body.byteLength}`))
+        }]
+      })
+      const served = yield* Serve.serve(withPlugins(echo), memory)
+      const send = (bytes: number) =>
+        Effect.promise(async () => {
+          const response = await fetch(`${served.url}/echo`, { method: "POST", body: "x".repeat(bytes) })
+          return [response.status, await response.text()] as const
+        })
+      assert.deepStrictEqual(yield* send(1024), [200, "1024"])
+      const [status, body] = yield* send(1025)
+      assert.strictEqual(status, 413)
+      assert.include(body, "PayloadTooLarge")
+    }))
+})
+
 describe("inspect surface", () => {
   it.scopedLive("invoke runs a procedure by tag; the token gates everything", () =>
     Effect.gen(function*() {
