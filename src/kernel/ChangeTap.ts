@@ -90,16 +90,24 @@ export const makeDelivery = Effect.gen(function*() {
     })
 
   /** Delivers events (already numbered) in order; listener writes made meanwhile are delivered after them. */
+  const drainQueued = Effect.whileLoop({
+    while: () => queued.length > 0,
+    body: () => deliverOne(queued.shift()!),
+    step: () => undefined
+  })
+
   const deliver = (events: ReadonlyArray<ChangeEvent>) =>
     Effect.flatMap(FiberRef.get(delivering), (nested) => {
       if (nested) {
+        // A listener's own write: the delivery in progress drains it. A fiber the listener forked
+        // may commit after that delivery ended, so a drainer also waits for the lock.
         queued.push(...events)
-        return Effect.void
+        return Effect.asVoid(Effect.forkDaemon(lock.withPermits(1)(drainQueued).pipe(Effect.locally(delivering, true))))
       }
       return lock.withPermits(1)(Effect.gen(function*() {
         const failures: Array<ChangeDeliveryFailed> = []
         for (const event of events) failures.push(...(yield* deliverOne(event)))
-        while (queued.length > 0) yield* deliverOne(queued.shift()!)
+        yield* drainQueued
         if (failures.length > 0) return yield* Effect.fail(failures[0]!)
       })).pipe(Effect.locally(delivering, true))
     })

@@ -1,6 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Option, Queue, Redacted, Schema } from "effect"
+import { Deferred, Effect, Exit, Layer, Option, Queue, Redacted, Schema } from "effect"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
@@ -72,6 +72,23 @@ describe("ChangeTap (local)", () => {
       yield* store.transaction(Effect.all([store.insert(Notes, { text: "a" }), store.insert(Notes, { text: "b" })]))
       assert.deepStrictEqual(seen, ["notes:insert", "notes:insert", "audit:insert", "audit:insert"])
       assert.strictEqual(yield* store.count(Audit), 2)
+    }).pipe(Effect.provide(memory)))
+
+  it.scoped("a write from a fiber a listener forked is still delivered after that delivery ended", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const audits = yield* Queue.unbounded<string>()
+      const release = yield* Deferred.make<void>()
+      yield* withListener({
+        name: "late-writer",
+        onEvent: (event) =>
+          event.table === "notes"
+            ? Effect.asVoid(Effect.forkDaemon(Effect.zipRight(Deferred.await(release), store.insert(Audit, { noteId: event.id }))))
+            : Queue.offer(audits, event.table)
+      })
+      yield* store.insert(Notes, { text: "a" })
+      yield* Deferred.succeed(release, undefined)
+      assert.strictEqual(yield* Queue.take(audits), "audit")
     }).pipe(Effect.provide(memory)))
 
   it.scoped("events queues receive every committed change in order", () =>
