@@ -96,8 +96,13 @@ export const make = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => 
       return clauses
     })
 
-  const decodeAll = (table: Table.Any, rows: ReadonlyArray<Driver.Encoded>) =>
-    Effect.forEach(rows, (row) => codecOf(table).decode(row))
+  // The one boundary where a decoded row takes its table's static type: the codec decoded it with
+  // exactly that table's schema.
+  const decodeRow = <T extends Table.Any>(table: T, row: Driver.Encoded) =>
+    codecOf(table).decode(row) as Effect.Effect<Table.Row<T>, RowInvalid>
+
+  const decodeAll = <T extends Table.Any>(table: T, rows: ReadonlyArray<Driver.Encoded>) =>
+    Effect.forEach(rows, (row) => decodeRow(table, row))
 
   const readEncoded = (table: Table.Any, id: string) =>
     Effect.gen(function*() {
@@ -177,15 +182,15 @@ export const make = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => 
   const store: StoreShape = {
     dialect: driver.dialect,
     transaction,
-    insert: (table, row) =>
+    insert: <T extends Table.Any>(table: T, row: Table.Insert<T>) =>
       writeOne(Effect.gen(function*() {
         const encoded = yield* codecOf(table).encode({ ...row, id: row.id ?? newId() })
         yield* checkTenant(table, encoded)
         yield* driver.insert(table, [encoded])
         yield* record(table, "insert", encoded.id as string, null, encoded)
-        return yield* codecOf(table).decode(encoded)
-      })) as never,
-    insertMany: (table, rows) =>
+        return yield* decodeRow(table, encoded)
+      })),
+    insertMany: <T extends Table.Any>(table: T, rows: ReadonlyArray<Table.Insert<T>>) =>
       write(Effect.gen(function*() {
         const encoded = yield* Effect.forEach(rows, (row) => codecOf(table).encode({ ...row, id: row.id ?? newId() }))
         for (const row of encoded) yield* checkTenant(table, row)
@@ -193,19 +198,19 @@ export const make = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => 
         for (let i = 0; i < encoded.length; i += batch) yield* driver.insert(table, encoded.slice(i, i + batch))
         for (const row of encoded) yield* record(table, "insert", row.id as string, null, row)
         return yield* decodeAll(table, encoded)
-      })) as never,
-    update: (table, id, patch: Patch<Table.Any>) =>
+      })),
+    update: <T extends Table.Any>(table: T, id: string, patch: Patch<T>) =>
       write(Effect.gen(function*() {
         const before = yield* readEncoded(table, id)
         if (Option.isNone(before)) return yield* new RowNotFound({ table: table.name, id })
-        const current = yield* codecOf(table).decode(before.value)
-        const encoded = yield* codecOf(table).encode({ ...(current as object), ...patch, id })
+        const current = yield* decodeRow(table, before.value)
+        const encoded = yield* codecOf(table).encode({ ...current, ...patch, id })
         yield* checkTenant(table, encoded)
         yield* driver.replace(table, encoded)
         yield* record(table, "update", id, before.value, encoded)
-        return yield* codecOf(table).decode(encoded)
-      })) as never,
-    upsert: (table, row) =>
+        return yield* decodeRow(table, encoded)
+      })),
+    upsert: <T extends Table.Any>(table: T, row: Table.Row<T>) =>
       write(Effect.gen(function*() {
         const encoded = yield* codecOf(table).encode(row)
         yield* checkTenant(table, encoded)
@@ -219,8 +224,8 @@ export const make = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => 
           yield* driver.insert(table, [encoded])
           yield* record(table, "insert", id, null, encoded)
         }
-        return yield* codecOf(table).decode(encoded)
-      })) as never,
+        return yield* decodeRow(table, encoded)
+      })),
     delete: (table, id) =>
       write(Effect.gen(function*() {
         const before = yield* readEncoded(table, id)
@@ -228,13 +233,13 @@ export const make = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => 
         yield* driver.remove(table, id)
         yield* record(table, "delete", id, before.value, null)
       })),
-    get: (table, id) =>
+    get: <T extends Table.Any>(table: T, id: string) =>
       Effect.gen(function*() {
         yield* noteRead(table)
         const row = yield* readEncoded(table, id)
-        return Option.isNone(row) ? Option.none() : Option.some(yield* codecOf(table).decode(row.value))
-      }) as never,
-    find: (table, options: FindOptions<Table.Any> = {}) =>
+        return Option.isNone(row) ? Option.none<Table.Row<T>>() : Option.some(yield* decodeRow(table, row.value))
+      }),
+    find: <T extends Table.Any>(table: T, options: FindOptions<T> = {}) =>
       Effect.gen(function*() {
         yield* noteRead(table)
         const where = yield* clausesOf(table, options.where)
@@ -248,13 +253,13 @@ export const make = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => 
           offset: options.offset
         })
         return yield* decodeAll(table, rows)
-      }) as never,
+      }),
     count: (table, options = {}) =>
       Effect.gen(function*() {
         yield* noteRead(table)
         return yield* driver.count(table, yield* clausesOf(table, options.where))
       }),
-    walk: (table, options: WalkOptions<Table.Any> = {}) => {
+    walk: <T extends Table.Any>(table: T, options: WalkOptions<T> = {}) => {
       const pageSize = Math.max(1, options.pageSize ?? 1000)
       return Stream.paginateChunkEffect(null as string | null, (after) =>
         Effect.gen(function*() {
@@ -270,7 +275,7 @@ export const make = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => 
           const last = rows.length === pageSize ? Option.some(rows[rows.length - 1]!.id as string) : Option.none()
           return [decoded, last] as const
         }).pipe(Effect.map(([decoded, last]) => [Chunk.unsafeFromArray(decoded), last] as const))
-      ) as never
+      )
     }
   }
   return store
