@@ -3,6 +3,7 @@
  * HTTP options. It is inert: serving it is `Server.layer(app)` composed with a store and an HTTP server.
  */
 import type * as AuthStrategy from "../auth/AuthStrategy.js"
+import type * as RestRoute from "../http/RestRoute.js"
 import type * as Table from "../kernel/Table.js"
 import type * as Plugin from "./Plugin.js"
 import type * as Procedure from "./Procedure.js"
@@ -16,7 +17,7 @@ export interface Options {
   readonly tables?: ReadonlyArray<Table.Any>
   readonly procedures?: ReadonlyArray<Procedure.Any>
   /** REST route descriptors (`defineRestRoute`), one per file, listed explicitly. */
-  readonly restRoutes?: ReadonlyArray<unknown>
+  readonly restRoutes?: ReadonlyArray<RestRoute.Any>
   readonly plugins?: ReadonlyArray<Plugin.Plugin>
   /** Strategies tried in order (see `composeAuthStrategies`); none means every caller is anonymous. */
   readonly auth?: AuthStrategy.AuthStrategy | ReadonlyArray<AuthStrategy.AuthStrategy>
@@ -32,7 +33,7 @@ export interface App {
   readonly tables: ReadonlyArray<Table.Any>
   /** App procedures followed by every plugin's procedures, keyed by tag. */
   readonly procedures: ReadonlyMap<string, Procedure.Any>
-  readonly restRoutes: ReadonlyArray<unknown>
+  readonly restRoutes: ReadonlyArray<RestRoute.Any>
   readonly plugins: ReadonlyArray<Plugin.Plugin>
   readonly auth: ReadonlyArray<AuthStrategy.AuthStrategy>
   readonly maxBodyBytes: number | undefined

@@ -54,7 +54,7 @@ const isStatusError = (error: unknown): error is { readonly status: number; read
   typeof error.status === "number" && typeof error.message === "string" && error.status >= 400 && error.status < 600
 
 /** Maps a failure cause to the wire error; unexpected causes are logged with the trace id and hidden. */
-const toProcedureError = (cause: Cause.Cause<unknown>, traceId: string, tag: string) => {
+export const toProcedureError = (cause: Cause.Cause<unknown>, traceId: string, tag: string) => {
   if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {

@@ -1,19 +1,22 @@
 /**
- * The app's HTTP API: REST routes and projected procedures as `@effect/platform` HttpApi endpoints,
- * with the OpenAPI document at `/openapi.json`.
+ * The app's HTTP API: REST routes through the pipeline, 405 answers on their paths, and the
+ * OpenAPI document at `/openapi.json`.
  */
-import { HttpApi, HttpLayerRouter, HttpServerResponse, OpenApi } from "@effect/platform"
-import { Effect } from "effect"
+import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
+import { Effect, Layer } from "effect"
 import type { App } from "../app/App.js"
+import * as OpenApiDocument from "./OpenApiDocument.js"
+import * as Pipeline from "./Pipeline.js"
 
-/** The HttpApi of an app (its document is what `/openapi.json` serves). */
-export const api = (app: App) => HttpApi.make(app.name).annotate(OpenApi.Title, app.name)
+/** The OpenAPI document of `app`. */
+export const document = (app: App) => OpenApiDocument.make(app.name, app.restRoutes)
 
-/** The REST routes, the projections and the OpenAPI document of `app`. */
-export const routes = (app: App, _maxBodyBytes: number) =>
-  HttpLayerRouter.use((router) =>
-    Effect.gen(function*() {
-      const document = OpenApi.fromApi(api(app))
-      yield* router.add("GET", "/openapi.json", Effect.succeed(HttpServerResponse.unsafeJson(document)))
+/** The REST routes and the OpenAPI document of `app`. */
+export const routes = (app: App, maxBodyBytes: number) =>
+  Layer.merge(
+    Pipeline.routes(app.restRoutes, maxBodyBytes),
+    HttpLayerRouter.use((router) => {
+      const openapi = document(app)
+      return router.add("GET", "/openapi.json", Effect.succeed(HttpServerResponse.unsafeJson(openapi)))
     })
   )

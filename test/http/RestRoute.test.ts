@@ -1,0 +1,223 @@
+import SwaggerParser from "@apidevtools/swagger-parser"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Option, Schema } from "effect"
+import { request as httpRequest } from "node:http"
+import { defineApp } from "../../src/app/App.js"
+import { requireScope } from "../../src/app/Guard.js"
+import { defineRestRoute } from "../../src/http/RestRoute.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as Store from "../../src/kernel/Store.js"
+import { bearer, Notes, tokenStrategy } from "../app/fixtures.js"
+import * as Serve from "../support/Serve.js"
+
+const NoteOut = Schema.Struct({ id: Schema.String, text: Schema.String, rank: Schema.Number })
+
+const getNote = defineRestRoute({
+  method: "GET",
+  path: "/notes/:id",
+  summary: "Read a note",
+  input: Schema.Struct({ params: Schema.Struct({ id: Schema.String }) }),
+  output: NoteOut,
+  etag: true,
+  handler: ({ params }, { store }) =>
+    Effect.flatMap(store.get(Notes, params.id), Option.match({
+      onNone: () => Effect.fail({ status: 404, message: "no such note" }),
+      onSome: (note) => Effect.succeed({ id: note.id, text: note.text, rank: note.rank })
+    }))
+})
+const putNote = defineRestRoute({
+  method: "PUT",
+  path: "/notes/:id",
+  input: Schema.Struct({ params: Schema.Struct({ id: Schema.String }), body: Schema.Struct({ text: Schema.String }) }),
+  output: NoteOut,
+  maxBodyBytes: 1024,
+  guards: [requireScope("notes:write")],
+  handler: ({ body, params }, { store }) =>
+    Effect.map(store.update(Notes, params.id, { text: body.text }), (note) => ({ id: note.id, text: note.text, rank: note.rank }))
+})
+const postNote = defineRestRoute({
+  method: "POST",
+  path: "/notes",
+  input: Schema.Struct({ body: Schema.Struct({ text: Schema.String.pipe(Schema.minLength(1)), rank: Schema.Number }) }),
+  output: NoteOut,
+  maxBodyBytes: 256,
+  guards: [requireScope("notes:write")],
+  handler: ({ body }, { store, subject }) =>
+    Effect.map(store.insert(Notes, { tenantId: subject.tenantId ?? "", ...body }), (n) => ({ id: n.id, text: n.text, rank: n.rank }))
+})
+const listNotes = defineRestRoute({
+  method: "GET",
+  path: "/notes",
+  input: Schema.Struct({ query: Schema.Struct({ minRank: Schema.optional(Schema.NumberFromString) }) }),
+  output: Schema.Array(NoteOut),
+  handler: ({ query }, { store }) =>
+    Effect.map(
+      store.find(Notes, { orderBy: "rank", ...(query.minRank === undefined ? {} : { where: { rank: { gte: query.minRank } } }) }),
+      (notes) => notes.map((n) => ({ id: n.id, text: n.text, rank: n.rank }))
+    )
+})
+const teapot = defineRestRoute({
+  method: "GET",
+  path: "/teapot",
+  input: Schema.Struct({ query: Schema.Struct({ how: Schema.Literal("status", "defect") }) }),
+  output: Schema.Void,
+  handler: ({ query }) => query.how === "status" ? Effect.fail({ status: 418, message: "short and stout" }) : Effect.die(new Error("secret internals"))
+})
+const oldThings = defineRestRoute({
+  method: "GET",
+  path: "/things",
+  version: "v1",
+  deprecated: "/v2/things",
+  sunset: "2999-01-01T00:00:00Z",
+  input: Schema.Struct({}),
+  output: Schema.Array(Schema.String),
+  handler: () => Effect.succeed(["a"])
+})
+const goneThings = defineRestRoute({
+  method: "GET",
+  path: "/gone",
+  version: "v1",
+  deprecated: "GET /v2/gone",
+  sunset: "2001-01-01T00:00:00Z",
+  input: Schema.Struct({}),
+  output: Schema.Array(Schema.String),
+  handler: () => Effect.succeed(["never"])
+})
+const newThings = defineRestRoute({
+  method: "GET",
+  path: "/things",
+  version: "v2",
+  input: Schema.Struct({}),
+  output: Schema.Array(Schema.String),
+  handler: () => Effect.succeed(["a", "b"])
+})
+
+const app = defineApp({
+  name: "rest",
+  tables: [Notes],
+  restRoutes: [getNote, putNote, postNote, listNotes, teapot, oldThings, goneThings, newThings],
+  auth: [tokenStrategy]
+})
+const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
+
+interface Answer {
+  readonly status: number
+  readonly headers: Headers
+  readonly body: string
+}
+const call = (url: string, init: RequestInit = {}) =>
+  Effect.promise(async (): Promise<Answer> => {
+    const response = await fetch(url, init)
+    return { status: response.status, headers: response.headers, body: await response.text() }
+  })
+const json = (method: string, body: unknown, headers: Record<string, string> = {}): RequestInit => ({
+  method,
+  headers: { "content-type": "application/json", ...headers },
+  body: typeof body === "string" ? body : JSON.stringify(body)
+})
+
+describe("REST routes", () => {
+  it("refuses a version on a path that already has one", () => {
+    assert.throws(() =>
+      defineRestRoute({ method: "GET", path: "/v3/x", version: "v2", input: Schema.Struct({}), output: Schema.Void, handler: () => Effect.void })
+    )
+  })
+
+  it.scopedLive("the pipeline: 200, 400, 401, 403, 404 from the handler, 405 with Allow, 418 and 500 without internals", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const created = yield* call(`${served.url}/notes`, json("POST", { text: "hello", rank: 2 }, bearer("tok-alice")))
+      assert.strictEqual(created.status, 200, created.body)
+      const note = JSON.parse(created.body) as { id: string }
+      const read = yield* call(`${served.url}/notes/${note.id}`, { headers: bearer("tok-alice") })
+      assert.deepStrictEqual([read.status, JSON.parse(read.body).text], [200, "hello"])
+      // Another tenant does not see it.
+      assert.strictEqual((yield* call(`${served.url}/notes/${note.id}`, { headers: bearer("tok-bob") })).status, 404)
+      assert.strictEqual((yield* call(`${served.url}/notes`, json("POST", "{oops", bearer("tok-alice")))).status, 400)
+      const invalid = yield* call(`${served.url}/notes`, json("POST", { text: "", rank: "x" }, bearer("tok-alice")))
+      assert.deepStrictEqual([invalid.status, JSON.parse(invalid.body)._tag], [400, "InputInvalid"])
+      assert.strictEqual((yield* call(`${served.url}/notes`, json("POST", { text: "a", rank: 1 }, bearer("tok-bad")))).status, 401)
+      assert.strictEqual((yield* call(`${served.url}/notes`, json("POST", { text: "a", rank: 1 }, bearer("tok-carol")))).status, 403)
+      const notAllowed = yield* call(`${served.url}/notes/${note.id}`, { method: "DELETE" })
+      assert.strictEqual(notAllowed.status, 405)
+      assert.strictEqual(notAllowed.headers.get("allow"), "GET, PUT, HEAD")
+      assert.strictEqual((yield* call(`${served.url}/notes`, { method: "PATCH" })).headers.get("allow"), "POST, GET, HEAD")
+      const teapotStatus = yield* call(`${served.url}/teapot?how=status`)
+      assert.deepStrictEqual([teapotStatus.status, JSON.parse(teapotStatus.body).message], [418, "short and stout"])
+      const defect = yield* call(`${served.url}/teapot?how=defect`)
+      assert.strictEqual(defect.status, 500)
+      assert.notInclude(defect.body, "secret internals")
+      const filtered = yield* call(`${served.url}/notes?minRank=3`, { headers: bearer("tok-alice") })
+      assert.deepStrictEqual(JSON.parse(filtered.body), [])
+      assert.strictEqual((yield* call(`${served.url}/notes?minRank=abc`, { headers: bearer("tok-alice") })).status, 400)
+    }))
+
+  it.scopedLive("ETag and 304; HEAD runs the GET pipeline without a body", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const created = JSON.parse((yield* call(`${served.url}/notes`, json("POST", { text: "cached", rank: 1 }, bearer("tok-alice")))).body) as { id: string }
+      const first = yield* call(`${served.url}/notes/${created.id}`, { headers: bearer("tok-alice") })
+      const etag = first.headers.get("etag")!
+      assert.match(etag, /^W\/"[0-9a-f]{40}"$/)
+      const notModified = yield* call(`${served.url}/notes/${created.id}`, { headers: { ...bearer("tok-alice"), "if-none-match": etag } })
+      assert.deepStrictEqual([notModified.status, notModified.body, notModified.headers.get("etag")], [304, "", etag])
+      const head = yield* call(`${served.url}/notes/${created.id}`, { method: "HEAD", headers: bearer("tok-alice") })
+      assert.deepStrictEqual([head.status, head.body, head.headers.get("etag")], [200, "", etag])
+      yield* call(`${served.url}/notes/${created.id}`, json("PUT", { text: "changed" }, bearer("tok-alice")))
+      const changed = yield* call(`${served.url}/notes/${created.id}`, { headers: { ...bearer("tok-alice"), "if-none-match": etag } })
+      assert.strictEqual(changed.status, 200)
+      assert.notStrictEqual(changed.headers.get("etag"), etag)
+    }))
+
+  it.scopedLive("versions, deprecation headers and 410 after the sunset", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const old = yield* call(`${served.url}/v1/things`)
+      assert.strictEqual(old.status, 200)
+      assert.strictEqual(old.headers.get("deprecation"), "true")
+      assert.strictEqual(old.headers.get("sunset"), new Date("2999-01-01T00:00:00Z").toUTCString())
+      assert.strictEqual(old.headers.get("link"), `</v2/things>; rel="successor-version"`)
+      const current = yield* call(`${served.url}/v2/things`)
+      assert.deepStrictEqual([current.status, current.headers.get("deprecation")], [200, null])
+      const gone = yield* call(`${served.url}/v1/gone`)
+      assert.deepStrictEqual([gone.status, JSON.parse(gone.body)], [410, { version: "v1", replacement: "GET /v2/gone" }])
+    }))
+
+  it.scopedLive("body caps: per route, shared per path (the widest), declared and chunked bodies", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const big = { text: "x".repeat(300), rank: 1 }
+      const declared = yield* call(`${served.url}/notes`, json("POST", big, bearer("tok-alice")))
+      assert.strictEqual(declared.status, 413)
+      const chunked = yield* Effect.promise(() =>
+        new Promise<number>((resolve, reject) => {
+          const url = new URL(`${served.url}/notes`)
+          const req = httpRequest({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: { "transfer-encoding": "chunked", ...bearer("tok-alice") } }, (res) => {
+            res.resume()
+            resolve(res.statusCode ?? 0)
+          })
+          req.on("error", reject)
+          for (let i = 0; i < 10; i++) req.write("x".repeat(100))
+          req.end()
+        })
+      )
+      assert.strictEqual(chunked, 413)
+      // GET and PUT share /notes/:id: the PUT cap (1 KiB) applies to the path.
+      const note = JSON.parse((yield* call(`${served.url}/notes`, json("POST", { text: "n", rank: 1 }, bearer("tok-alice")))).body) as { id: string }
+      const withinPathCap = yield* call(`${served.url}/notes/${note.id}`, json("PUT", { text: "y".repeat(600) }, bearer("tok-alice")))
+      assert.strictEqual(withinPathCap.status, 200)
+      assert.strictEqual((yield* call(`${served.url}/notes/${note.id}`, json("PUT", { text: "y".repeat(2000) }, bearer("tok-alice")))).status, 413)
+    }))
+
+  it.scopedLive("the OpenAPI document covers the routes, per version, and validates", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const document = JSON.parse((yield* call(`${served.url}/openapi.json`)).body)
+      assert.strictEqual(document.openapi, "3.1.0")
+      assert.includeMembers(Object.keys(document.paths), ["/notes/{id}", "/notes", "/v1/things", "/v2/things"])
+      assert.strictEqual(document.paths["/v1/things"].get["x-fw-api-version"], "v1")
+      assert.strictEqual(document.paths["/v1/things"].get.deprecated, true)
+      assert.includeMembers(document.paths["/v2/things"].get.tags, ["v2"])
+      yield* Effect.promise(() => SwaggerParser.validate(structuredClone(document)))
+    }))
+})
