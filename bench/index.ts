@@ -4,7 +4,7 @@
 import * as History from "./history.js"
 import * as Jwt from "./jwt.js"
 import * as Rpc from "./rpc.js"
-import * as Store from "./store.js"
+import * as Store from "./store/store.js"
 
 await Store.run()
 await Rpc.run()

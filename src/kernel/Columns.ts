@@ -16,7 +16,8 @@ export interface Column {
   readonly nullable: boolean
 }
 
-const isNull = (ast: SchemaAST.AST) => ast._tag === "Literal" && ast.literal === null
+const isNull = (ast: SchemaAST.AST): boolean =>
+  (ast._tag === "Literal" && ast.literal === null) || (ast._tag === "Union" && ast.types.some(isNull))
 
 const isNullish = (ast: SchemaAST.AST) =>
   ast._tag === "UndefinedKeyword" || ast._tag === "VoidKeyword" || (ast._tag === "Literal" && ast.literal === null)
@@ -57,7 +58,7 @@ export const of = (table: Table.Any): ReadonlyArray<Column> => {
     name: String(signature.name),
     kind: kindOf(signature.type),
     optional: signature.isOptional,
-    nullable: isNull(signature.type) || (signature.type._tag === "Union" && signature.type.types.some(isNull))
+    nullable: isNull(signature.type)
   }))
   const ordered = [...columns.filter((c) => c.name === "id"), ...columns.filter((c) => c.name !== "id")]
   cache.set(table, ordered)

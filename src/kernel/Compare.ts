@@ -1,6 +1,8 @@
 /**
- * Value comparison with SQL semantics, shared by the memory tier: a null never matches a
- * comparison (not even `neq`), and nulls sort first ascending.
+ * Value comparison with SQL semantics, for the memory tier: a null never matches a comparison
+ * (not even `neq`) except `eq null` / `neq null` (IS NULL / IS NOT NULL), and nulls sort first
+ * ascending. Strings compare by code unit, as SQLite's BINARY and PostgreSQL's "C" collation do
+ * for the characters of the Basic Multilingual Plane.
  */
 import type * as Driver from "./Driver.js"
 
@@ -20,6 +22,10 @@ export const compare = (a: unknown, b: unknown): number => {
 /** True when `row` satisfies `clause`. */
 export const matches = (row: Driver.Encoded, clause: Driver.Clause): boolean => {
   const value = row[clause.field]
+  if (clause.value === null) {
+    const isNull = value === null || value === undefined
+    return clause.op === "eq" ? isNull : clause.op === "neq" ? !isNull : false
+  }
   if (value === null || value === undefined) return false
   switch (clause.op) {
     case "eq":

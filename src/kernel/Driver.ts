@@ -3,17 +3,20 @@
  * Everything else — schema encoding, tenant scoping, change events, read tracking — lives once in
  * `StoreRuntime`, so every tier behaves the same.
  */
-import type { Effect } from "effect"
+import type { Effect, Option } from "effect"
 import type { DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type * as Table from "./Table.js"
 
-/** A row in its encoded form. */
+/** A row in its encoded form: what the table schema's `encode` produces. */
 export type Encoded = Readonly<Record<string, unknown>>
 
 /** Comparison operators of a normalised condition. */
 export type Operator = "eq" | "neq" | "gt" | "gte" | "lt" | "lte" | "in" | "nin"
 
-/** One normalised condition on an encoded value. */
+/**
+ * One normalised condition on an encoded value. A null never satisfies a comparison (SQL
+ * semantics), except `eq null` (the value is null) and `neq null` (the value is not null).
+ */
 export interface Clause {
   readonly field: string
   readonly op: Operator
@@ -29,19 +32,41 @@ export interface Query {
   readonly offset?: number | undefined
 }
 
-/** A storage tier. */
+/** A keyset page: matching rows with `id > after` (all when null), ordered by id, at most `limit`. */
+export interface Page {
+  readonly where: ReadonlyArray<Clause>
+  readonly after: string | null
+  readonly limit: number
+}
+
+/**
+ * A storage tier. Every method fails only with `StoreUnavailable` (and `insert` with `DuplicateRow`).
+ * A write called outside `transaction` must be atomic by itself (the store runs a one-statement
+ * write without a transaction when the change tap stages nothing).
+ */
 export interface Driver {
   readonly dialect: "memory" | "sqlite" | "pg"
-  /** True when a single statement is atomic by itself (SQL), so a one-statement write needs no transaction. */
-  readonly atomicStatements: boolean
-  /** Inserts rows; fails `DuplicateRow` when an id exists (and inserts none of them). */
+  /**
+   * Inserts rows (batched as the tier sees fit: one multi-row statement per chunk on SQL). Fails
+   * `DuplicateRow` when an id exists; then none of a single statement's rows are written.
+   */
   readonly insert: (table: Table.Any, rows: ReadonlyArray<Encoded>) => Effect.Effect<void, DuplicateRow | StoreUnavailable>
-  /** Replaces the row with the same id. */
+  /** Replaces the whole row with the same id. */
   readonly replace: (table: Table.Any, row: Encoded) => Effect.Effect<void, StoreUnavailable>
   /** Removes the row with `id`. */
-  readonly remove: (table: Table.Any, id: string) => Effect.Effect<void, StoreUnavailable>
+  readonly delete: (table: Table.Any, id: string) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * Reads one row by id. `forUpdate`: the caller will write it in the current transaction, so the
+   * tier locks it against concurrent writers (PostgreSQL `FOR UPDATE`; the others serialise writers).
+   */
+  readonly get: (
+    table: Table.Any,
+    id: string,
+    options?: { readonly forUpdate?: boolean }
+  ) => Effect.Effect<Option.Option<Encoded>, StoreUnavailable>
   readonly find: (table: Table.Any, query: Query) => Effect.Effect<ReadonlyArray<Encoded>, StoreUnavailable>
   readonly count: (table: Table.Any, where: ReadonlyArray<Clause>) => Effect.Effect<number, StoreUnavailable>
+  readonly page: (table: Table.Any, page: Page) => Effect.Effect<ReadonlyArray<Encoded>, StoreUnavailable>
   /** Runs `effect` in a transaction; nested calls are savepoints. */
   readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable, R>
 }

@@ -1,36 +1,85 @@
 /**
- * The in-process tier. Committed rows live in one Map per table. A transaction writes into an
- * overlay (nested transactions stack overlays), so other fibers never see uncommitted rows; a
- * commit folds the overlay into its parent, a rollback drops it. Writers are serialised.
+ * The in-process tier. Committed rows live in one Map per table (with a lazily sorted id list for
+ * keyset pages). A transaction writes into an overlay (nested transactions stack overlays), so
+ * other fibers never see uncommitted rows; a commit folds the overlay into its parent, a rollback
+ * drops it. Writers are serialised: an outermost transaction, or a write outside any, holds the
+ * writer permit; reads never wait.
  */
-import { Effect, FiberRef } from "effect"
+import { Effect, FiberRef, Option } from "effect"
 import * as Compare from "./Compare.js"
 import type * as Driver from "./Driver.js"
 import { DuplicateRow } from "./Errors.js"
 import type * as Table from "./Table.js"
 
-/** Rows of one table by id; `null` in an overlay marks a deletion. */
-type Rows = Map<string, Driver.Encoded | null>
-type Overlay = Map<string, Rows>
+/** Uncommitted rows of one table by id; `null` marks a deletion. */
+type Pending = Map<string, Driver.Encoded | null>
+/** The writes of one (nested) transaction, by table. */
+type Overlay = Map<string, Pending>
+
+interface Committed {
+  readonly rows: Map<string, Driver.Encoded>
+  /** Ids in ascending order; `undefined` after an insert or delete until the next keyset read. */
+  sorted: Array<string> | undefined
+}
+
+const byId = (a: Driver.Encoded, b: Driver.Encoded) => Compare.compare(a.id, b.id)
+
+/** The first index in sorted `ids` whose id is greater than `after`. */
+const upperBound = (ids: ReadonlyArray<string>, after: string) => {
+  let low = 0
+  let high = ids.length
+  while (low < high) {
+    const mid = (low + high) >>> 1
+    if (ids[mid]! <= after) low = mid + 1
+    else high = mid
+  }
+  return low
+}
+
+const matchesAll = (row: Driver.Encoded, where: ReadonlyArray<Driver.Clause>) => {
+  for (const clause of where) if (!Compare.matches(row, clause)) return false
+  return true
+}
 
 /** Builds a memory driver with its own empty state. */
 export const make: Effect.Effect<Driver.Driver> = Effect.gen(function*() {
-  const committed = new Map<string, Map<string, Driver.Encoded>>()
+  const tables = new Map<string, Committed>()
   const stackRef = FiberRef.unsafeMake<ReadonlyArray<Overlay>>([])
   const writer = yield* Effect.makeSemaphore(1)
+  /** True while an outermost transaction holds the writer permit. */
+  let transactionOpen = false
+
+  const committedOf = (table: string): Committed => {
+    let state = tables.get(table)
+    if (state === undefined) tables.set(table, state = { rows: new Map(), sorted: undefined })
+    return state
+  }
+
+  const commitRow = (table: string, id: string, row: Driver.Encoded | null) => {
+    const state = committedOf(table)
+    if (row === null) {
+      if (state.rows.delete(id)) state.sorted = undefined
+    } else {
+      if (!state.rows.has(id)) state.sorted = undefined
+      state.rows.set(id, row)
+    }
+  }
 
   const lookup = (stack: ReadonlyArray<Overlay>, table: string, id: string): Driver.Encoded | undefined => {
     for (let i = stack.length - 1; i >= 0; i--) {
       const row = stack[i]!.get(table)?.get(id)
       if (row !== undefined) return row ?? undefined
     }
-    return committed.get(table)?.get(id)
+    return tables.get(table)?.rows.get(id)
   }
 
+  const touched = (stack: ReadonlyArray<Overlay>, table: string) => stack.some((overlay) => overlay.has(table))
+
+  /** The rows this fiber sees: committed ones, under its transaction's overlays. */
   const visible = (stack: ReadonlyArray<Overlay>, table: string): Iterable<Driver.Encoded> => {
-    const base = committed.get(table) ?? new Map<string, Driver.Encoded>()
-    if (stack.every((overlay) => !overlay.has(table))) return base.values()
-    const merged = new Map<string, Driver.Encoded>(base)
+    const base = tables.get(table)?.rows ?? new Map<string, Driver.Encoded>()
+    if (!touched(stack, table)) return base.values()
+    const merged = new Map(base)
     for (const overlay of stack) {
       for (const [id, row] of overlay.get(table) ?? []) {
         if (row === null) merged.delete(id)
@@ -41,78 +90,110 @@ export const make: Effect.Effect<Driver.Driver> = Effect.gen(function*() {
   }
 
   const select = (stack: ReadonlyArray<Overlay>, table: string, where: ReadonlyArray<Driver.Clause>) => {
-    const byId = where.find((clause) => clause.field === "id" && clause.op === "eq")
-    const candidates = byId === undefined
-      ? visible(stack, table)
-      : [lookup(stack, table, byId.value as string)].filter((row): row is Driver.Encoded => row !== undefined)
+    const point = where.find((clause) => clause.field === "id" && clause.op === "eq")
     const result: Array<Driver.Encoded> = []
-    for (const row of candidates) if (where.every((clause) => Compare.matches(row, clause))) result.push(row)
+    if (point !== undefined) {
+      const row = typeof point.value === "string" ? lookup(stack, table, point.value) : undefined
+      if (row !== undefined && matchesAll(row, where)) result.push(row)
+      return result
+    }
+    for (const row of visible(stack, table)) if (matchesAll(row, where)) result.push(row)
     return result
   }
 
-  /** Applies a write to the innermost overlay (every write runs inside a transaction). */
-  const put = (table: string, id: string, row: Driver.Encoded | null) =>
+  /**
+   * Applies a write: to the innermost overlay inside a transaction, else to the committed state
+   * under the writer permit. `change` checks before it puts, so a refused write changes nothing.
+   */
+  const write = <E = never>(
+    table: string,
+    change: (stack: ReadonlyArray<Overlay>, put: (id: string, row: Driver.Encoded | null) => void) => E | undefined
+  ): Effect.Effect<void, E> =>
     Effect.flatMap(FiberRef.get(stackRef), (stack) => {
+      const outcome = (error: E | undefined) => error === undefined ? Effect.void : Effect.fail(error)
       const overlay = stack[stack.length - 1]
-      if (overlay === undefined) return Effect.dieMessage("memory store write outside a transaction")
-      let rows = overlay.get(table)
-      if (rows === undefined) overlay.set(table, rows = new Map())
-      rows.set(id, row)
-      return Effect.void
+      if (overlay === undefined) {
+        const apply = Effect.suspend(() => outcome(change(stack, (id, row) => commitRow(table, id, row))))
+        // Checked and applied synchronously, so with no transaction open the permit adds nothing.
+        return transactionOpen ? writer.withPermits(1)(apply) : apply
+      }
+      let pending = overlay.get(table)
+      if (pending === undefined) overlay.set(table, pending = new Map())
+      const into = pending
+      return Effect.suspend(() => outcome(change(stack, (id, row) => void into.set(id, row))))
     })
 
   const fold = (from: Overlay, into: Overlay | undefined) => {
     for (const [table, rows] of from) {
-      if (into !== undefined) {
-        let target = into.get(table)
-        if (target === undefined) into.set(table, target = new Map())
-        for (const [id, row] of rows) target.set(id, row)
+      if (into === undefined) {
+        for (const [id, row] of rows) commitRow(table, id, row)
         continue
       }
-      let target = committed.get(table)
-      if (target === undefined) committed.set(table, target = new Map())
-      for (const [id, row] of rows) {
-        if (row === null) target.delete(id)
-        else target.set(id, row)
-      }
+      let target = into.get(table)
+      if (target === undefined) into.set(table, target = new Map())
+      for (const [id, row] of rows) target.set(id, row)
     }
+  }
+
+  const page = (stack: ReadonlyArray<Overlay>, table: string, request: Driver.Page): Array<Driver.Encoded> => {
+    const result: Array<Driver.Encoded> = []
+    if (touched(stack, table)) {
+      const rows = select(stack, table, request.where).sort(byId)
+      const start = request.after === null ? 0 : upperBound(rows.map((row) => row.id as string), request.after)
+      return rows.slice(start, start + request.limit)
+    }
+    const state = tables.get(table)
+    if (state === undefined) return result
+    const ids = state.sorted ??= [...state.rows.keys()].sort()
+    for (let i = request.after === null ? 0 : upperBound(ids, request.after); i < ids.length; i++) {
+      const row = state.rows.get(ids[i]!)!
+      if (!matchesAll(row, request.where)) continue
+      result.push(row)
+      if (result.length === request.limit) break
+    }
+    return result
   }
 
   const driver: Driver.Driver = {
     dialect: "memory",
-    atomicStatements: false,
     insert: (table: Table.Any, rows) =>
-      Effect.flatMap(FiberRef.get(stackRef), (stack) => {
+      write(table.name, (stack, put): DuplicateRow | undefined => {
         const seen = new Set<string>()
         for (const row of rows) {
           const id = row.id as string
-          if (seen.has(id) || lookup(stack, table.name, id) !== undefined) {
-            return Effect.fail(new DuplicateRow({ table: table.name, id }))
-          }
+          if (seen.has(id) || lookup(stack, table.name, id) !== undefined) return new DuplicateRow({ table: table.name, id })
           seen.add(id)
         }
-        return Effect.forEach(rows, (row) => put(table.name, row.id as string, row), { discard: true })
+        for (const row of rows) put(row.id as string, row)
+        return undefined
       }),
-    replace: (table, row) => put(table.name, row.id as string, row),
-    remove: (table, id) => put(table.name, id, null),
+    replace: (table, row) => write<never>(table.name, (_, put) => void put(row.id as string, row)),
+    delete: (table, id) => write<never>(table.name, (_, put) => void put(id, null)),
+    get: (table, id) => Effect.map(FiberRef.get(stackRef), (stack) => Option.fromNullable(lookup(stack, table.name, id))),
     find: (table, query) =>
       Effect.map(FiberRef.get(stackRef), (stack) => {
         const rows = select(stack, table.name, query.where)
         const sign = query.direction === "desc" ? -1 : 1
-        rows.sort((a, b) =>
-          sign * Compare.compare(a[query.orderBy], b[query.orderBy]) || Compare.compare(a.id, b.id)
-        )
+        const field = query.orderBy
+        rows.sort((a, b) => sign * Compare.compare(a[field], b[field]) || Compare.compare(a.id, b.id))
         const offset = query.offset ?? 0
         return query.limit === undefined ? rows.slice(offset) : rows.slice(offset, offset + query.limit)
       }),
     count: (table, where) => Effect.map(FiberRef.get(stackRef), (stack) => select(stack, table.name, where).length),
+    page: (table, request) => Effect.map(FiberRef.get(stackRef), (stack) => page(stack, table.name, request)),
     transaction: (effect) =>
       Effect.flatMap(FiberRef.get(stackRef), (stack) => {
         const overlay: Overlay = new Map()
         const run = Effect.locally(effect, stackRef, [...stack, overlay]).pipe(
           Effect.tap(() => fold(overlay, stack[stack.length - 1]))
         )
-        return stack.length === 0 ? writer.withPermits(1)(run) : run
+        if (stack.length > 0) return run
+        return writer.withPermits(1)(
+          Effect.ensuring(
+            Effect.zipRight(Effect.sync(() => transactionOpen = true), run),
+            Effect.sync(() => transactionOpen = false)
+          )
+        )
       })
   }
   return driver

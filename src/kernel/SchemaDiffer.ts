@@ -1,12 +1,19 @@
 /**
- * The declarative schema differ: compares the declared tables with the live database and creates
- * the missing tables, columns and indexes. It never drops or alters anything, so applying twice
- * plans nothing the second time. A column added to a declaration is created nullable (existing rows
- * have no value for it).
+ * The declarative schema differ: compares the declared tables with the live database (SQLite:
+ * `sqlite_master` and `PRAGMA table_info`; PostgreSQL: `information_schema.columns` and
+ * `pg_indexes` of the current schema) and creates the missing tables, columns and indexes. It never
+ * drops or alters anything, so applying twice plans nothing the second time.
+ *
+ * Plain functions over the provided `SqlClient`: `plan(tables)` is the dry run, `apply(tables)`
+ * runs the plan in one transaction and returns it.
+ *
+ * Every column except `id` is created nullable: a column added to a declaration must be (existing
+ * rows have no value for it), and a field made optional later must keep accepting rows; the table
+ * schema is what enforces presence.
  */
 import { SqlClient } from "@effect/sql"
-import type { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Effect, Option } from "effect"
 import * as Columns from "./Columns.js"
 import type * as Table from "./Table.js"
 
@@ -21,14 +28,38 @@ export interface Step {
 
 const quote = (identifier: string) => `"${identifier.replaceAll(`"`, `""`)}"`
 
-/** The name of an index over `columns` of `table`. */
-export const indexName = (table: string, columns: ReadonlyArray<string>) => `${table}_${columns.join("_")}_idx`
+/** PostgreSQL truncates identifiers to 63 bytes; longer index names are shortened deterministically. */
+const maxIdentifierLength = 63
 
-/** Declared indexes plus one on the tenant field. */
+/** FNV-1a, 32 bits, as 8 hex digits: a stable suffix for shortened names. */
+const fnv1a = (text: string) => {
+  let hash = 0x811c9dc5
+  for (const byte of new TextEncoder().encode(text)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0
+  return hash.toString(16).padStart(8, "0")
+}
+
+/** The name of an index over `columns` of `table`: `<table>_<col1>_<col2>_idx`, shortened with a hash past 63 bytes. */
+export const indexName = (table: string, columns: ReadonlyArray<string>): string => {
+  const name = `${table}_${columns.join("_")}_idx`
+  if (new TextEncoder().encode(name).length <= maxIdentifierLength) return name
+  return `${name.slice(0, maxIdentifierLength - 13).replace(/_+$/, "")}_${fnv1a(name)}_idx`
+}
+
+/** Declared indexes plus one on the tenant field (unless a declared index leads with it). */
 const indexesOf = (table: Table.Any): ReadonlyArray<ReadonlyArray<string>> => {
   const declared = table.indexes
   const tenant = table.tenantField
   return tenant !== undefined && !declared.some((index) => index[0] === tenant) ? [[tenant], ...declared] : declared
+}
+
+const group = (rows: ReadonlyArray<{ readonly table_name: string; readonly column_name: string }>) => {
+  const tables = new Map<string, Set<string>>()
+  for (const row of rows) {
+    let columns = tables.get(row.table_name)
+    if (columns === undefined) tables.set(row.table_name, columns = new Set())
+    columns.add(row.column_name)
+  }
+  return tables
 }
 
 /** Reads the live tables (with their columns) and index names. */
@@ -41,23 +72,16 @@ const introspect = Effect.gen(function*() {
           SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()`
         const indexes = yield* sql<{ readonly indexname: string }>`
           SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()`
-        const tables = new Map<string, Set<string>>()
-        for (const row of columns) {
-          if (!tables.has(row.table_name)) tables.set(row.table_name, new Set())
-          tables.get(row.table_name)!.add(row.column_name)
-        }
-        return { tables, indexes: new Set(indexes.map((i) => i.indexname)) }
+        return { tables: group(columns), indexes: new Set(indexes.map((i) => i.indexname)) }
       }),
     orElse: () =>
       Effect.gen(function*() {
-        const objects = yield* sql<{ readonly type: string; readonly name: string }>`
-          SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index')`
-        const tables = new Map<string, Set<string>>()
-        for (const object of objects.filter((o) => o.type === "table")) {
-          const info = yield* sql.unsafe<{ readonly name: string }>(`PRAGMA table_info(${quote(object.name)})`)
-          tables.set(object.name, new Set(info.map((c) => c.name)))
-        }
-        return { tables, indexes: new Set(objects.filter((o) => o.type === "index").map((o) => o.name)) }
+        // One query for every table's columns (`pragma_table_info` as a table-valued function).
+        const columns = yield* sql<{ readonly table_name: string; readonly column_name: string }>`
+          SELECT m.name AS table_name, p.name AS column_name
+          FROM sqlite_master AS m JOIN pragma_table_info(m.name) AS p WHERE m.type = 'table'`
+        const indexes = yield* sql<{ readonly name: string }>`SELECT name FROM sqlite_master WHERE type = 'index'`
+        return { tables: group(columns), indexes: new Set(indexes.map((i) => i.name)) }
       })
   })
 })
@@ -69,6 +93,7 @@ export const plan = (tables: ReadonlyArray<Table.Any>): Effect.Effect<ReadonlyAr
     const dialect = sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
     const live = yield* introspect
     const steps: Array<Step> = []
+    const planned = new Set<string>()
     for (const table of tables) {
       const columns = Columns.of(table)
       const existing = live.tables.get(table.name)
@@ -77,7 +102,7 @@ export const plan = (tables: ReadonlyArray<Table.Any>): Effect.Effect<ReadonlyAr
         steps.push({
           kind: "createTable",
           table: table.name,
-          description: `create table ${table.name} (${columns.map((c) => c.name).join(", ")})`,
+          description: `create table ${table.name} (${columns.map((c) => `${c.name} ${c.kind}`).join(", ")})`,
           sql: `CREATE TABLE IF NOT EXISTS ${quote(table.name)} (${definitions})`
         })
       } else {
@@ -85,18 +110,22 @@ export const plan = (tables: ReadonlyArray<Table.Any>): Effect.Effect<ReadonlyAr
           steps.push({
             kind: "addColumn",
             table: table.name,
-            description: `add column ${table.name}.${column.name}`,
-            sql: `ALTER TABLE ${quote(table.name)} ADD COLUMN ${quote(column.name)} ${Columns.sqlType(column, dialect)}`
+            description: `add column ${table.name}.${column.name} ${column.kind} (nullable)`,
+            // PostgreSQL can skip a column another replica added meanwhile; SQLite runs one writer.
+            sql: `ALTER TABLE ${quote(table.name)} ADD COLUMN ${dialect === "pg" ? "IF NOT EXISTS " : ""}${
+              quote(column.name)
+            } ${Columns.sqlType(column, dialect)}`
           })
         }
       }
       for (const index of indexesOf(table)) {
         const name = indexName(table.name, index)
-        if (live.indexes.has(name)) continue
+        if (live.indexes.has(name) || planned.has(name)) continue
+        planned.add(name)
         steps.push({
           kind: "createIndex",
           table: table.name,
-          description: `create index ${name}`,
+          description: `create index ${name} on ${table.name} (${index.join(", ")})`,
           sql: `CREATE INDEX IF NOT EXISTS ${quote(name)} ON ${quote(table.name)} (${index.map(quote).join(", ")})`
         })
       }
@@ -104,13 +133,25 @@ export const plan = (tables: ReadonlyArray<Table.Any>): Effect.Effect<ReadonlyAr
     return steps
   })
 
-/** Applies the plan, in one transaction, and returns the steps taken. */
+/** A transaction-scoped lock so replicas booting together apply one after the other (PostgreSQL). */
+const schemaLockKey = 0x6677_5f73 // "fw_s"
+
+/** Applies the plan in one transaction and returns the steps taken. */
 export const apply = (tables: ReadonlyArray<Table.Any>): Effect.Effect<ReadonlyArray<Step>, SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     return yield* sql.withTransaction(Effect.gen(function*() {
+      yield* sql.onDialectOrElse({
+        pg: () => sql`SELECT pg_advisory_xact_lock(${schemaLockKey})`,
+        orElse: () => Effect.void
+      })
       const steps = yield* plan(tables)
       for (const step of steps) yield* sql.unsafe(step.sql)
       return steps
-    }))
+    })).pipe(
+      // @effect/sql turns a failed COMMIT into a defect; it is a database failure like any other.
+      Effect.catchSomeDefect((defect) =>
+        defect instanceof SqlError ? Option.some(Effect.fail(defect)) : Option.none()
+      )
+    )
   })

@@ -1,20 +1,20 @@
 /**
  * The SQL tier over `@effect/sql`: one driver for SQLite and PostgreSQL (dialect from the client).
  * Values are stored per `Columns` (booleans as 0/1 and JSON as text on SQLite; JSONB on PostgreSQL)
- * and read back to the same encoded form on both.
+ * and read back to the same encoded form on both. Database failures are `StoreUnavailable`.
  */
 import { SqlClient } from "@effect/sql"
-import type { SqlError } from "@effect/sql/SqlError"
 import type { Statement } from "@effect/sql"
-import { Effect } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Effect, Option, Predicate } from "effect"
 import * as Columns from "./Columns.js"
 import type * as Driver from "./Driver.js"
 import { DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type * as Table from "./Table.js"
 
 const causeCode = (error: SqlError): string | undefined => {
-  const cause = error.cause as { readonly code?: unknown } | undefined
-  return typeof cause?.code === "string" ? cause.code : undefined
+  const cause = error.cause
+  return Predicate.hasProperty(cause, "code") && typeof cause.code === "string" ? cause.code : undefined
 }
 
 const isUniqueViolation = (error: SqlError) => {
@@ -22,32 +22,56 @@ const isUniqueViolation = (error: SqlError) => {
   return code === "23505" || code === "SQLITE_CONSTRAINT_PRIMARYKEY" || code === "SQLITE_CONSTRAINT_UNIQUE"
 }
 
-/** The id a unique violation names (PostgreSQL says it in the detail), else the first row's. */
-const duplicateId = (error: SqlError, rows: ReadonlyArray<Driver.Encoded>): string => {
-  const detail = (error.cause as { readonly detail?: unknown } | undefined)?.detail
-  const named = typeof detail === "string" ? /\(id\)=\((.*)\)/.exec(detail)?.[1] : undefined
-  return named ?? String(rows[0]?.id)
+/** The id PostgreSQL names in a unique violation's detail: `Key (id)=(…) already exists.` */
+const namedDuplicate = (error: SqlError): string | undefined => {
+  const cause = error.cause
+  const detail = Predicate.hasProperty(cause, "detail") ? cause.detail : undefined
+  return typeof detail === "string" ? /\(id\)=\((.*)\)/.exec(detail)?.[1] : undefined
 }
 
-/** Database failures become `StoreUnavailable`; the message names the failure, never the data. */
-export const unavailable = (error: SqlError) =>
-  new StoreUnavailable({ message: `database error: ${error.message}${causeCode(error) ? ` (${causeCode(error)})` : ""}` })
+/** The first id repeated within `rows`, if any. */
+const repeatedId = (rows: ReadonlyArray<Driver.Encoded>): string | undefined => {
+  const seen = new Set<unknown>()
+  for (const row of rows) {
+    if (seen.has(row.id)) return row.id as string
+    seen.add(row.id)
+  }
+  return undefined
+}
+
+/** A database failure as `StoreUnavailable`: the message names the failure, never the data. */
+export const unavailable = (error: SqlError): StoreUnavailable => {
+  const code = causeCode(error)
+  return new StoreUnavailable({ message: `database error: ${error.message}${code === undefined ? "" : ` (${code})`}` })
+}
+
+/** Bind parameters per statement: SQLite allows 32766, PostgreSQL 65535. */
+const maxParameters = { sqlite: 32_766, pg: 65_535 } as const
+/** Rows per INSERT statement at most: larger statements stop paying off and churn the statement cache. */
+const maxRowsPerInsert = 500
+
+/** How one table's encoded rows map to database rows and back. */
+interface Mapping {
+  readonly columns: ReadonlyArray<Columns.Column>
+  readonly byName: ReadonlyMap<string, Columns.Column>
+  readonly toDb: (row: Driver.Encoded) => Record<string, unknown>
+  readonly fromDb: (row: Readonly<Record<string, unknown>>) => Driver.Encoded
+  readonly rowsPerInsert: number
+}
+
+const idOf = (row: Driver.Encoded) => row.id as string
+
+/** A failure of the caller's effect, kept apart from the transaction's own `SqlError`s. */
+class Inner<E> {
+  constructor(readonly error: E) {}
+}
 
 /** Builds the driver over the provided `SqlClient`. */
 export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const dialect = sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
-  const columnsByTable = new WeakMap<Table.Any, ReadonlyMap<string, Columns.Column>>()
-  const columnsOf = (table: Table.Any) => {
-    let columns = columnsByTable.get(table)
-    if (columns === undefined) {
-      columns = new Map(Columns.of(table).map((c) => [c.name, c]))
-      columnsByTable.set(table, columns)
-    }
-    return columns
-  }
 
-  const toDb = (column: Columns.Column | undefined, value: unknown): unknown => {
+  const valueToDb = (column: Columns.Column | undefined, value: unknown): unknown => {
     if (value === undefined || value === null) return null
     switch (column?.kind) {
       case "boolean":
@@ -59,40 +83,62 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
     }
   }
 
-  const fromDb = (table: Table.Any, row: Record<string, unknown>): Driver.Encoded => {
-    const out: Record<string, unknown> = {}
-    for (const column of columnsOf(table).values()) {
-      const value = row[column.name]
-      if (value === null || value === undefined) {
-        if (!column.optional || column.nullable) out[column.name] = null
-        continue
-      }
-      switch (column.kind) {
-        case "boolean":
-          out[column.name] = value === true || value === 1 || value === "1" || value === "t"
-          break
-        case "number":
-          out[column.name] = Number(value)
-          break
-        case "json":
-          out[column.name] = typeof value === "string" && dialect === "sqlite" ? JSON.parse(value) : value
-          break
-        default:
-          out[column.name] = value
-      }
+  const valueFromDb = (column: Columns.Column, value: unknown): unknown => {
+    switch (column.kind) {
+      case "boolean":
+        return value === true || value === 1 || value === "1" || value === "t"
+      case "number":
+        // PostgreSQL hands back 64-bit integers and numerics as strings.
+        return typeof value === "number" ? value : Number(value)
+      case "json":
+        return typeof value === "string" && dialect === "sqlite" ? JSON.parse(value) : value
+      default:
+        return value
     }
-    return out
   }
 
-  const toRow = (table: Table.Any, row: Driver.Encoded): Record<string, unknown> => {
-    const out: Record<string, unknown> = {}
-    for (const column of columnsOf(table).values()) out[column.name] = toDb(column, row[column.name])
-    return out
+  const mappings = new WeakMap<Table.Any, Mapping>()
+  const mappingOf = (table: Table.Any): Mapping => {
+    let mapping = mappings.get(table)
+    if (mapping !== undefined) return mapping
+    const columns = Columns.of(table)
+    mapping = {
+      columns,
+      byName: new Map(columns.map((column) => [column.name, column])),
+      toDb: (row) => {
+        const out: Record<string, unknown> = {}
+        for (const column of columns) out[column.name] = valueToDb(column, row[column.name])
+        return out
+      },
+      fromDb: (row) => {
+        const out: Record<string, unknown> = {}
+        for (const column of columns) {
+          const value = row[column.name]
+          if (value === null || value === undefined) {
+            // An absent optional field reads back absent; a nullable one as null.
+            if (!column.optional || column.nullable) out[column.name] = null
+          } else {
+            out[column.name] = valueFromDb(column, value)
+          }
+        }
+        return out
+      },
+      rowsPerInsert: Math.max(1, Math.min(maxRowsPerInsert, Math.floor(maxParameters[dialect] / columns.length)))
+    }
+    mappings.set(table, mapping)
+    return mapping
   }
 
-  const condition = (table: Table.Any, clause: Driver.Clause): Statement.Fragment => {
+  const condition = (mapping: Mapping, clause: Driver.Clause): Statement.Fragment => {
     const column = sql(clause.field)
-    const value = (v: unknown) => toDb(columnsOf(table).get(clause.field), v)
+    const value = (v: unknown) => valueToDb(mapping.byName.get(clause.field), v)
+    if (clause.value === null) {
+      return clause.op === "eq"
+        ? sql`${column} IS NULL`
+        : clause.op === "neq"
+        ? sql`${column} IS NOT NULL`
+        : sql.literal("1 = 0")
+    }
     switch (clause.op) {
       case "eq":
         return sql`${column} = ${value(clause.value)}`
@@ -111,6 +157,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
         return values.length === 0 ? sql.literal("1 = 0") : sql`${column} IN ${sql.in(values)}`
       }
       case "nin": {
+        // As in memory: a null never satisfies a comparison.
         const values = (clause.value as ReadonlyArray<unknown>).map(value)
         return values.length === 0
           ? sql`${column} IS NOT NULL`
@@ -119,53 +166,119 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
     }
   }
 
-  const whereOf = (table: Table.Any, where: ReadonlyArray<Driver.Clause>) =>
-    where.length === 0 ? sql.literal("") : sql`WHERE ${sql.and(where.map((clause) => condition(table, clause)))}`
+  const whereOf = (mapping: Mapping, where: ReadonlyArray<Driver.Clause>) =>
+    where.length === 0 ? sql.literal("") : sql`WHERE ${sql.and(where.map((clause) => condition(mapping, clause)))}`
 
   const integer = (n: number) => sql.literal(String(Math.max(0, Math.floor(n))))
 
+  /** Point statements by id, compiled once per table (the hot path skips the fragment compiler). */
+  const placeholder = (n: number) => dialect === "pg" ? `$${n}` : "?"
+  const quote = (identifier: string) => `"${identifier.replaceAll(`"`, `""`)}"`
+  const pointSql = new WeakMap<Table.Any, { readonly get: string; readonly lock: string; readonly delete: string }>()
+  const pointOf = (table: Table.Any) => {
+    let statements = pointSql.get(table)
+    if (statements === undefined) {
+      const get = `SELECT * FROM ${quote(table.name)} WHERE "id" = ${placeholder(1)}`
+      statements = { get, lock: dialect === "pg" ? `${get} FOR UPDATE` : get, delete: `DELETE FROM ${quote(table.name)} WHERE "id" = ${placeholder(1)}` }
+      pointSql.set(table, statements)
+    }
+    return statements
+  }
+
+  const rowsOf = (table: Table.Any) => (rows: ReadonlyArray<Readonly<Record<string, unknown>>>) => {
+    const mapping = mappingOf(table)
+    return rows.map(mapping.fromDb)
+  }
+
+  /** Which row of a refused multi-row INSERT collided (SQLite does not say; PostgreSQL does). */
+  const duplicateIn = (table: Table.Any, error: SqlError, rows: ReadonlyArray<Driver.Encoded>) => {
+    const id = namedDuplicate(error) ?? repeatedId(rows)
+    if (id !== undefined || rows.length === 1) return Effect.succeed(new DuplicateRow({ table: table.name, id: id ?? idOf(rows[0]!) }))
+    const ids = rows.map(idOf)
+    return sql<{ readonly id: string }>`SELECT ${sql("id")} FROM ${sql(table.name)} WHERE ${sql.in("id", ids)} LIMIT 1`.pipe(
+      Effect.map((found) => new DuplicateRow({ table: table.name, id: found[0]?.id ?? ids[0]! })),
+      Effect.orElseSucceed(() => new DuplicateRow({ table: table.name, id: ids[0]! }))
+    )
+  }
+
+  const insertChunk = (table: Table.Any, rows: ReadonlyArray<Driver.Encoded>) => {
+    const mapping = mappingOf(table)
+    return sql`INSERT INTO ${sql(table.name)} ${sql.insert(rows.map(mapping.toDb))}`.pipe(
+      Effect.asVoid,
+      Effect.catchAll((error): Effect.Effect<never, DuplicateRow | StoreUnavailable> =>
+        isUniqueViolation(error) ? Effect.flip(duplicateIn(table, error, rows)) : Effect.fail(unavailable(error))
+      )
+    )
+  }
+
   const driver: Driver.Driver = {
     dialect,
-    atomicStatements: true,
-    insert: (table, rows) =>
-      sql`INSERT INTO ${sql(table.name)} ${sql.insert(rows.map((row) => toRow(table, row)))}`.pipe(
-        Effect.asVoid,
-        Effect.mapError((error): DuplicateRow | StoreUnavailable =>
-          isUniqueViolation(error) ? new DuplicateRow({ table: table.name, id: duplicateId(error, rows) }) : unavailable(error)
+    insert: (table, rows) => {
+      if (rows.length === 1) {
+        // ON CONFLICT: a refused row is no SQL error, so an enclosing PostgreSQL transaction stays usable.
+        const [row] = rows as [Driver.Encoded]
+        return sql`INSERT INTO ${sql(table.name)} ${sql.insert(mappingOf(table).toDb(row))} ON CONFLICT (${
+          sql("id")
+        }) DO NOTHING RETURNING ${sql("id")}`.pipe(
+          Effect.mapError(unavailable),
+          Effect.flatMap((inserted) =>
+            inserted.length === 1 ? Effect.void : Effect.fail(new DuplicateRow({ table: table.name, id: idOf(row) }))
+          )
         )
-      ),
+      }
+      const size = mappingOf(table).rowsPerInsert
+      if (rows.length <= size) return insertChunk(table, rows)
+      const chunks: Array<ReadonlyArray<Driver.Encoded>> = []
+      for (let i = 0; i < rows.length; i += size) chunks.push(rows.slice(i, i + size))
+      return Effect.forEach(chunks, (chunk) => insertChunk(table, chunk), { discard: true })
+    },
     replace: (table, row) =>
-      sql`UPDATE ${sql(table.name)} SET ${sql.update(toRow(table, row), ["id"])} WHERE ${sql("id")} = ${row.id as string}`.pipe(
-        Effect.asVoid,
-        Effect.mapError(unavailable)
-      ),
-    remove: (table, id) =>
-      sql`DELETE FROM ${sql(table.name)} WHERE ${sql("id")} = ${id}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
-    find: (table, query) => {
-      const direction = query.direction === "desc" ? "DESC NULLS LAST" : "ASC NULLS FIRST"
-      const limit = query.limit === undefined
-        ? (query.offset ? (dialect === "sqlite" ? sql.literal("LIMIT -1") : sql.literal("")) : sql.literal(""))
-        : sql`LIMIT ${integer(query.limit)}`
-      const offset = query.offset ? sql`OFFSET ${integer(query.offset)}` : sql.literal("")
-      const order = query.orderBy === "id"
-        ? sql`ORDER BY ${sql("id")} ${sql.literal(query.direction === "desc" ? "DESC" : "ASC")}`
-        : sql`ORDER BY ${sql(query.orderBy)} ${sql.literal(direction)}, ${sql("id")} ASC`
-      return sql<Record<string, unknown>>`SELECT * FROM ${sql(table.name)} ${whereOf(table, query.where)} ${order} ${limit} ${offset}`.pipe(
-        Effect.map((rows) => rows.map((row) => fromDb(table, row))),
+      sql`UPDATE ${sql(table.name)} SET ${sql.update(mappingOf(table).toDb(row), ["id"])} WHERE ${sql("id")} = ${
+        row.id as string
+      }`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    delete: (table, id) => sql.unsafe(pointOf(table).delete, [id]).pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    get: (table, id, options) => {
+      const statements = pointOf(table)
+      return sql.unsafe<Record<string, unknown>>(options?.forUpdate ? statements.lock : statements.get, [id]).pipe(
+        Effect.map((rows) => rows.length === 0 ? Option.none() : Option.some(mappingOf(table).fromDb(rows[0]!))),
         Effect.mapError(unavailable)
       )
     },
+    find: (table, query) => {
+      const mapping = mappingOf(table)
+      const limit = query.limit !== undefined
+        ? sql`LIMIT ${integer(query.limit)}`
+        : query.offset && dialect === "sqlite"
+        ? sql.literal("LIMIT -1") // SQLite needs a LIMIT before an OFFSET.
+        : sql.literal("")
+      const offset = query.offset ? sql`OFFSET ${integer(query.offset)}` : sql.literal("")
+      const order = query.orderBy === "id"
+        ? sql`ORDER BY ${sql("id")} ${sql.literal(query.direction === "desc" ? "DESC" : "ASC")}`
+        : sql`ORDER BY ${sql(query.orderBy)} ${
+          sql.literal(query.direction === "desc" ? "DESC NULLS LAST" : "ASC NULLS FIRST")
+        }, ${sql("id")} ASC`
+      return sql<Record<string, unknown>>`SELECT * FROM ${sql(table.name)} ${whereOf(mapping, query.where)} ${order} ${limit} ${offset}`
+        .pipe(Effect.map(rowsOf(table)), Effect.mapError(unavailable))
+    },
     count: (table, where) =>
-      sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM ${sql(table.name)} ${whereOf(table, where)}`.pipe(
+      sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM ${sql(table.name)} ${whereOf(mappingOf(table), where)}`.pipe(
         Effect.map((rows) => Number(rows[0]?.n ?? 0)),
         Effect.mapError(unavailable)
       ),
-    transaction: (effect) =>
-      sql.withTransaction(effect).pipe(
-        Effect.catchIf(
-          (error): error is SqlError => typeof error === "object" && error !== null && "_tag" in error && error._tag === "SqlError",
-          (error) => Effect.fail(unavailable(error))
-        )
+    page: (table, request) => {
+      const mapping = mappingOf(table)
+      const where = request.after === null
+        ? request.where
+        : [...request.where, { field: "id", op: "gt" as const, value: request.after }]
+      return sql<Record<string, unknown>>`SELECT * FROM ${sql(table.name)} ${whereOf(mapping, where)} ORDER BY ${
+        sql("id")
+      } ASC LIMIT ${integer(request.limit)}`.pipe(Effect.map(rowsOf(table)), Effect.mapError(unavailable))
+    },
+    transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      sql.withTransaction(Effect.mapError(effect, (error) => new Inner(error))).pipe(
+        Effect.mapError((error): E | StoreUnavailable => error instanceof Inner ? error.error : unavailable(error)),
+        // @effect/sql turns a failed COMMIT or ROLLBACK (a connection lost mid-transaction) into a defect.
+        Effect.catchSomeDefect((defect) => defect instanceof SqlError ? Option.some(Effect.fail(unavailable(defect))) : Option.none())
       )
   }
   return driver

@@ -9,8 +9,10 @@
 import type { SqlClient } from "@effect/sql"
 import type { Option, Stream } from "effect"
 import { Context, Effect, Layer } from "effect"
-import { ChangeTap } from "./ChangeTap.js"
+import type { ChangeTap } from "./ChangeTap.js"
+import type * as Driver from "./Driver.js"
 import * as MemoryDriver from "./MemoryDriver.js"
+import * as ReadTracking from "./ReadTracking.js"
 import * as SqlDriver from "./SqlDriver.js"
 import * as StoreRuntime from "./StoreRuntime.js"
 import type { StoreError } from "./Errors.js"
@@ -93,24 +95,30 @@ export interface StoreShape {
 /** The store service. */
 export class Store extends Context.Tag("@fw/framework/Store")<Store, StoreShape>() {}
 
-/** The in-process tier (dev and tests). Needs a `ChangeTap`. */
+/** The in-process tier (dev and tests): rows in Maps, isolated transactions, serialised writers. Needs a `ChangeTap`. */
 export const layerMemory: Layer.Layer<Store, never, ChangeTap> = Layer.effect(
   Store,
-  Effect.gen(function*() {
-    return StoreRuntime.make(yield* MemoryDriver.make, yield* ChangeTap)
-  })
+  Effect.flatMap(MemoryDriver.make, StoreRuntime.make)
 )
 
-/** The SQL tier: SQLite or PostgreSQL, from the provided `SqlClient`. Needs a `ChangeTap`. */
+/**
+ * The SQL tier: SQLite or PostgreSQL, from the provided `SqlClient`. Needs a `ChangeTap`, and the
+ * tables created by `SchemaDiffer.apply`.
+ */
 export const layerSql: Layer.Layer<Store, never, ChangeTap | SqlClient.SqlClient> = Layer.effect(
   Store,
-  Effect.gen(function*() {
-    return StoreRuntime.make(yield* SqlDriver.make, yield* ChangeTap)
-  })
+  Effect.flatMap(SqlDriver.make, StoreRuntime.make)
 )
 
-/** Runs `effect` and returns its result with the names of the tables it read (live queries re-run on their changes). */
-export const trackReads = StoreRuntime.trackReads
+/**
+ * Runs `effect` and returns its result with the names of the tables it read (get, find, count,
+ * walk); live queries re-run when one of them changes. Nested trackers each see the reads.
+ */
+export const trackReads: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<[A, ReadonlySet<string>], E, R> =
+  ReadTracking.trackReads
 
-/** Builds a store over a driver (for custom tiers). */
-export const make = StoreRuntime.make
+/**
+ * Builds a store over a `Driver` (a custom tier): encoding, tenant scoping, change events and read
+ * tracking come with it. The ChangeTap is taken from the context.
+ */
+export const make: (driver: Driver.Driver) => Effect.Effect<StoreShape, never, ChangeTap> = StoreRuntime.make

@@ -1,282 +1,306 @@
 /**
- * `make`: the Store over a Driver. Encodes and decodes rows through the table schema, scopes every
- * operation made for a Subject to its tenant, buffers change events per transaction and hands them
- * to the ChangeTap (staged before the outermost commit, published after it), and records which
- * tables a computation read (for live queries).
+ * `make`: the Store over a Driver, implemented once for every tier. It encodes and decodes rows
+ * through the table schema, scopes every operation made for a Subject to its tenant, buffers change
+ * events per transaction and hands them to the ChangeTap (staged inside the outermost transaction
+ * just before commit, published after it), and records which tables a computation read.
  */
-import { Chunk, Clock, Effect, FiberRef, Option, ParseResult, Schema, Stream } from "effect"
+import { Chunk, Clock, Effect, Either, FiberRef, Option, Stream } from "effect"
+import { ChangeTap } from "./ChangeTap.js"
 import type { ChangeTapShape, PendingChange } from "./ChangeTap.js"
 import type * as Driver from "./Driver.js"
-import { RowInvalid, RowNotFound, TenantViolation, UnknownField } from "./Errors.js"
+import { DuplicateRow, RowInvalid, RowNotFound, UnknownField } from "./Errors.js"
 import type { StoreError } from "./Errors.js"
 import * as Provenance from "./Provenance.js"
-import type { Condition, FindOptions, Patch, StoreShape, WalkOptions, Where } from "./Store.js"
-import * as Subject from "./Subject.js"
+import { noteRead } from "./ReadTracking.js"
+import * as RowCodec from "./RowCodec.js"
+import type { StoreShape } from "./Store.js"
 import type * as Table from "./Table.js"
+import * as TenantScope from "./TenantScope.js"
 
-/** Changes buffered by the innermost open transaction (`None` outside any transaction). */
-const pendingChanges = FiberRef.unsafeMake<Option.Option<Array<PendingChange>>>(Option.none())
+const operators: ReadonlySet<string> = new Set(["eq", "neq", "gt", "gte", "lt", "lte", "in", "nin"])
 
-/** Tables read while tracking (`None` when nobody tracks). */
-const readTables = FiberRef.unsafeMake<Option.Option<Set<string>>>(Option.none())
-
-/** Runs `effect` and returns what it produced with the names of the tables it read. */
-export const trackReads = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<[A, ReadonlySet<string>], E, R> =>
-  Effect.suspend(() => {
-    const tables = new Set<string>()
-    return Effect.map(Effect.locally(effect, readTables, Option.some(tables)), (a): [A, ReadonlySet<string>] => [a, tables])
-  })
-
-const noteRead = (table: Table.Any) =>
-  Effect.map(FiberRef.get(readTables), Option.map((tables) => tables.add(table.name)))
-
-interface Codec {
-  readonly encode: (row: unknown) => Effect.Effect<Driver.Encoded, RowInvalid>
-  readonly decode: (row: Driver.Encoded) => Effect.Effect<unknown, RowInvalid>
-  readonly fields: ReadonlySet<string>
+const isOperatorObject = (value: unknown): value is Readonly<Record<string, unknown>> => {
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return false
+  let keys = 0
+  for (const key in value) {
+    if (!operators.has(key)) return false
+    keys++
+  }
+  return keys > 0
 }
 
-const operators = new Set(["eq", "neq", "gt", "gte", "lt", "lte", "in", "nin"])
-
-const isOperatorObject = (value: unknown): value is Record<string, unknown> =>
-  typeof value === "object" && value !== null && !Array.isArray(value) &&
-  Object.keys(value).length > 0 && Object.keys(value).every((key) => operators.has(key))
-
-/** Builds the Store over `driver`, publishing through `tap`. */
-export const make = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
-  const codecs = new WeakMap<Table.Any, Codec>()
-  const codecOf = (table: Table.Any): Codec => {
-    let codec = codecs.get(table)
-    if (codec === undefined) {
-      const encode = Schema.encodeUnknown(table.schema, { errors: "first", onExcessProperty: "error" })
-      const decode = Schema.decodeUnknown(table.schema, { onExcessProperty: "ignore" })
-      const invalid = (error: ParseResult.ParseError) =>
-        new RowInvalid({ table: table.name, message: ParseResult.TreeFormatter.formatErrorSync(error) })
-      codec = {
-        encode: (row) => Effect.mapError(encode(row), invalid) as Effect.Effect<Driver.Encoded, RowInvalid>,
-        decode: (row) => Effect.mapError(decode(row), invalid),
-        fields: new Set(["id", ...Object.keys(table.fields)])
-      }
-      codecs.set(table, codec)
+/** One operand of a condition, encoded like the field. `eq`/`neq` null on a nullable field test for null. */
+const encodeOperand = (
+  table: Table.Any,
+  codec: RowCodec.RowCodec,
+  field: string,
+  op: Driver.Operator,
+  value: unknown
+): Either.Either<unknown, RowInvalid> => {
+  if (op === "in" || op === "nin") {
+    if (!Array.isArray(value)) {
+      return Either.left(new RowInvalid({ table: table.name, message: `where ${field}: "${op}" expects an array` }))
     }
-    return codec
+    const encoded: Array<unknown> = []
+    for (const element of value) {
+      const one = codec.encodeValue(field, element)
+      if (Either.isLeft(one)) return Either.left(one.left)
+      encoded.push(one.right)
+    }
+    return Either.right(encoded)
   }
+  if (value === null && (op === "eq" || op === "neq") && codec.nullable.has(field)) return Either.right(null)
+  return codec.encodeValue(field, value)
+}
 
-  /** The tenant the current fiber is confined to: `undefined` for system code or tenant-less tables. */
-  const confinement = (table: Table.Any) =>
-    Effect.map(FiberRef.get(Subject.currentSubject), (subject) =>
-      table.tenantField === undefined || Option.isNone(subject)
-        ? undefined
-        : { field: table.tenantField, tenantId: subject.value.tenantId })
+/** Normalises a `where` into encoded clauses, adding the tenant condition of `scope`. */
+const clausesOf = (
+  table: Table.Any,
+  where: Readonly<Record<string, unknown>> | undefined,
+  scope: TenantScope.Scope
+): Either.Either<Array<Driver.Clause>, UnknownField | RowInvalid> => {
+  const codec = RowCodec.of(table)
+  const clauses: Array<Driver.Clause> = []
+  for (const field in where) {
+    if (!codec.fields.has(field)) return Either.left(new UnknownField({ table: table.name, field }))
+    const condition = where[field]
+    if (condition === undefined) continue
+    const conditions: ReadonlyArray<readonly [string, unknown]> = isOperatorObject(condition)
+      ? Object.entries(condition)
+      : [["eq", condition]]
+    for (const [op, operand] of conditions) {
+      if (operand === undefined) continue
+      const value = encodeOperand(table, codec, field, op as Driver.Operator, operand)
+      if (Either.isLeft(value)) return Either.left(value.left)
+      clauses.push({ field, op: op as Driver.Operator, value: value.right })
+    }
+  }
+  const tenant = TenantScope.clause(scope)
+  if (tenant !== undefined) clauses.push(tenant)
+  return Either.right(clauses)
+}
 
-  const clausesOf = (table: Table.Any, where: Where<Table.Any> | undefined) =>
-    Effect.gen(function*() {
-      const codec = codecOf(table)
-      const clauses: Array<Driver.Clause> = []
-      for (const [field, condition] of Object.entries(where ?? {}) as Array<[string, Condition<unknown>]>) {
-        if (!codec.fields.has(field)) return yield* new UnknownField({ table: table.name, field })
-        if (condition === undefined) continue
-        if (isOperatorObject(condition)) {
-          for (const [op, value] of Object.entries(condition)) {
-            clauses.push({ field, op: op as Driver.Operator, value })
-          }
-        } else {
-          clauses.push({ field, op: "eq", value: condition })
-        }
-      }
-      const confined = yield* confinement(table)
-      if (confined !== undefined) {
-        // A tenant-less caller matches nothing in a tenant table.
-        clauses.push(
-          confined.tenantId === null
-            ? { field: "id", op: "in", value: [] }
-            : { field: confined.field, op: "eq", value: confined.tenantId }
-        )
-      }
-      return clauses
-    })
+const decodeAll = (table: Table.Any, rows: ReadonlyArray<Driver.Encoded>): Either.Either<Array<unknown>, RowInvalid> => {
+  const codec = RowCodec.of(table)
+  const decoded: Array<unknown> = new Array(rows.length)
+  for (let i = 0; i < rows.length; i++) {
+    const row = codec.decode(rows[i]!)
+    if (Either.isLeft(row)) return Either.left(row.left)
+    decoded[i] = row.right
+  }
+  return Either.right(decoded)
+}
 
-  // The one boundary where a decoded row takes its table's static type: the codec decoded it with
-  // exactly that table's schema.
-  const decodeRow = <T extends Table.Any>(table: T, row: Driver.Encoded) =>
-    codecOf(table).decode(row) as Effect.Effect<Table.Row<T>, RowInvalid>
+const idOf = (row: Driver.Encoded): string => row.id as string
 
-  const decodeAll = <T extends Table.Any>(table: T, rows: ReadonlyArray<Driver.Encoded>) =>
-    Effect.forEach(rows, (row) => decodeRow(table, row))
+/** A limit, offset or page size as a whole number ≥ 0 (`undefined` when absent or not finite). */
+const wholeNumber = (n: number | undefined): number | undefined =>
+  n === undefined || !Number.isFinite(n) ? undefined : Math.max(0, Math.floor(n))
 
-  const readEncoded = (table: Table.Any, id: string) =>
-    Effect.gen(function*() {
-      const where = yield* clausesOf(table, undefined)
-      const rows = yield* driver.find(table, { where: [...where, { field: "id", op: "eq", value: id }], orderBy: "id", direction: "asc", limit: 1 })
-      return Option.fromNullable(rows[0])
-    })
+/** Builds the Store over `driver`, with the ChangeTap of the context. */
+export const make = (driver: Driver.Driver): Effect.Effect<StoreShape, never, ChangeTap> =>
+  Effect.map(ChangeTap, (tap) => build(driver, tap))
 
-  /** Refuses a write whose row names a tenant other than the caller's. */
-  const checkTenant = (table: Table.Any, row: Driver.Encoded) =>
-    Effect.gen(function*() {
-      const confined = yield* confinement(table)
-      if (confined === undefined) return
-      if (confined.tenantId === null) {
-        return yield* new TenantViolation({ table: table.name, message: "a caller without a tenant cannot write a tenant table" })
-      }
-      if (row[confined.field] !== confined.tenantId) {
-        return yield* new TenantViolation({
-          table: table.name,
-          message: `the row names tenant "${String(row[confined.field])}", the caller acts in tenant "${confined.tenantId}"`
-        })
-      }
-    })
+const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
+  /** Changes buffered by the innermost open transaction of this store (`undefined` outside one). */
+  const buffer = FiberRef.unsafeMake<Array<PendingChange> | undefined>(undefined)
 
-  const tenantOf = (table: Table.Any, row: Driver.Encoded | null) =>
-    table.tenantField === undefined || row === null ? null : (row[table.tenantField] as string | null) ?? null
-
-  const record = (table: Table.Any, op: PendingChange["op"], id: string, before: Driver.Encoded | null, after: Driver.Encoded | null) =>
-    Effect.gen(function*() {
-      const buffer = yield* FiberRef.get(pendingChanges)
-      if (Option.isNone(buffer)) return yield* Effect.dieMessage("a store write ran outside its transaction")
-      buffer.value.push({
-        table: table.name,
-        op,
-        id,
-        tenantId: tenantOf(table, after ?? before),
-        before,
-        after,
-        at: yield* Clock.currentTimeMillis,
-        provenance: yield* FiberRef.get(Provenance.current)
-      })
-    })
+  const publish = (changes: ReadonlyArray<PendingChange>) => changes.length === 0 ? Effect.void : tap.publish(changes)
+  const stage = (changes: ReadonlyArray<PendingChange>) => changes.length === 0 ? Effect.void : tap.stage(changes)
 
   const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
-    Effect.flatMap(FiberRef.get(pendingChanges), (outer) => {
+    Effect.flatMap(FiberRef.get(buffer), (outer) => {
       const own: Array<PendingChange> = []
-      const body = Effect.locally(effect, pendingChanges, Option.some(own))
-      if (Option.isSome(outer)) {
+      const body = Effect.locally(effect, buffer, own)
+      if (outer !== undefined) {
         // A savepoint: its changes join the enclosing transaction only if it commits.
         return Effect.map(driver.transaction(body), (a) => {
-          outer.value.push(...own)
+          for (const change of own) outer.push(change)
           return a
         })
       }
-      return driver.transaction(Effect.tap(body, () => own.length > 0 ? tap.stage(own) : Effect.void)).pipe(
-        Effect.tap(() => own.length > 0 ? tap.publish(own) : Effect.void)
-      )
+      return Effect.tap(driver.transaction(Effect.tap(body, () => stage(own))), () => publish(own))
     })
 
-  const write = <A, E, R>(effect: Effect.Effect<A, E, R>) => transaction(effect)
+  /** A write of several statements: inside the caller's transaction, else in its own. */
+  const atomically = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
+    Effect.flatMap(FiberRef.get(buffer), (outer) => outer !== undefined ? effect : transaction(effect))
 
   /**
-   * A write that is one statement: outside a transaction, on a tier where a statement is atomic and
-   * with nothing to stage before commit, it runs without BEGIN/COMMIT round trips.
+   * A write of one statement. Outside a transaction it needs no BEGIN/COMMIT (every tier runs a
+   * statement atomically) when the tap's staging does nothing (local scope), so stage and publish
+   * follow the statement directly; under fleet scope staging must commit with the write.
    */
-  const writeOne = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
-    Effect.flatMap(FiberRef.get(pendingChanges), (outer) => {
-      if (Option.isSome(outer) || !driver.atomicStatements || tap.scope !== "local") return transaction(effect)
+  const single = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
+    Effect.flatMap(FiberRef.get(buffer), (outer) => {
+      if (outer !== undefined) return effect
+      if (tap.scope !== "local") return transaction(effect)
       const own: Array<PendingChange> = []
-      return Effect.locally(effect, pendingChanges, Option.some(own)).pipe(
-        Effect.tap(() => own.length > 0 ? tap.publish(own) : Effect.void)
-      )
+      return Effect.tap(Effect.locally(effect, buffer, own), () => Effect.zipRight(stage(own), publish(own)))
     })
 
-  const newId = () => crypto.randomUUID()
+  const record = (
+    table: Table.Any,
+    op: PendingChange["op"],
+    rows: ReadonlyArray<{ readonly before: Driver.Encoded | null; readonly after: Driver.Encoded | null }>
+  ) =>
+    Effect.gen(function*() {
+      const changes = yield* FiberRef.get(buffer)
+      if (changes === undefined) return yield* Effect.dieMessage("a store write ran outside its transaction")
+      const at = yield* Clock.currentTimeMillis
+      const provenance = yield* FiberRef.get(Provenance.current)
+      for (const { after, before } of rows) {
+        const row = (after ?? before)!
+        changes.push({ table: table.name, op, id: idOf(row), tenantId: TenantScope.tenantOf(table, row), before, after, at, provenance })
+      }
+    })
 
-  const store: StoreShape = {
+  /** The stored row `id` if the caller may see it. */
+  const visible = (table: Table.Any, id: string, forUpdate: boolean) =>
+    Effect.flatMap(TenantScope.of(table), (scope) =>
+      Effect.map(
+        driver.get(table, id, { forUpdate }),
+        Option.filter((row) => TenantScope.sees(scope, row))
+      ))
+
+  const existing = (table: Table.Any, id: string) =>
+    Effect.flatMap(visible(table, id, true), (row) =>
+      Option.isSome(row) ? Effect.succeed(row.value) : Effect.fail(new RowNotFound({ table: table.name, id })))
+
+  const encodeNew = (table: Table.Any, row: Readonly<Record<string, unknown>>) =>
+    RowCodec.of(table).encode(row.id === undefined ? { ...row, id: crypto.randomUUID() } : row)
+
+  const insert = (table: Table.Any, row: Readonly<Record<string, unknown>>) =>
+    single(Effect.gen(function*() {
+      const encoded = yield* encodeNew(table, row)
+      yield* TenantScope.checkWrite(table, yield* TenantScope.of(table), encoded)
+      yield* driver.insert(table, [encoded])
+      yield* record(table, "insert", [{ before: null, after: encoded }])
+      return yield* RowCodec.of(table).decode(encoded)
+    }))
+
+  const insertMany = (table: Table.Any, rows: ReadonlyArray<Readonly<Record<string, unknown>>>) =>
+    rows.length === 0 ? Effect.succeed([]) : transaction(Effect.gen(function*() {
+      const scope = yield* TenantScope.of(table)
+      const encoded: Array<Driver.Encoded> = []
+      for (const row of rows) {
+        const one = yield* encodeNew(table, row)
+        yield* TenantScope.checkWrite(table, scope, one)
+        encoded.push(one)
+      }
+      yield* driver.insert(table, encoded)
+      yield* record(table, "insert", encoded.map((after) => ({ before: null, after })))
+      return yield* decodeAll(table, encoded)
+    }))
+
+  const update = (table: Table.Any, id: string, patch: Readonly<Record<string, unknown>>) =>
+    atomically(Effect.gen(function*() {
+      const codec = RowCodec.of(table)
+      const before = yield* existing(table, id)
+      const current = yield* codec.decode(before)
+      const encoded = yield* codec.encode({ ...(current as object), ...patch, id })
+      yield* TenantScope.checkWrite(table, yield* TenantScope.of(table), encoded)
+      yield* driver.replace(table, encoded)
+      yield* record(table, "update", [{ before, after: encoded }])
+      return yield* codec.decode(encoded)
+    }))
+
+  const upsert = (table: Table.Any, row: Readonly<Record<string, unknown>>) =>
+    atomically(Effect.gen(function*() {
+      const codec = RowCodec.of(table)
+      const scope = yield* TenantScope.of(table)
+      const encoded = yield* codec.encode(row)
+      yield* TenantScope.checkWrite(table, scope, encoded)
+      const id = idOf(encoded)
+      const before = yield* driver.get(table, id, { forUpdate: true })
+      if (Option.isNone(before)) {
+        yield* driver.insert(table, [encoded])
+        yield* record(table, "insert", [{ before: null, after: encoded }])
+      } else if (TenantScope.sees(scope, before.value)) {
+        yield* driver.replace(table, encoded)
+        yield* record(table, "update", [{ before: before.value, after: encoded }])
+      } else {
+        // Another tenant's row is never overwritten; the id is taken, as an insert would say.
+        return yield* new DuplicateRow({ table: table.name, id })
+      }
+      return yield* codec.decode(encoded)
+    }))
+
+  const remove = (table: Table.Any, id: string) =>
+    atomically(Effect.gen(function*() {
+      const before = yield* existing(table, id)
+      yield* driver.delete(table, id)
+      yield* record(table, "delete", [{ before, after: null }])
+    }))
+
+  const get = (table: Table.Any, id: string) =>
+    Effect.zipRight(
+      noteRead(table.name),
+      Effect.flatMap(visible(table, id, false), (row) =>
+        Option.isNone(row)
+          ? Effect.succeedNone
+          : Effect.map(RowCodec.of(table).decode(row.value), Option.some))
+    )
+
+  type Options = {
+    readonly where?: Readonly<Record<string, unknown>>
+    readonly orderBy?: string
+    readonly direction?: "asc" | "desc"
+    readonly limit?: number
+    readonly offset?: number
+    readonly pageSize?: number
+  }
+
+  const whereOf = (table: Table.Any, options: Options | undefined) =>
+    Effect.zipRight(
+      noteRead(table.name),
+      Effect.flatMap(TenantScope.of(table), (scope) => clausesOf(table, options?.where, scope))
+    )
+
+  const find = (table: Table.Any, options?: Options) =>
+    Effect.gen(function*() {
+      const where = yield* whereOf(table, options)
+      const orderBy = options?.orderBy ?? "id"
+      if (!RowCodec.of(table).fields.has(orderBy)) return yield* new UnknownField({ table: table.name, field: orderBy })
+      const rows = yield* driver.find(table, {
+        where,
+        orderBy,
+        direction: options?.direction ?? "asc",
+        limit: wholeNumber(options?.limit),
+        offset: wholeNumber(options?.offset)
+      })
+      return yield* decodeAll(table, rows)
+    })
+
+  const count = (table: Table.Any, options?: Options) =>
+    Effect.flatMap(whereOf(table, options), (where) => driver.count(table, where))
+
+  const walk = (table: Table.Any, options?: Options) => {
+    const limit = Math.max(1, wholeNumber(options?.pageSize) ?? 1000)
+    return Stream.unwrap(Effect.map(whereOf(table, options), (where) =>
+      Stream.paginateChunkEffect(null as string | null, (after) =>
+        Effect.flatMap(driver.page(table, { where, after, limit }), (rows) =>
+          Effect.map(decodeAll(table, rows), (decoded) =>
+            [
+              Chunk.unsafeFromArray(decoded),
+              rows.length < limit ? Option.none() : Option.some(idOf(rows[rows.length - 1]!))
+            ] as const
+          )))))
+  }
+
+  // The operations are implemented over `Table.Any` and unknown rows: the table schema validates
+  // every row at run time, so the generic signatures of StoreShape are exactly the schema's types.
+  return {
     dialect: driver.dialect,
     transaction,
-    insert: <T extends Table.Any>(table: T, row: Table.Insert<T>) =>
-      writeOne(Effect.gen(function*() {
-        const encoded = yield* codecOf(table).encode({ ...row, id: row.id ?? newId() })
-        yield* checkTenant(table, encoded)
-        yield* driver.insert(table, [encoded])
-        yield* record(table, "insert", encoded.id as string, null, encoded)
-        return yield* decodeRow(table, encoded)
-      })),
-    insertMany: <T extends Table.Any>(table: T, rows: ReadonlyArray<Table.Insert<T>>) =>
-      write(Effect.gen(function*() {
-        const encoded = yield* Effect.forEach(rows, (row) => codecOf(table).encode({ ...row, id: row.id ?? newId() }))
-        for (const row of encoded) yield* checkTenant(table, row)
-        const batch = 500
-        for (let i = 0; i < encoded.length; i += batch) yield* driver.insert(table, encoded.slice(i, i + batch))
-        for (const row of encoded) yield* record(table, "insert", row.id as string, null, row)
-        return yield* decodeAll(table, encoded)
-      })),
-    update: <T extends Table.Any>(table: T, id: string, patch: Patch<T>) =>
-      write(Effect.gen(function*() {
-        const before = yield* readEncoded(table, id)
-        if (Option.isNone(before)) return yield* new RowNotFound({ table: table.name, id })
-        const current = yield* decodeRow(table, before.value)
-        const encoded = yield* codecOf(table).encode({ ...current, ...patch, id })
-        yield* checkTenant(table, encoded)
-        yield* driver.replace(table, encoded)
-        yield* record(table, "update", id, before.value, encoded)
-        return yield* decodeRow(table, encoded)
-      })),
-    upsert: <T extends Table.Any>(table: T, row: Table.Row<T>) =>
-      write(Effect.gen(function*() {
-        const encoded = yield* codecOf(table).encode(row)
-        yield* checkTenant(table, encoded)
-        const id = encoded.id as string
-        const before = yield* readEncoded(table, id)
-        if (Option.isSome(before)) {
-          yield* driver.replace(table, encoded)
-          yield* record(table, "update", id, before.value, encoded)
-        } else {
-          // Invisible to this caller but present (another tenant's row) is a duplicate, never an overwrite.
-          yield* driver.insert(table, [encoded])
-          yield* record(table, "insert", id, null, encoded)
-        }
-        return yield* decodeRow(table, encoded)
-      })),
-    delete: (table, id) =>
-      write(Effect.gen(function*() {
-        const before = yield* readEncoded(table, id)
-        if (Option.isNone(before)) return yield* new RowNotFound({ table: table.name, id })
-        yield* driver.remove(table, id)
-        yield* record(table, "delete", id, before.value, null)
-      })),
-    get: <T extends Table.Any>(table: T, id: string) =>
-      Effect.gen(function*() {
-        yield* noteRead(table)
-        const row = yield* readEncoded(table, id)
-        return Option.isNone(row) ? Option.none<Table.Row<T>>() : Option.some(yield* decodeRow(table, row.value))
-      }),
-    find: <T extends Table.Any>(table: T, options: FindOptions<T> = {}) =>
-      Effect.gen(function*() {
-        yield* noteRead(table)
-        const where = yield* clausesOf(table, options.where)
-        const orderBy = options.orderBy ?? "id"
-        if (!codecOf(table).fields.has(orderBy)) return yield* new UnknownField({ table: table.name, field: orderBy })
-        const rows = yield* driver.find(table, {
-          where,
-          orderBy,
-          direction: options.direction ?? "asc",
-          limit: options.limit,
-          offset: options.offset
-        })
-        return yield* decodeAll(table, rows)
-      }),
-    count: (table, options = {}) =>
-      Effect.gen(function*() {
-        yield* noteRead(table)
-        return yield* driver.count(table, yield* clausesOf(table, options.where))
-      }),
-    walk: <T extends Table.Any>(table: T, options: WalkOptions<T> = {}) => {
-      const pageSize = Math.max(1, options.pageSize ?? 1000)
-      return Stream.paginateChunkEffect(null as string | null, (after) =>
-        Effect.gen(function*() {
-          yield* noteRead(table)
-          const where = yield* clausesOf(table, options.where)
-          const rows = yield* driver.find(table, {
-            where: after === null ? where : [...where, { field: "id", op: "gt", value: after }],
-            orderBy: "id",
-            direction: "asc",
-            limit: pageSize
-          })
-          const decoded = yield* decodeAll(table, rows)
-          const last = rows.length === pageSize ? Option.some(rows[rows.length - 1]!.id as string) : Option.none()
-          return [decoded, last] as const
-        }).pipe(Effect.map(([decoded, last]) => [Chunk.unsafeFromArray(decoded), last] as const))
-      )
-    }
-  }
-  return store
+    insert,
+    insertMany,
+    update,
+    upsert,
+    delete: remove,
+    get,
+    find,
+    count,
+    walk
+  } as unknown as StoreShape
 }

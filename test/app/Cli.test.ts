@@ -13,7 +13,7 @@ describe("fw CLI", () => {
   it("db apply --dry-run prints the plan, apply runs it, a second apply has nothing to do", async () => {
     const env = { ...process.env, FW_TEST_DB: path.join(mkdtempSync(path.join(tmpdir(), "fw-cli-")), "app.db") }
     const dry = await run(process.execPath, [bin, "db", "apply", entry, "--dry-run"], { env })
-    assert.include(dry.stdout, "would create table notes (id, tenantId, text, rank)")
+    assert.include(dry.stdout, "would create table notes (id text, tenantId text, text text, rank number)")
     const applied = await run(process.execPath, [bin, "db", "apply", entry], { env })
     assert.include(applied.stdout, "create table notes")
     assert.notInclude(applied.stdout, "would")

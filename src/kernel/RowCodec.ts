@@ -1,0 +1,94 @@
+/**
+ * Encoding and decoding of rows (and of the values a query compares against) through a table's
+ * schema, compiled once per table. Failures are `RowInvalid` with a message that names the fields
+ * and what was expected, never the offending value (it may be a secret).
+ */
+import { Either, ParseResult, Schema } from "effect"
+import * as Columns from "./Columns.js"
+import type * as Driver from "./Driver.js"
+import { RowInvalid } from "./Errors.js"
+import type * as Table from "./Table.js"
+
+/** The compiled codec of one table. Synchronous: table schemas must not use async transformations. */
+export interface RowCodec {
+  /** Every column name, `id` included. */
+  readonly fields: ReadonlySet<string>
+  /** Columns that may hold null (optional or nullable fields). */
+  readonly nullable: ReadonlySet<string>
+  /** A whole row (Type side) to its encoded form; absent optional fields are left out. Excess fields are refused. */
+  readonly encode: (row: unknown) => Either.Either<Driver.Encoded, RowInvalid>
+  /** An encoded (stored) row to its Type side. Columns the table does not declare are ignored. */
+  readonly decode: (row: Driver.Encoded) => Either.Either<unknown, RowInvalid>
+  /** One field's value (Type side, as written in a `where`) to its encoded form. */
+  readonly encodeValue: (field: string, value: unknown) => Either.Either<unknown, RowInvalid>
+}
+
+/** "price: Expected number; name: is missing", without the actual values. */
+const describe = (error: ParseResult.ParseError): string =>
+  ParseResult.ArrayFormatter.formatErrorSync(error).slice(0, 5).map((issue) => {
+    const path = issue.path.length === 0 ? "row" : issue.path.map(String).join(".")
+    const what = issue._tag === "Unexpected"
+      ? "is not a declared field"
+      : issue.message.replace(/, actual [\s\S]*$/, "")
+    return `${path}: ${what}`
+  }).join("; ")
+
+/**
+ * Canonical encoded form: an absent optional field has no key, except where the field may also be
+ * null: SQL stores both as NULL, so every tier stores (and reads back) null there.
+ */
+const canonical = (row: Record<string, unknown>, nullWhenAbsent: ReadonlyArray<string>): Driver.Encoded => {
+  for (const key in row) if (row[key] === undefined) delete row[key]
+  for (const key of nullWhenAbsent) if (!(key in row)) row[key] = null
+  return row
+}
+
+const compile = (table: Table.Any): RowCodec => {
+  const invalid = (prefix: string) => (error: ParseResult.ParseError) =>
+    new RowInvalid({ table: table.name, message: `${prefix}${describe(error)}` })
+  const encodeRow = Schema.encodeUnknownEither(table.schema, { errors: "all", onExcessProperty: "error" })
+  const decodeRow = Schema.decodeUnknownEither(table.schema, { errors: "all", onExcessProperty: "ignore" })
+  const columns = Columns.of(table)
+  const nullWhenAbsent = columns.filter((column) => column.optional && column.nullable).map((column) => column.name)
+  const valueEncoders = new Map<string, (value: unknown) => Either.Either<unknown, RowInvalid>>()
+  const valueEncoder = (field: string) => {
+    let encoder = valueEncoders.get(field)
+    if (encoder === undefined) {
+      // The one-field slice of the row schema encodes a value exactly as the row would.
+      const encodeOne = Schema.encodeUnknownEither(table.schema.pipe(Schema.pick(field)), { errors: "all" })
+      const onError = invalid("where ")
+      encoder = (value) =>
+        Either.match(encodeOne({ [field]: value }), {
+          onLeft: (error) => Either.left(onError(error)),
+          onRight: (encoded) => Either.right((encoded as Record<string, unknown>)[field])
+        })
+      valueEncoders.set(field, encoder)
+    }
+    return encoder
+  }
+  const onEncodeError = invalid("")
+  const onDecodeError = invalid("stored row: ")
+  return {
+    fields: new Set(columns.map((column) => column.name)),
+    nullable: new Set(columns.filter((column) => column.optional || column.nullable).map((column) => column.name)),
+    encode: (row) =>
+      Either.match(encodeRow(row), {
+        onLeft: (error) => Either.left(onEncodeError(error)),
+        onRight: (encoded) => Either.right(canonical(encoded as Record<string, unknown>, nullWhenAbsent))
+      }),
+    decode: (row) => Either.mapLeft(decodeRow(row), onDecodeError),
+    encodeValue: (field, value) => valueEncoder(field)(value)
+  }
+}
+
+const cache = new WeakMap<Table.Any, RowCodec>()
+
+/** The codec of `table`, compiled on first use. */
+export const of = (table: Table.Any): RowCodec => {
+  let codec = cache.get(table)
+  if (codec === undefined) {
+    codec = compile(table)
+    cache.set(table, codec)
+  }
+  return codec
+}
