@@ -4,6 +4,7 @@
  */
 import type * as AuthStrategy from "../auth/AuthStrategy.js"
 import type * as RestRoute from "../http/RestRoute.js"
+import { IdempotencyRecords } from "../http/tables.js"
 import type * as Table from "../kernel/Table.js"
 import type * as Plugin from "./Plugin.js"
 import type * as Procedure from "./Procedure.js"
@@ -51,7 +52,11 @@ export const liveSuffix = ".live"
 /** Describes an app. Throws `AppDefinitionError` on duplicate table names or procedure tags. */
 export const defineApp = (options: Options): App => {
   const plugins = options.plugins ?? []
-  const tables = [...(options.tables ?? []), ...plugins.flatMap((plugin) => plugin.tables ?? [])]
+  const tables = [
+    ...(options.tables ?? []),
+    ...plugins.flatMap((plugin) => plugin.tables ?? []),
+    ...(options.idempotency === undefined || options.idempotency === false ? [] : [IdempotencyRecords])
+  ]
   const tableNames = new Set<string>()
   for (const table of tables) {
     if (tableNames.has(table.name)) throw new AppDefinitionError(`table "${table.name}" is declared twice`)

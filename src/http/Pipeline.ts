@@ -5,7 +5,7 @@
  * deprecation headers and weak ETags. `HEAD` runs the `GET` pipeline; the body is dropped.
  */
 import { HttpLayerRouter, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Clock, Effect, ParseResult, Schema } from "effect"
+import { Clock, Effect, Either, ParseResult, Schema } from "effect"
 import { createHash } from "node:crypto"
 import * as Errors from "../app/Errors.js"
 import * as Guard from "../app/Guard.js"
@@ -15,6 +15,7 @@ import * as Provenance from "../kernel/Provenance.js"
 import { Store } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import * as BodyLimit from "./BodyLimit.js"
+import * as Idempotency from "./Idempotency.js"
 import type * as RestRoute from "./RestRoute.js"
 
 const allMethods: ReadonlyArray<RestRoute.Method> = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -54,8 +55,10 @@ const jsonBody = (raw: Uint8Array) =>
     catch: () => new Errors.InputInvalid({ message: "the request body is not valid JSON" })
   })
 
+const mutating = new Set(["POST", "PUT", "PATCH", "DELETE"])
+
 /** Serves one route through the pipeline. */
-const serve = (route: RestRoute.Any, pathMaxBodyBytes: number) =>
+const serve = (route: RestRoute.Any, pathMaxBodyBytes: number, idempotency: Idempotency.Settings | undefined) =>
   Effect.gen(function*() {
     const runtime = yield* Runtime
     const store = yield* Store
@@ -83,21 +86,58 @@ const serve = (route: RestRoute.Any, pathMaxBodyBytes: number) =>
       const traceId = Provenance.newTraceId()
       const ctx = { subject, store, headers: request.headers, traceId }
       yield* Guard.runGuards(route.guards, ctx)
-      const output = yield* Effect.suspend(() => route.handler(input, ctx)).pipe(
-        Subject.actingAs(subject),
-        Provenance.withProvenance({ traceId, subjectId: subject.id, procedure: `${route.method} ${route.path}` }),
-        Effect.catchAllCause((cause) => toProcedureError(cause, traceId, `${route.method} ${route.path}`))
-      )
-      const encoded = yield* encode(output).pipe(
-        Effect.mapError(() => new Errors.InternalError({ message: "internal error", traceId }))
-      )
-      const response = HttpServerResponse.unsafeJson(encoded, { headers })
-      if (!route.etag || response.body._tag !== "Uint8Array") return response
-      const etag = weakEtag(response.body.body)
-      const matches = (request.headers["if-none-match"] ?? "").split(",").map((t) => t.trim())
-      return matches.includes(etag) || matches.includes("*")
-        ? HttpServerResponse.empty({ status: 304, headers: { ...headers, etag } })
-        : HttpServerResponse.setHeader(response, "etag", etag)
+      const run = Effect.gen(function*() {
+        const output = yield* Effect.suspend(() => route.handler(input, ctx)).pipe(
+          Subject.actingAs(subject),
+          Provenance.withProvenance({ traceId, subjectId: subject.id, procedure: `${route.method} ${route.path}` }),
+          Effect.catchAllCause((cause) => toProcedureError(cause, traceId, `${route.method} ${route.path}`))
+        )
+        const encoded = yield* encode(output).pipe(
+          Effect.mapError(() => new Errors.InternalError({ message: "internal error", traceId }))
+        )
+        const response = HttpServerResponse.unsafeJson(encoded, { headers })
+        if (!route.etag || response.body._tag !== "Uint8Array") return response
+        const etag = weakEtag(response.body.body)
+        const matches = (request.headers["if-none-match"] ?? "").split(",").map((t) => t.trim())
+        return matches.includes(etag) || matches.includes("*")
+          ? HttpServerResponse.empty({ status: 304, headers: { ...headers, etag } })
+          : HttpServerResponse.setHeader(response, "etag", etag)
+      })
+      const key = idempotency === undefined || !mutating.has(request.method) ? undefined : request.headers[idempotency.header]
+      if (key === undefined) return yield* run
+      // Decode and guards passed: only now is the key claimed, so their failures never consume it.
+      const id = Idempotency.recordId(subject.tenantId, request.method, route.path, key)
+      const claim = yield* Idempotency.claim(store, id, raw, idempotency!.ttlMs)
+      switch (claim._tag) {
+        case "InFlight":
+          return HttpResponses.error(409, "IdempotencyInFlight", "a request with this idempotency key is in progress")
+        case "Mismatch":
+          return HttpResponses.error(422, "IdempotencyKeyReused", "this idempotency key was used with a different body")
+        case "Replay": {
+          const { "content-type": contentType, ...replayed } = claim.headers
+          return HttpServerResponse.text(claim.body, {
+            status: claim.status,
+            headers: { ...replayed, "idempotency-replayed": "true" },
+            ...(contentType === undefined ? {} : { contentType })
+          })
+        }
+        case "Claimed": {
+          const response = yield* Effect.either(run).pipe(
+            Effect.map(Either.match({ onLeft: HttpResponses.procedureError, onRight: (response) => response })),
+            Effect.onInterrupt(() => Idempotency.release(store, id))
+          )
+          if (response.status >= 500 || response.body._tag !== "Uint8Array") {
+            yield* Idempotency.release(store, id)
+          } else {
+            yield* Idempotency.complete(store, id, {
+              status: response.status,
+              headers: { ...response.headers, "content-type": response.body.contentType },
+              body: new TextDecoder().decode(response.body.body)
+            })
+          }
+          return response
+        }
+      }
     }).pipe(
       Effect.catchAll((failure) =>
         Effect.succeed(
@@ -112,11 +152,22 @@ const serve = (route: RestRoute.Any, pathMaxBodyBytes: number) =>
   })
 
 /** Mounts every REST route, and 405 answers (with `Allow`) for the other methods on their paths. */
-export const routes = (restRoutes: ReadonlyArray<RestRoute.Any>, appMaxBodyBytes: number) =>
+export const routes = (
+  restRoutes: ReadonlyArray<RestRoute.Any>,
+  appMaxBodyBytes: number,
+  idempotency: Idempotency.Settings | undefined
+) =>
   HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
+      for (const route of restRoutes) {
+        if (idempotency !== undefined && route.streaming && mutating.has(route.method)) {
+          return yield* Effect.dieMessage(
+            `${route.method} ${route.path}: a streaming route cannot be idempotent (its response cannot be replayed)`
+          )
+        }
+      }
       for (const [path, entry] of byPath(restRoutes, appMaxBodyBytes)) {
-        for (const route of entry.routes) yield* router.add(route.method, route.path, yield* serve(route, entry.maxBodyBytes))
+        for (const route of entry.routes) yield* router.add(route.method, route.path, yield* serve(route, entry.maxBodyBytes, idempotency))
         const notAllowed = HttpResponses.error(405, "MethodNotAllowed", `allowed: ${entry.allow}`, { allow: entry.allow })
         for (const method of allMethods.filter((m) => !entry.routes.some((r) => r.method === m))) {
           yield* router.add(method, path as `/${string}`, Effect.succeed(notAllowed))
