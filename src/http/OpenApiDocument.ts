@@ -16,7 +16,9 @@ const inputParts = (route: RestRoute.Any) => {
     const signature = ast.propertySignatures.find((p) => p.name === name)
     return signature === undefined ? undefined : Schema.make(signature.type)
   }
-  return { query: part("query"), params: part("params"), body: part("body") }
+  return route.documented !== undefined
+    ? { query: route.documented.query, params: part("params"), body: route.documented.body }
+    : { query: part("query"), params: part("params"), body: part("body") }
 }
 
 const operationName = (route: RestRoute.Any) =>

@@ -29,6 +29,8 @@ export interface RestRoute<I, IE, O, OE> {
   readonly maxBodyBytes: number | undefined
   readonly etag: boolean
   readonly streaming: boolean
+  /** What the OpenAPI document shows as query and body, when `input` decodes them loosely (projections). */
+  readonly documented?: { readonly query?: Schema.Schema.Any; readonly body?: Schema.Schema.Any }
 }
 
 /**
