@@ -16,6 +16,7 @@ import { Store } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import * as BodyLimit from "./BodyLimit.js"
 import * as Idempotency from "./Idempotency.js"
+import * as Sse from "./Sse.js"
 import type * as RestRoute from "./RestRoute.js"
 
 const allMethods: ReadonlyArray<RestRoute.Method> = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
@@ -92,6 +93,7 @@ const serve = (route: RestRoute.Any, pathMaxBodyBytes: number, idempotency: Idem
           Provenance.withProvenance({ traceId, subjectId: subject.id, procedure: `${route.method} ${route.path}` }),
           Effect.catchAllCause((cause) => toProcedureError(cause, traceId, `${route.method} ${route.path}`))
         )
+        if (Sse.isSse(output)) return yield* Sse.response(output, headers)
         const encoded = yield* encode(output).pipe(
           Effect.mapError(() => new Errors.InternalError({ message: "internal error", traceId }))
         )

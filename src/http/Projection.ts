@@ -7,10 +7,12 @@
  * Query strings carry text: a GET input is decoded from the strings as given, and if that fails,
  * from the strings read as JSON where they parse (`?limit=10` gives the number 10).
  */
-import { Either, Schema, SchemaAST } from "effect"
+import type { Headers } from "@effect/platform"
+import { Effect, Either, Fiber, Schema, SchemaAST, Stream } from "effect"
 import type * as Procedure from "../app/Procedure.js"
 import type { RuntimeShape } from "../app/Runtime.js"
 import * as RestRoute from "./RestRoute.js"
+import * as Sse from "./Sse.js"
 
 const LooseInput = Schema.Struct({
   query: Schema.Record({ key: Schema.String, value: Schema.String }),
@@ -35,11 +37,36 @@ const queryStrings = (input: Schema.Schema.Any): Schema.Schema.Any => {
   ])))
 }
 
-/** The REST route of a procedure's `publicApi` (SSE projections are not served here yet). */
+/**
+ * The live query of a query as server-sent events: `snapshot` with the first result, `delta` with
+ * each new result after a relevant commit (the whole result: clients replace, not patch), and
+ * `error` when the caller is refused (a revoked scope, a failed token) before the stream ends.
+ */
+const liveEvents = (procedure: Procedure.Any, runtime: RuntimeShape, input: unknown, headers: Headers.Headers) =>
+  Sse.sse((emit, end) => {
+    const encode = Schema.encodeUnknownSync(procedure.output)
+    let first = true
+    const fiber = Effect.runFork(
+      runtime.live(procedure, { input, headers }).pipe(
+        Stream.runForEach((result) =>
+          Effect.sync(() => {
+            emit(first ? "snapshot" : "delta", { data: encode(result) })
+            first = false
+          })
+        ),
+        Effect.catchAll((error) => Effect.sync(() => emit("error", { _tag: error._tag, message: error.message }))),
+        Effect.ensuring(Effect.sync(end))
+      )
+    )
+    return () => void Effect.runFork(Fiber.interrupt(fiber))
+  })
+
+/** The REST route of a procedure's `publicApi`. */
 export const route = (procedure: Procedure.Any, runtime: RuntimeShape): RestRoute.Any | undefined => {
   const api = procedure.publicApi
-  if (api === undefined || api.stream === "sse") return undefined
-  const method = api.method ?? (procedure.kind === "query" ? "GET" : "POST")
+  if (api === undefined) return undefined
+  const streams = api.stream === "sse" && procedure.kind === "query"
+  const method = streams ? "GET" : api.method ?? (procedure.kind === "query" ? "GET" : "POST")
   const version = api.version ?? "v1"
   const fromQuery = method === "GET"
   const isInput = Schema.decodeUnknownEither(procedure.input)
@@ -56,7 +83,9 @@ export const route = (procedure: Procedure.Any, runtime: RuntimeShape): RestRout
         : Either.isRight(isInput(query))
         ? query
         : Object.fromEntries(Object.entries(query).map(([key, value]) => [key, readJson(value)]))
-      return runtime.call(procedure, { input, headers: ctx.headers })
+      return streams
+        ? Effect.succeed(liveEvents(procedure, runtime, input, ctx.headers))
+        : runtime.call(procedure, { input, headers: ctx.headers })
     }
   })
   return { ...route, documented: fromQuery ? { query: queryStrings(procedure.input) } : { body: procedure.input } }
