@@ -15,6 +15,7 @@ import * as Provenance from "../kernel/Provenance.js"
 import { Store } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import * as BodyLimit from "./BodyLimit.js"
+import * as Bytes from "./Bytes.js"
 import * as Idempotency from "./Idempotency.js"
 import * as Sse from "./Sse.js"
 import type * as RestRoute from "./RestRoute.js"
@@ -87,13 +88,21 @@ const serve = (route: RestRoute.Any, pathMaxBodyBytes: number, idempotency: Idem
       const traceId = Provenance.newTraceId()
       const ctx = { subject, store, headers: request.headers, traceId }
       yield* Guard.runGuards(route.guards, ctx)
+      const key = idempotency === undefined || !mutating.has(request.method) ? undefined : request.headers[idempotency.header]
       const run = Effect.gen(function*() {
         const output = yield* Effect.suspend(() => route.handler(input, ctx)).pipe(
           Subject.actingAs(subject),
           Provenance.withProvenance({ traceId, subjectId: subject.id, procedure: `${route.method} ${route.path}` }),
           Effect.catchAllCause((cause) => toProcedureError(cause, traceId, `${route.method} ${route.path}`))
         )
-        if (Sse.isSse(output)) return yield* Sse.response(output, headers)
+        if (Sse.isSse(output) || Bytes.isBytes(output)) {
+          if (!route.streaming && key !== undefined) {
+            // An undeclared stream cannot be replayed: fail (500), which releases the claim for a retry.
+            yield* Effect.logError(`${route.method} ${route.path} returned a stream without declaring streaming: true`)
+            return yield* new Errors.InternalError({ message: "internal error", traceId })
+          }
+          return Sse.isSse(output) ? yield* Sse.response(output, headers) : Bytes.response(output, headers)
+        }
         const encoded = yield* encode(output).pipe(
           Effect.mapError(() => new Errors.InternalError({ message: "internal error", traceId }))
         )
@@ -105,7 +114,6 @@ const serve = (route: RestRoute.Any, pathMaxBodyBytes: number, idempotency: Idem
           ? HttpServerResponse.empty({ status: 304, headers: { ...headers, etag } })
           : HttpServerResponse.setHeader(response, "etag", etag)
       })
-      const key = idempotency === undefined || !mutating.has(request.method) ? undefined : request.headers[idempotency.header]
       if (key === undefined) return yield* run
       // Decode and guards passed: only now is the key claimed, so their failures never consume it.
       const id = Idempotency.recordId(subject.tenantId, request.method, route.path, key)
@@ -126,7 +134,7 @@ const serve = (route: RestRoute.Any, pathMaxBodyBytes: number, idempotency: Idem
         case "Claimed": {
           const response = yield* Effect.either(run).pipe(
             Effect.map(Either.match({ onLeft: HttpResponses.procedureError, onRight: (response) => response })),
-            Effect.onInterrupt(() => Idempotency.release(store, id))
+            Effect.onExit((exit) => exit._tag === "Failure" ? Idempotency.release(store, id) : Effect.void)
           )
           if (response.status >= 500 || response.body._tag !== "Uint8Array") {
             yield* Idempotency.release(store, id)
@@ -167,6 +175,14 @@ export const routes = (
             `${route.method} ${route.path}: a streaming route cannot be idempotent (its response cannot be replayed)`
           )
         }
+      }
+      // There is no multipart parser on REST routes: uploads use the storage plugin's routes.
+      const multipartRefused = Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
+        (request.headers["content-type"] ?? "").toLowerCase().startsWith("multipart/form-data")
+          ? HttpResponses.error(415, "UnsupportedMediaType", "multipart/form-data is not accepted here")
+          : HttpResponses.error(404, "NotFound", "no such route"))
+      for (const method of ["POST", "PUT", "PATCH"] as const) {
+        if (!restRoutes.some((r) => r.path === "/form/*" && r.method === method)) yield* router.add(method, "/form/*", multipartRefused)
       }
       for (const [path, entry] of byPath(restRoutes, appMaxBodyBytes)) {
         for (const route of entry.routes) yield* router.add(route.method, route.path, yield* serve(route, entry.maxBodyBytes, idempotency))

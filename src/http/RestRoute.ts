@@ -5,6 +5,7 @@
 import type { Effect, Schema } from "effect"
 import type * as Guard from "../app/Guard.js"
 import type { HandlerContext } from "../app/Procedure.js"
+import type * as Bytes from "./Bytes.js"
 import type * as Sse from "./Sse.js"
 
 /** The methods a route may declare (`HEAD` is served wherever `GET` is). */
@@ -23,8 +24,8 @@ export interface RestRoute<I, IE, O, OE> {
   readonly output: Schema.Schema<O, OE>
   readonly summary: string | undefined
   readonly guards: ReadonlyArray<Guard.Guard>
-  /** Returns the output, or an `sse(...)` answer. */
-  readonly handler: (input: I, ctx: Context) => Effect.Effect<O | Sse.SseResponse, unknown>
+  /** Returns the output, or an `sse(...)` or `bytes(...)` answer. */
+  readonly handler: (input: I, ctx: Context) => Effect.Effect<O | Sse.SseResponse | Bytes.BytesResponse, unknown>
   /** The replacement pointer (a path, or a description such as `GET /v2/items`). */
   readonly deprecated: string | undefined
   readonly sunset: Date | undefined
@@ -56,7 +57,7 @@ export const defineRestRoute = <I, IE, O, OE>(descriptor: {
   readonly path: `/${string}`
   readonly input: Schema.Schema<I, IE>
   readonly output: Schema.Schema<O, OE>
-  readonly handler: (input: I, ctx: Context) => Effect.Effect<O | Sse.SseResponse, unknown>
+  readonly handler: (input: I, ctx: Context) => Effect.Effect<O | Sse.SseResponse | Bytes.BytesResponse, unknown>
   readonly summary?: string
   readonly guards?: ReadonlyArray<Guard.Guard>
   readonly version?: string

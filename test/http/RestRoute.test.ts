@@ -1,9 +1,10 @@
 import SwaggerParser from "@apidevtools/swagger-parser"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Effect, Layer, Option, Schema, Stream } from "effect"
 import { request as httpRequest } from "node:http"
 import { defineApp } from "../../src/app/App.js"
 import { requireScope } from "../../src/app/Guard.js"
+import { bytes } from "../../src/http/Bytes.js"
 import { defineRestRoute } from "../../src/http/RestRoute.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
@@ -219,5 +220,54 @@ describe("REST routes", () => {
       assert.strictEqual(document.paths["/v1/things"].get.deprecated, true)
       assert.includeMembers(document.paths["/v2/things"].get.tags, ["v2"])
       yield* Effect.promise(() => SwaggerParser.validate(structuredClone(document)))
+    }))
+})
+
+describe("binary downloads and uploads", () => {
+  it.scopedLive("bytes() streams after the guards; an undeclared stream on an idempotent request fails and frees its key; multipart on /form/* is 415", () =>
+    Effect.gen(function*() {
+      let opened = 0
+      const chunk = new Uint8Array(64 * 1024).fill(7)
+      const download = defineRestRoute({
+        method: "GET",
+        path: "/files/:name",
+        input: Schema.Struct({ params: Schema.Struct({ name: Schema.String }) }),
+        output: Schema.Void,
+        guards: [requireScope("notes:write")],
+        streaming: true,
+        handler: ({ params }) =>
+          Effect.succeed(bytes(() => {
+            opened++
+            return Stream.range(1, 160).pipe(Stream.as(chunk))
+          }, { contentType: "application/octet-stream", contentLength: 160 * chunk.length, contentDisposition: `attachment; filename="${params.name}"` }))
+      })
+      let attempts = 0
+      const undeclared = defineRestRoute({
+        method: "POST",
+        path: "/export",
+        input: Schema.Struct({}),
+        output: Schema.Void,
+        handler: () => Effect.sync(() => (attempts++, bytes(Stream.make(chunk), { contentType: "application/octet-stream" })))
+      })
+      const filesApp = defineApp({ name: "files", restRoutes: [download, undeclared], auth: [tokenStrategy], idempotency: true })
+      const served = yield* Serve.serve(filesApp, memory)
+      const refused = yield* call(`${served.url}/files/a.bin`, { headers: bearer("tok-carol") })
+      assert.deepStrictEqual([refused.status, opened], [403, 0])
+      const response = yield* Effect.promise(() => fetch(`${served.url}/files/a.bin`, { headers: bearer("tok-alice") }))
+      assert.strictEqual(response.headers.get("content-disposition"), `attachment; filename="a.bin"`)
+      assert.strictEqual(response.headers.get("content-length"), String(160 * chunk.length))
+      assert.strictEqual(response.headers.get("content-encoding"), null)
+      const received = (yield* Effect.promise(() => response.arrayBuffer())).byteLength
+      assert.deepStrictEqual([received, opened], [160 * chunk.length, 1])
+      const keyed = { "idempotency-key": "exp-1", "content-type": "application/json" }
+      assert.strictEqual((yield* call(`${served.url}/export`, { method: "POST", headers: keyed, body: "{}" })).status, 500)
+      assert.strictEqual((yield* call(`${served.url}/export`, { method: "POST", headers: keyed, body: "{}" })).status, 500)
+      assert.strictEqual(attempts, 2)
+      const multipart = yield* call(`${served.url}/form/upload`, {
+        method: "POST",
+        headers: { "content-type": "multipart/form-data; boundary=x" },
+        body: "--x\r\n\r\n--x--"
+      })
+      assert.strictEqual(multipart.status, 415)
     }))
 })
