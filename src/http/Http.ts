@@ -1,8 +1,8 @@
 /**
  * The app's HTTP API: REST routes and projected procedures through the pipeline, 405 answers on
- * their paths, and the OpenAPI document at `/openapi.json`.
+ * their paths, the OpenAPI document at `/openapi.json` and a docs page at `/docs`.
  */
-import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
+import { HttpApiScalar, HttpLayerRouter, HttpServerResponse, OpenApi } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import type { App } from "../app/App.js"
 import { Runtime } from "../app/Runtime.js"
@@ -16,9 +16,12 @@ export const routes = (app: App, maxBodyBytes: number) =>
   Layer.unwrapEffect(Effect.gen(function*() {
     const runtime = yield* Runtime
     const all = [...app.restRoutes, ...Projection.routes(app.procedures.values(), runtime)]
-    const document = OpenApiDocument.make(app.name, all)
-    return Layer.merge(
+    const api = OpenApiDocument.api(app.name, all)
+    const document = OpenApi.fromApi(api)
+    return Layer.mergeAll(
       Pipeline.routes(all, maxBodyBytes, Idempotency.settingsOf(app.idempotency)),
-      HttpLayerRouter.add("GET", "/openapi.json", Effect.succeed(HttpServerResponse.unsafeJson(document)))
+      HttpLayerRouter.add("GET", "/openapi.json", Effect.succeed(HttpServerResponse.unsafeJson(document))),
+      // The docs page ships its viewer inline: it works without network access.
+      HttpApiScalar.layerHttpLayerRouter({ api, path: "/docs" })
     )
   }))

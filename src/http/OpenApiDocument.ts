@@ -45,13 +45,16 @@ interface ApiBuilder extends Builder<ApiBuilder> {
  * Builds the document. Routes are only known at runtime, so the HttpApi is assembled with its
  * types erased (the builder boundary of this module: `Builder` above); it serves the document only.
  */
-export const make = (title: string, routes: ReadonlyArray<RestRoute.Any>): OpenApi.OpenAPISpec => {
+export const api = (
+  title: string,
+  routes: ReadonlyArray<RestRoute.Any>
+): HttpApi.HttpApi<string, HttpApiGroup.HttpApiGroup.Any, unknown, unknown> => {
   const versions = new Map<string, Array<RestRoute.Any>>()
   for (const route of routes) {
     const version = route.version ?? "unversioned"
     versions.set(version, [...(versions.get(version) ?? []), route])
   }
-  let api = HttpApi.make("app") as unknown as ApiBuilder
+  let built = HttpApi.make("app") as unknown as ApiBuilder
   for (const [version, members] of versions) {
     let group = HttpApiGroup.make(version, { topLevel: true }) as unknown as GroupBuilder
     for (const route of members) {
@@ -68,7 +71,10 @@ export const make = (title: string, routes: ReadonlyArray<RestRoute.Any>): OpenA
       if (route.deprecated !== undefined || route.sunset !== undefined) endpoint = endpoint.annotate(OpenApi.Deprecated, true)
       group = group.add(endpoint)
     }
-    api = api.add(group)
+    built = built.add(group)
   }
-  return OpenApi.fromApi(api.annotate(OpenApi.Title, title) as unknown as HttpApi.HttpApi<string, HttpApiGroup.HttpApiGroup.Any, unknown, unknown>)
+  return built.annotate(OpenApi.Title, title) as unknown as HttpApi.HttpApi<string, HttpApiGroup.HttpApiGroup.Any, unknown, unknown>
 }
+
+/** The OpenAPI document of `routes`. */
+export const make = (title: string, routes: ReadonlyArray<RestRoute.Any>): OpenApi.OpenAPISpec => OpenApi.fromApi(api(title, routes))

@@ -220,6 +220,10 @@ describe("REST routes", () => {
       assert.strictEqual(document.paths["/v1/things"].get.deprecated, true)
       assert.includeMembers(document.paths["/v2/things"].get.tags, ["v2"])
       yield* Effect.promise(() => SwaggerParser.validate(structuredClone(document)))
+      const docs = yield* call(`${served.url}/docs`)
+      assert.strictEqual(docs.status, 200)
+      assert.include(docs.headers.get("content-type") ?? "", "text/html")
+      assert.include(docs.body, "/v2/things")
     }))
 })
 
