@@ -72,7 +72,9 @@ export const readCapped = (
       size += chunk.length
       if (size > limit) {
         cleanup()
-        incoming.pause()
+        // Discard the rest (nothing more is kept): closing a socket with unread data makes the
+        // kernel send a reset, and the client would lose the 413 we are about to send.
+        incoming.resume()
         chunks.length = 0
         resume(Effect.fail(new PayloadTooLarge({ limit })))
       } else {

@@ -275,3 +275,44 @@ describe("binary downloads and uploads", () => {
       assert.strictEqual(multipart.status, 415)
     }))
 })
+
+describe("body cap under a large upload", () => {
+  it.scopedLive("a 1 GiB chunked upload against the 8 MiB default cap gets 413 without the server buffering it", () =>
+    Effect.gen(function*() {
+      const sink = defineRestRoute({
+        method: "POST",
+        path: "/sink",
+        input: Schema.Struct({}),
+        output: Schema.Void,
+        handler: () => Effect.void
+      })
+      const served = yield* Serve.serve(defineApp({ name: "sink", restRoutes: [sink] }), memory)
+      const before = process.memoryUsage().rss
+      const result = yield* Effect.promise(() =>
+        new Promise<{ status: number; sentMiB: number }>((resolve) => {
+          const url = new URL(`${served.url}/sink`)
+          const chunk = Buffer.alloc(1024 * 1024, 120)
+          let sent = 0
+          let status = 0
+          const req = httpRequest({ host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: { "transfer-encoding": "chunked" } }, (res) => {
+            status = res.statusCode ?? 0
+            res.resume()
+            res.on("end", () => resolve({ status, sentMiB: sent }))
+          })
+          req.on("error", () => resolve({ status, sentMiB: sent }))
+          const pump = () => {
+            while (sent < 1024 && status === 0) {
+              sent++
+              if (!req.write(chunk)) return void req.once("drain", pump)
+            }
+            if (sent >= 1024) req.end()
+          }
+          pump()
+        })
+      )
+      assert.strictEqual(result.status, 413)
+      assert.isBelow(result.sentMiB, 1024, "the server answered before the whole upload was sent")
+      const grewMiB = (process.memoryUsage().rss - before) / (1024 * 1024)
+      assert.isBelow(grewMiB, 64, `server memory grew by ${grewMiB.toFixed(1)} MiB`)
+    }))
+})
