@@ -77,7 +77,8 @@ const serve = (route: RestRoute.Any, pathMaxBodyBytes: number, idempotency: Idem
       }
       const raw = bodyless.has(request.method) ? new Uint8Array() : yield* BodyLimit.readCapped(request, pathMaxBodyBytes)
       const body = yield* jsonBody(raw)
-      const query = Object.fromEntries(new URL(request.url, "http://fw").searchParams)
+      const queryAt = request.url.indexOf("?")
+      const query = queryAt === -1 ? {} : Object.fromEntries(new URLSearchParams(request.url.slice(queryAt + 1)))
       const params = Object.fromEntries(
         Object.entries(yield* HttpRouter.params).filter((entry): entry is [string, string] => entry[1] !== undefined)
       )

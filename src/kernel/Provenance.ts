@@ -23,9 +23,5 @@ export const current: FiberRef.FiberRef<Provenance> = FiberRef.unsafeMake<Proven
 export const withProvenance = (provenance: Provenance) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.locally(effect, current, provenance)
 
-/** A fresh random trace id (128 bits, hex). */
-export const newTraceId = (): string => {
-  const bytes = new Uint8Array(16)
-  crypto.getRandomValues(bytes)
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")
-}
+/** A fresh random trace id (122 random bits, 32 hex digits). */
+export const newTraceId = (): string => crypto.randomUUID().replaceAll("-", "")
