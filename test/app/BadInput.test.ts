@@ -109,6 +109,16 @@ describe("bad input", () => {
       assert.deepStrictEqual(yield* client.call(listNotes, {}, { headers: bearer("tok-alice") }), [])
     }))
 
+  it.scopedLive("FW_MAX_BODY_BYTES overrides the app-wide cap", () =>
+    Effect.gen(function*() {
+      process.env.FW_MAX_BODY_BYTES = "1024"
+      const served = yield* Serve.serve(app, memory).pipe(Effect.ensuring(Effect.sync(() => delete process.env.FW_MAX_BODY_BYTES)))
+      const over = yield* post(served.rpcUrl, frame("notes.list", { pad: "x".repeat(2000) }))
+      assert.strictEqual(over.status, 413)
+      const under = yield* post(served.rpcUrl, frame("notes.list", {}))
+      assert.strictEqual(under.status, 200)
+    }))
+
   it.scopedLive("handler failures: {status, message} keeps its status; anything else is a 500 that leaks nothing", () =>
     Effect.gen(function*() {
       const served = yield* Serve.serve(app, memory)
