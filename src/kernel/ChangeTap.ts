@@ -7,7 +7,7 @@
 import { PgClient } from "@effect/sql-pg"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Queue, Scope } from "effect"
-import { Cause, Clock, Context, Effect, FiberRef, Layer, PubSub, Ref, Schedule, Stream } from "effect"
+import { Cause, Clock, Context, Deferred, Effect, FiberRef, Layer, PubSub, Ref, Schedule, Stream } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
 import { ChangeDeliveryFailed, StoreUnavailable } from "./Errors.js"
 import * as Subject from "./Subject.js"
@@ -185,11 +185,21 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
         for (const id of delivered) if (id < watermark - 1000) delivered.delete(id)
       })).pipe(Effect.catchAll((error) => Effect.logWarning("fleet change catch-up failed", error)))
 
+      // LISTEN starts when the stream runs: the layer is ready only once its own ping came back,
+      // so no commit after construction can slip between start-up and LISTEN.
+      const listening = yield* Deferred.make<void>()
+      const ping = `ready:${origin}`
       yield* pg.listen(fleetChannel).pipe(
-        Stream.filter((from) => from !== origin),
-        Stream.runForEach(() => catchUp),
+        Stream.runForEach((from) =>
+          from === ping ? Deferred.succeed(listening, undefined) : from === origin ? Effect.void : catchUp
+        ),
         Effect.catchAll((error) => Effect.logError("fleet change listener stopped", error)),
         Effect.forkScoped
+      )
+      yield* pg`SELECT pg_notify(${fleetChannel}, ${ping})`.pipe(
+        Effect.zipRight(Deferred.await(listening).pipe(Effect.timeout("100 millis"))),
+        Effect.retry({ times: 50 }),
+        Effect.catchAll((error) => Effect.logWarning("fleet change listener not confirmed; catch-up polling covers it", error))
       )
       yield* catchUp.pipe(Effect.repeat(Schedule.spaced(options.pollMs ?? 5_000)), Effect.forkScoped)
       const retainMs = options.retainMs ?? 3_600_000

@@ -107,7 +107,7 @@ describe.skipIf(Pg.serverUrl === null)("ChangeTap (fleet, PostgreSQL)", () => {
   /** One "process": its own PgClient pool, fleet tap and store, on the shared database. */
   const replica = (url: string) =>
     Store.layerSql.pipe(
-      Layer.provideMerge(ChangeTap.layerFleet({ pollMs: 60_000 })),
+      Layer.provideMerge(ChangeTap.layerFleet({ pollMs: 2_000 })),
       Layer.provideMerge(PgClient.layer({ url: Redacted.make(url) }))
     )
 
