@@ -1,16 +1,18 @@
 /**
  * `npm run bench`: every benchmark in turn, each printing ratios against a peer measured in the same run.
  */
+import * as Jwt from "./auth/jwt.js"
 import * as History from "./history.js"
-import * as Jwt from "./jwt.js"
-import * as Rest from "./rest.js"
+import * as Rest from "./http/rest.js"
+import * as RestInProcess from "./http/restInProcess.js"
+import * as Sse from "./http/sse.js"
 import * as Rpc from "./rpc.js"
-import * as Sse from "./sse.js"
 import * as Store from "./store/store.js"
 
 await Store.run()
 await Rpc.run()
 await Rest.run()
+await RestInProcess.run()
 await Sse.run()
 await History.run()
 await Jwt.run()

@@ -1,33 +1,38 @@
 /**
- * Hosted login for provider A (spec 2.6, 3.3, 4.3, 5.2): the two primitives over raw HTTP, the
- * find-or-provision of the local user and organisation, and the ready-made routes
- * `GET /auth/idp_a/login` and `GET /auth/idp_a/callback` an app mounts as a plugin.
+ * Hosted login for provider A (spec 2.6, 3.3, 4.3, 5.2), the login-only model: the two primitives
+ * over raw HTTP (no vendor SDK), then the ready-made routes `GET /auth/idp_a/login` and
+ * `GET /auth/idp_a/callback` an app mounts as a plugin; the callback provisions the local user
+ * and mints the app's own `fw:session`.
  */
-import { HttpClient, HttpClientRequest, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpClient, HttpClientRequest, HttpClientResponse, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Config, Effect, Option, Redacted, Schema } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import * as Plugin from "../app/Plugin.js"
-import { Store } from "../kernel/Store.js"
-import * as Subject from "../kernel/Subject.js"
+import type * as Subject from "../kernel/Subject.js"
 import { readCookie } from "./AuthStrategy.js"
 import { idpADefaultApi } from "./IdentityProviders.js"
+import * as Provisioning from "./Provisioning.js"
 import * as Session from "./Session.js"
 import { Organizations, Users } from "./tables.js"
 
-/** The state returned to the callback is not the one this browser was given. */
+/** The state returned to the callback is not the one this browser was given (spec 7.1). */
 export class IdpAStateMismatchError extends Schema.TaggedError<IdpAStateMismatchError>()("IdpAStateMismatchError", {}) {
   override get message() {
     return "the login state does not match"
   }
 }
 
-/** The provider refused or failed the code exchange. */
+/** The provider refused or failed the code exchange. Carries no response body. */
 export class IdpAExchangeFailed extends Schema.TaggedError<IdpAExchangeFailed>()("IdpAExchangeFailed", {
   status: Schema.NullOr(Schema.Number),
-  message: Schema.String
-}) {}
+  reason: Schema.String
+}) {
+  override get message() {
+    return `the code exchange failed: ${this.reason}`
+  }
+}
 
-/** The profile of a user who logged in. */
+/** The profile of a user who logged in with provider A. */
 export interface IdpAProfile {
   readonly idpAUserId: string
   readonly email: string
@@ -36,14 +41,21 @@ export interface IdpAProfile {
   readonly organizationId: string | null
 }
 
-const base64url = (bytes: Buffer) => bytes.toString("base64url")
 const apiOf = (apiBaseUrl: string | undefined) => (apiBaseUrl ?? idpADefaultApi).replace(/\/+$/, "")
+const randomToken = () => randomBytes(32).toString("base64url")
 
-/** Starts a login: a fresh CSRF state, a PKCE verifier, and the hosted-login URL carrying both. */
-export const idpABeginLogin = (options: { readonly clientId: string; readonly redirectUri: string; readonly apiBaseUrl?: string }) =>
+/**
+ * Starts a login: a fresh CSRF `state`, a PKCE verifier, and the hosted-login URL carrying the
+ * state and the S256 challenge (`provider=authkit` selects the provider's hosted UI).
+ */
+export const idpABeginLogin = (options: {
+  readonly clientId: string
+  readonly redirectUri: string
+  readonly apiBaseUrl?: string
+}): Effect.Effect<{ readonly url: string; readonly state: string; readonly codeVerifier: string }> =>
   Effect.sync(() => {
-    const state = base64url(randomBytes(32))
-    const codeVerifier = base64url(randomBytes(32))
+    const state = randomToken()
+    const codeVerifier = randomToken()
     const url = new URL(`${apiOf(options.apiBaseUrl)}/user_management/authorize`)
     url.search = new URLSearchParams({
       client_id: options.clientId,
@@ -51,12 +63,13 @@ export const idpABeginLogin = (options: { readonly clientId: string; readonly re
       response_type: "code",
       provider: "authkit",
       state,
-      code_challenge: base64url(createHash("sha256").update(codeVerifier).digest()),
+      code_challenge: createHash("sha256").update(codeVerifier).digest("base64url"),
       code_challenge_method: "S256"
     }).toString()
     return { url: url.toString(), state, codeVerifier }
   })
 
+/** Constant time whatever the lengths: both sides are hashed to 32 bytes first. */
 const sameState = (a: string, b: string) => {
   const digest = (value: string) => createHash("sha256").update(value).digest()
   return timingSafeEqual(digest(a), digest(b))
@@ -73,8 +86,9 @@ const AuthenticateResponse = Schema.Struct({
 })
 
 /**
- * Exchanges the authorization code for the user's profile. The state comparison (constant time)
- * happens here, before any network call.
+ * Exchanges the authorization code for the user's profile (`POST {api}/user_management/authenticate`).
+ * The constant-time state comparison happens here, before any network call. Server-only: it
+ * carries the API key.
  */
 export const idpAAuthenticateWithCode = (options: {
   readonly clientId: string
@@ -89,6 +103,7 @@ export const idpAAuthenticateWithCode = (options: {
     if (!sameState(options.state, options.expectedState)) return yield* new IdpAStateMismatchError()
     const client = yield* HttpClient.HttpClient
     const response = yield* HttpClientRequest.post(`${apiOf(options.apiBaseUrl)}/user_management/authenticate`).pipe(
+      HttpClientRequest.acceptJson,
       HttpClientRequest.bodyUnsafeJson({
         client_id: options.clientId,
         client_secret: options.apiKey,
@@ -97,15 +112,13 @@ export const idpAAuthenticateWithCode = (options: {
         code_verifier: options.codeVerifier
       }),
       client.execute,
-      Effect.timeout("10 seconds"),
-      Effect.mapError((error) => new IdpAExchangeFailed({ status: null, message: `the provider is unreachable: ${error._tag}` }))
+      Effect.mapError((error) => new IdpAExchangeFailed({ status: null, reason: `the provider is unreachable (${error._tag})` }))
     )
     if (response.status < 200 || response.status >= 300) {
-      return yield* new IdpAExchangeFailed({ status: response.status, message: `the provider answered ${response.status}` })
+      return yield* new IdpAExchangeFailed({ status: response.status, reason: `the provider answered ${response.status}` })
     }
-    const body = yield* response.json.pipe(
-      Effect.flatMap(Schema.decodeUnknown(AuthenticateResponse)),
-      Effect.mapError(() => new IdpAExchangeFailed({ status: response.status, message: "unexpected answer from the provider" }))
+    const body = yield* HttpClientResponse.schemaBodyJson(AuthenticateResponse)(response).pipe(
+      Effect.mapError(() => new IdpAExchangeFailed({ status: response.status, reason: "unexpected answer from the provider" }))
     )
     return {
       idpAUserId: body.user.id,
@@ -114,129 +127,134 @@ export const idpAAuthenticateWithCode = (options: {
       lastName: body.user.last_name ?? null,
       organizationId: body.organization_id ?? null
     }
-  })
+  }).pipe(
+    Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new IdpAExchangeFailed({ status: null, reason: "no answer within 10 s" }) })
+  )
 
-/**
- * The default provisioner: finds the local user by email; on a first login creates the
- * organisation (found again by the provider's organisation id) and the user. Runs as the system.
- */
-export const provisionUser = (profile: IdpAProfile) =>
-  Effect.gen(function*() {
-    const store = yield* Store
-    const [existing] = yield* store.find(Users, { where: { email: profile.email }, limit: 1 })
-    const user = existing ?? (yield* Effect.gen(function*() {
-      const [known] = profile.organizationId === null
-        ? []
-        : yield* store.find(Organizations, { where: { externalId: profile.organizationId }, limit: 1 })
-      const organization = known ?? (yield* store.insert(Organizations, {
-        name: profile.email.split("@")[1] ?? profile.email,
-        provider: "idp_a",
-        externalId: profile.organizationId
-      }))
-      return yield* store.insert(Users, {
-        email: profile.email,
-        firstName: profile.firstName,
-        lastName: profile.lastName,
-        organizationId: organization.id,
-        provider: "idp_a",
-        externalId: profile.idpAUserId
-      })
-    }))
-    return Subject.make({
-      type: "user",
-      id: user.id,
-      tenantId: user.organizationId,
-      metadata: { provider: "idp_a", email: user.email }
-    })
-  }).pipe(Subject.asSystem)
+/** The default provisioner of the routes: `Provisioning.findOrProvision` over the Store. */
+export const provisionIdpAUser = (profile: IdpAProfile) =>
+  Provisioning.findOrProvision({
+    provider: "idp_a",
+    externalId: profile.idpAUserId,
+    email: profile.email,
+    firstName: profile.firstName,
+    lastName: profile.lastName,
+    organizationId: profile.organizationId
+  })
 
 /** Options of the hosted-login routes. */
 export interface RoutesOptions {
+  /** Signs `fw:session` (at least 32 bytes). */
   readonly sessionSecret: string
-  /** Maps a profile to the local Subject (default `provisionUser`). */
-  readonly provision?: (profile: IdpAProfile) => Effect.Effect<Subject.Subject, unknown, Store>
+  /** Maps a profile to the local Subject (default `provisionIdpAUser`). */
+  readonly provision?: (profile: IdpAProfile) => Effect.Effect<Subject.Subject, unknown, Plugin.Services>
   /** Where the browser lands after login (default `/`). */
   readonly landingPath?: string
   readonly apiBaseUrl?: string
-  /** Mark cookies `Secure` (default true unless the redirect URI is plain http). */
+  /** Mark cookies `Secure` (default: unless `IDP_A_REDIRECT_URI` is plain http). */
   readonly secureCookies?: boolean
 }
 
-const stateCookie = "idp_a-oauth-state"
-const verifierCookie = "idp_a-oauth-verifier"
-const loginCookieOptions = { path: "/", maxAge: "600 seconds", httpOnly: true, sameSite: "lax" } as const
+/** The cookie carrying the login's CSRF state to the callback (spec 4.3). */
+export const stateCookie = "idp_a-oauth-state"
+/** The cookie carrying the login's PKCE verifier to the callback (spec 4.3). */
+export const verifierCookie = "idp_a-oauth-verifier"
+// Lifetimes of spec section 8.
+const loginCookieSeconds = 600
+const sessionSeconds = 604_800
+
+const present = (name: string) =>
+  Config.option(Config.string(name)).pipe(Config.map(Option.filter((value) => value.length > 0)))
+
+/** `IDP_A_*` read with Effect `Config` at request time: each is optional, and the routes answer 503 until set. */
+const env = Effect.all({
+  clientId: present("IDP_A_CLIENT_ID"),
+  apiKey: present("IDP_A_API_KEY").pipe(Config.map(Option.map(Redacted.make))),
+  redirectUri: present("IDP_A_REDIRECT_URI")
+}).pipe(Effect.orElseSucceed(() => ({ clientId: Option.none<string>(), apiKey: Option.none<Redacted.Redacted>(), redirectUri: Option.none<string>() })))
 
 const text = (status: number, body: string) => HttpServerResponse.text(body, { status })
+const notConfigured = text(503, "hosted login is not configured")
 
-const env = Effect.all({
-  clientId: Config.option(Config.string("IDP_A_CLIENT_ID")),
-  apiKey: Config.option(Config.redacted("IDP_A_API_KEY")),
-  redirectUri: Config.option(Config.string("IDP_A_REDIRECT_URI"))
-}).pipe(Effect.orElseSucceed(() => ({ clientId: Option.none(), apiKey: Option.none(), redirectUri: Option.none() })))
+const loginCookie = (secure: boolean, maxAgeSeconds: number) =>
+  ({ path: "/", maxAge: `${maxAgeSeconds} seconds`, httpOnly: true, sameSite: "lax", secure }) as const
 
-/** `GET /auth/idp_a/login` and `GET /auth/idp_a/callback`, configured from `IDP_A_*` env (503 until set). */
+/**
+ * `GET /auth/idp_a/login` and `GET /auth/idp_a/callback` (spec 4.3, 3.3), configured from
+ * `IDP_A_CLIENT_ID`, `IDP_A_API_KEY` and `IDP_A_REDIRECT_URI`. Throws `SessionSecretTooShort`
+ * for a session secret under 32 bytes.
+ */
 export const idpAHostedLoginRoutes = (options: RoutesOptions): ReadonlyArray<Plugin.Route> => {
-  const provision = options.provision ?? provisionUser
+  Session.checkSecretSync(options.sessionSecret)
+  const provision = options.provision ?? provisionIdpAUser
+  const api = options.apiBaseUrl === undefined ? {} : { apiBaseUrl: options.apiBaseUrl }
+  const secureFor = (redirectUri: Option.Option<string>) =>
+    options.secureCookies ?? !Option.getOrElse(redirectUri, () => "https:").startsWith("http:")
+
   const login: Plugin.Route = {
     method: "GET",
     path: "/auth/idp_a/login",
     handler: Effect.gen(function*() {
-      const { clientId, redirectUri } = yield* env
-      if (Option.isNone(clientId) || Option.isNone(redirectUri)) return text(503, "hosted login is not configured")
-      const begun = yield* idpABeginLogin({
-        clientId: clientId.value,
-        redirectUri: redirectUri.value,
-        ...(options.apiBaseUrl === undefined ? {} : { apiBaseUrl: options.apiBaseUrl })
-      })
+      const { apiKey, clientId, redirectUri } = yield* env
+      if (Option.isNone(clientId) || Option.isNone(apiKey) || Option.isNone(redirectUri)) return notConfigured
+      const begun = yield* idpABeginLogin({ clientId: clientId.value, redirectUri: redirectUri.value, ...api })
+      const secure = secureFor(redirectUri)
       return HttpServerResponse.redirect(begun.url, { status: 302 }).pipe(
-        HttpServerResponse.unsafeSetCookie(stateCookie, begun.state, loginCookieOptions),
-        HttpServerResponse.unsafeSetCookie(verifierCookie, begun.codeVerifier, loginCookieOptions)
+        HttpServerResponse.unsafeSetCookie(stateCookie, begun.state, loginCookie(secure, loginCookieSeconds)),
+        HttpServerResponse.unsafeSetCookie(verifierCookie, begun.codeVerifier, loginCookie(secure, loginCookieSeconds))
       )
     })
   }
+
   const callback: Plugin.Route = {
     method: "GET",
     path: "/auth/idp_a/callback",
     handler: Effect.gen(function*() {
       const { apiKey, clientId, redirectUri } = yield* env
-      if (Option.isNone(clientId) || Option.isNone(apiKey)) return text(503, "hosted login is not configured")
+      if (Option.isNone(clientId) || Option.isNone(apiKey)) return notConfigured
       const request = yield* HttpServerRequest.HttpServerRequest
-      const query = new URL(request.url, "http://fw").searchParams
+      const query = new URL(request.url, "http://callback").searchParams
       const code = query.get("code")
       if (code === null || code.length === 0) return text(400, "missing authorization code")
       const expectedState = readCookie(request.headers, stateCookie)
       const codeVerifier = readCookie(request.headers, verifierCookie)
       if (expectedState === undefined || codeVerifier === undefined) return text(400, "the login state cookie is missing")
-      const profile = yield* idpAAuthenticateWithCode({
+      const profile = yield* Effect.either(idpAAuthenticateWithCode({
         clientId: clientId.value,
         apiKey: Redacted.value(apiKey.value),
         code,
         state: query.get("state") ?? "",
         expectedState,
         codeVerifier,
-        ...(options.apiBaseUrl === undefined ? {} : { apiBaseUrl: options.apiBaseUrl })
-      }).pipe(Effect.either)
+        ...api
+      }))
       if (profile._tag === "Left") {
         return profile.left._tag === "IdpAStateMismatchError"
           ? text(400, profile.left.message)
           : text(502, "the identity provider could not complete the login")
       }
       const subject = yield* provision(profile.right)
-      const secure = options.secureCookies ?? !(Option.getOrElse(redirectUri, () => "https:").startsWith("http:"))
-      const session = yield* Session.issueSession(subject, options.sessionSecret, { maxAgeSeconds: 604_800 })
+      const session = yield* Session.issueSession(subject, options.sessionSecret, { maxAgeSeconds: sessionSeconds })
+      const secure = secureFor(redirectUri)
+      // `fw:session` is not a valid cookie name for the platform's Cookies (the colon), so it is
+      // written as a raw header, which the server sends next to the cookies set below.
       return HttpServerResponse.redirect(options.landingPath ?? "/", {
         status: 302,
-        headers: { "set-cookie": Session.sessionCookie(session, { maxAgeSeconds: 604_800, secure }) }
+        headers: { "set-cookie": Session.sessionCookie(session, { maxAgeSeconds: sessionSeconds, secure }) }
       }).pipe(
-        HttpServerResponse.unsafeSetCookie(stateCookie, "", { ...loginCookieOptions, maxAge: 0 }),
-        HttpServerResponse.unsafeSetCookie(verifierCookie, "", { ...loginCookieOptions, maxAge: 0 })
+        // The one-time login cookies are spent.
+        HttpServerResponse.unsafeSetCookie(stateCookie, "", loginCookie(secure, 0)),
+        HttpServerResponse.unsafeSetCookie(verifierCookie, "", loginCookie(secure, 0))
       )
     })
   }
   return [login, callback]
 }
 
-/** The hosted-login routes as a plugin (with the user and organisation tables and the outbound host). */
+/**
+ * The hosted-login routes as a plugin, with the user and organisation tables, `store:write` and
+ * the provider API host as its one outbound host.
+ */
 export const idpAHostedLoginPlugin = (options: RoutesOptions): Plugin.Plugin =>
   Plugin.definePlugin({
     name: "idp_a-login",

@@ -1,50 +1,73 @@
 /**
- * Strategies for the hosted identity providers of spec table 2.5 and generic OIDC / JWT bearer
- * tokens. Each is `JwtStrategy.make` with the provider's key location, issuer format, audience
- * behaviour, cookie and tenant claim as defaults.
+ * Strategies for the hosted identity providers of spec table 2.5, generic OIDC and generic JWT
+ * bearer tokens. Each is `JwtStrategy.make` with the provider's key location, issuer format,
+ * audience behaviour, cookie and tenant claim as defaults (facts in
+ * notes/auth-providers-saml.md §1); every default can be overridden, and every strategy accepts
+ * `defaultTenantId`, an algorithm allow-list, a clock tolerance and JWKS cache tuning.
  */
-import { Clock, Effect } from "effect"
-import * as jose from "jose"
-import * as AuthStrategy from "./AuthStrategy.js"
-import * as JwtStrategy from "./JwtStrategy.js"
+import { Option, Schema } from "effect"
+import type * as Subject from "../kernel/Subject.js"
+import type * as AuthStrategy from "./AuthStrategy.js"
+import * as Claims from "./Claims.js"
 import type * as Jwks from "./Jwks.js"
+import * as JwtStrategy from "./JwtStrategy.js"
+import * as SharedSecretStrategy from "./SharedSecretStrategy.js"
 
-/** Options every provider strategy accepts. */
-interface Common {
+/** Options every strategy accepts. */
+export interface Common {
+  /** Tenant used when the token names none (otherwise such a token fails). */
   readonly defaultTenantId?: string
+  /** The asymmetric allow-list (default RS256 and ES256). */
   readonly algorithms?: ReadonlyArray<JwtStrategy.Algorithm>
+  /** Seconds of skew tolerated on `exp` and `nbf` (default 5). */
+  readonly clockToleranceSeconds?: number
   readonly jwks?: Jwks.Options
 }
 
-const withCommon = (options: Common) => ({
+const common = (options: Common) => ({
   ...(options.defaultTenantId === undefined ? {} : { defaultTenantId: options.defaultTenantId }),
   ...(options.algorithms === undefined ? {} : { algorithms: options.algorithms }),
+  ...(options.clockToleranceSeconds === undefined ? {} : { clockToleranceSeconds: options.clockToleranceSeconds }),
   ...(options.jwks === undefined ? {} : { jwks: options.jwks })
 })
 
 const trimSlash = (url: string) => url.replace(/\/+$/, "")
+const cookieOr = (cookieName: string | null | undefined, fallback: string | null) => cookieName === undefined ? fallback : cookieName
 
-/** Provider A's typed claims. */
-export interface IdpAClaims extends jose.JWTPayload {
-  readonly sub: string
-  readonly email?: string
-  readonly org_id?: string
-  readonly role?: string
-  readonly permissions?: ReadonlyArray<string>
-}
+/** Provider A's verified claims, typed (spec 2.5). */
+export const IdpAClaims = Schema.Struct({
+  sub: Schema.String,
+  email: Schema.optional(Schema.String),
+  org_id: Schema.optional(Schema.String),
+  role: Schema.optional(Schema.String),
+  permissions: Schema.optional(Schema.Array(Schema.String))
+})
+
+/** Provider A's verified claims, typed (spec 2.5). */
+export type IdpAClaims = typeof IdpAClaims.Type
+
+const decodeIdpAClaims = Schema.decodeUnknownOption(IdpAClaims)
+
+/** The typed provider-A claims of a subject authenticated by `idpAStrategy`. */
+export const idpAClaims = (subject: Subject.Subject): Option.Option<IdpAClaims> =>
+  subject.metadata.provider === "idp_a" ? decodeIdpAClaims(subject.metadata.claims) : Option.none()
 
 /** The default API base URL of provider A (override with `apiBaseUrl`, e.g. in tests). */
 export const idpADefaultApi = "https://api.workos.com"
 
 /**
- * Provider A: JWKS `{api}/sso/jwks/<clientId>`; issuer `{api}` or `{api}/user_management/<clientId>`
- * (both formats are live); no audience on its access tokens; cookie `idp_a-session`; tenant `org_id`.
+ * Provider A (`idp_a`): JWKS `{api}/sso/jwks/<clientId>`; issuer `{api}` or
+ * `{api}/user_management/<clientId>` (both formats are live, DESIGN "Provider A"); its access tokens
+ * carry no `aud`, so there is no audience check unless `audience` is given; cookie `idp_a-session`
+ * (a cookie the app sets with the raw access token: the vendor's own cookie is sealed, not a JWT);
+ * tenant `org_id`.
  */
 export const idpAStrategy = (options: Common & {
   readonly clientId: string
   readonly apiBaseUrl?: string
   readonly jwksUrl?: string
   readonly issuer?: string | ReadonlyArray<string>
+  readonly audience?: string | ReadonlyArray<string>
   readonly cookieName?: string | null
 }): AuthStrategy.AuthStrategy => {
   const api = trimSlash(options.apiBaseUrl ?? idpADefaultApi)
@@ -52,14 +75,18 @@ export const idpAStrategy = (options: Common & {
     id: "idp_a",
     keys: { jwksUrl: options.jwksUrl ?? `${api}/sso/jwks/${options.clientId}` },
     issuer: options.issuer ?? [api, `${api}/user_management/${options.clientId}`],
-    audience: null,
-    cookieName: options.cookieName === undefined ? "idp_a-session" : options.cookieName,
-    tenantFromClaims: (claims) => JwtStrategy.stringClaim(claims, "org_id"),
-    ...withCommon(options)
+    audience: options.audience ?? null,
+    cookieName: cookieOr(options.cookieName, "idp_a-session"),
+    tenantFromClaims: (claims) => Claims.stringClaim(claims, "org_id"),
+    ...common(options)
   })
 }
 
-/** Provider B: issuer `https://<sub>.<host>`; JWKS `<issuer>/.well-known/jwks`; tenant `org_code`, else `org_codes[0]`. */
+/**
+ * Provider B (`idp_b`): issuer `https://<subdomain>.<host>` (no trailing slash); JWKS
+ * `<issuer>/.well-known/jwks`; audience checked only when configured (its `aud` is a list, often
+ * empty); cookie `idp_b_access_token`; tenant `org_code` (access tokens), else `org_codes[0]` (ID tokens).
+ */
 export const idpBStrategy = (options: Common & {
   readonly issuer: string
   readonly jwksUrl?: string
@@ -71,39 +98,52 @@ export const idpBStrategy = (options: Common & {
     keys: { jwksUrl: options.jwksUrl ?? `${trimSlash(options.issuer)}/.well-known/jwks` },
     issuer: trimSlash(options.issuer),
     audience: options.audience ?? null,
-    cookieName: options.cookieName === undefined ? "idp_b_access_token" : options.cookieName,
-    tenantFromClaims: (claims) => {
-      const codes = JwtStrategy.claimAt(claims, "org_codes")
-      return JwtStrategy.stringClaim(claims, "org_code") ??
-        (Array.isArray(codes) && typeof codes[0] === "string" && codes[0].length > 0 ? codes[0] : null)
-    },
-    ...withCommon(options)
+    cookieName: cookieOr(options.cookieName, "idp_b_access_token"),
+    tenantFromClaims: (claims) => Claims.stringClaim(claims, "org_code") ?? Claims.stringClaim(claims, "org_codes.0"),
+    ...common(options)
   })
 
-/** Provider C: everything from the frontend API URL; no `aud` (checked only when configured); tenant `o.id`, else `org_id`. */
+/**
+ * Provider C (`idp_c`): everything from the frontend API URL (JWKS
+ * `<frontendApi>/.well-known/jwks.json`, issuer `<frontendApi>`); tokens carry no `aud`, so the
+ * audience is checked only when configured; `authorizedParties` checks `azp` when given; cookie
+ * `__session`; tenant `org_id`, falling back to `o.id` (the newer token format, DESIGN "Provider C").
+ */
 export const idpCStrategy = (options: Common & {
   readonly frontendApi: string
   readonly jwksUrl?: string
   readonly issuer?: string
   readonly audience?: string | ReadonlyArray<string>
+  readonly authorizedParties?: ReadonlyArray<string>
   readonly cookieName?: string | null
 }): AuthStrategy.AuthStrategy => {
   const frontendApi = trimSlash(options.frontendApi)
+  const parties = options.authorizedParties
   return JwtStrategy.make({
     id: "idp_c",
     keys: { jwksUrl: options.jwksUrl ?? `${frontendApi}/.well-known/jwks.json` },
     issuer: options.issuer ?? frontendApi,
     audience: options.audience ?? null,
-    cookieName: options.cookieName === undefined ? "__session" : options.cookieName,
-    tenantFromClaims: (claims) => JwtStrategy.stringClaim(claims, "o.id") ?? JwtStrategy.stringClaim(claims, "org_id"),
-    ...withCommon(options)
+    cookieName: cookieOr(options.cookieName, "__session"),
+    tenantFromClaims: (claims) => Claims.stringClaim(claims, "org_id") ?? Claims.stringClaim(claims, "o.id"),
+    ...(parties === undefined ? {} : {
+      check: (claims) => {
+        const azp = Claims.stringClaim(claims, "azp")
+        return azp !== null && parties.includes(azp) ? null : "the token's authorized party is not allowed"
+      }
+    }),
+    ...common(options)
   })
 }
 
 /** The namespace of fw's custom claims on providers that require namespaced claims (provider D). */
 export const claimNamespace = "https://fw.dev"
 
-/** Provider D: `https://<domain>/` issuer (trailing slash), audience required, tenant in a namespaced claim; header only by default. */
+/**
+ * Provider D (`idp_d`): issuer `https://<domain>/` (the trailing slash matters); JWKS
+ * `https://<domain>/.well-known/jwks.json`; audience required; tenant from the namespaced claim
+ * `https://fw.dev/tenant` or `tenantClaim`; header only unless `cookieName` is given.
+ */
 export const idpDStrategy = (options: Common & {
   readonly domain: string
   readonly audience: string | ReadonlyArray<string>
@@ -111,118 +151,111 @@ export const idpDStrategy = (options: Common & {
   readonly issuer?: string
   readonly tenantClaim?: string
   readonly cookieName?: string | null
-}): AuthStrategy.AuthStrategy =>
-  JwtStrategy.make({
+}): AuthStrategy.AuthStrategy => {
+  const tenantClaim = options.tenantClaim ?? `${claimNamespace}/tenant`
+  return JwtStrategy.make({
     id: "idp_d",
     keys: { jwksUrl: options.jwksUrl ?? `https://${options.domain}/.well-known/jwks.json` },
     issuer: options.issuer ?? `https://${options.domain}/`,
     audience: options.audience,
-    cookieName: options.cookieName ?? null,
-    tenantFromClaims: (claims) => JwtStrategy.stringClaim(claims, options.tenantClaim ?? `${claimNamespace}/tenant`),
-    ...withCommon(options)
+    cookieName: cookieOr(options.cookieName, null),
+    tenantFromClaims: (claims) => Claims.stringClaim(claims, tenantClaim),
+    ...common(options)
   })
+}
+
+/** Where provider E's keys come from: the hosted project, a self-hosted JWKS, or a shared secret. */
+export type IdpEKeys =
+  | { readonly projectRef: string; readonly jwksUrl?: string; readonly issuer?: string; readonly jwtSecret?: undefined }
+  | { readonly jwksUrl: string; readonly issuer: string; readonly projectRef?: undefined; readonly jwtSecret?: undefined }
+  | { readonly jwtSecret: string; readonly projectRef: string; readonly issuer?: string; readonly jwksUrl?: undefined }
+  | { readonly jwtSecret: string; readonly issuer: string; readonly projectRef?: undefined; readonly jwksUrl?: undefined }
 
 /**
- * Provider E: hosted (`projectRef`) or self-hosted (`jwksUrl` + `issuer`); audience `authenticated`;
- * tenant `app_metadata.tenant_id` (server-controlled; never `user_metadata`). `jwtSecret` selects the
- * separate shared-secret (HS256) verifier for legacy projects; it never mixes with the JWKS path.
+ * Provider E (`idp_e`): hosted (`projectRef`: issuer `https://<ref>.supabase.co/auth/v1`, JWKS under
+ * it) or self-hosted (`jwksUrl` + `issuer`); audience `authenticated`; header only by default (its
+ * SDK cookie is a JSON session, not a bare JWT); tenant `app_metadata.tenant_id`
+ * (server-controlled; never `user_metadata`, which users edit). `jwtSecret` selects the separate
+ * shared-secret verifier (HS256) for legacy projects; it never mixes with the JWKS path.
  */
-export const idpEStrategy = (options: Common & (
-  | { readonly projectRef: string; readonly jwksUrl?: string; readonly issuer?: string }
-  | { readonly projectRef?: undefined; readonly jwksUrl: string; readonly issuer: string }
-  | { readonly jwtSecret: string; readonly issuer: string; readonly projectRef?: undefined; readonly jwksUrl?: undefined }
-) & {
+export const idpEStrategy = (options: Common & IdpEKeys & {
   readonly tenantClaim?: string
   readonly audience?: string | ReadonlyArray<string>
   readonly cookieName?: string | null
 }): AuthStrategy.AuthStrategy => {
   const hosted = options.projectRef === undefined ? undefined : `https://${options.projectRef}.supabase.co/auth/v1`
-  const issuer = options.issuer ?? hosted!
-  const tenantFromClaims = (claims: jose.JWTPayload) => JwtStrategy.stringClaim(claims, options.tenantClaim ?? "app_metadata.tenant_id")
+  // The union guarantees one of them; the fallback only satisfies the compiler.
+  const issuer = options.issuer ?? hosted ?? ""
+  const tenantClaim = options.tenantClaim ?? "app_metadata.tenant_id"
+  const mapping = {
+    id: "idp_e",
+    tenantFromClaims: (claims: Claims.Claims) => Claims.stringClaim(claims, tenantClaim),
+    ...(options.defaultTenantId === undefined ? {} : { defaultTenantId: options.defaultTenantId })
+  }
   const audience = options.audience ?? "authenticated"
-  const cookieName = options.cookieName ?? null
-  if ("jwtSecret" in options && options.jwtSecret !== undefined) {
-    return sharedSecretStrategy({ id: "idp_e", secret: options.jwtSecret, issuer, audience, cookieName, tenantFromClaims, ...withCommon(options) })
+  const cookieName = cookieOr(options.cookieName, null)
+  if (options.jwtSecret !== undefined) {
+    return SharedSecretStrategy.make({
+      ...mapping,
+      secret: options.jwtSecret,
+      issuer,
+      audience,
+      cookieName,
+      ...(options.clockToleranceSeconds === undefined ? {} : { clockToleranceSeconds: options.clockToleranceSeconds })
+    })
   }
   return JwtStrategy.make({
-    id: "idp_e",
+    ...common(options),
+    ...mapping,
     keys: { jwksUrl: options.jwksUrl ?? `${hosted}/.well-known/jwks.json` },
     issuer,
     audience,
     cookieName,
-    tenantFromClaims,
-    algorithms: options.algorithms ?? ["ES256", "RS256"],
-    ...withCommon(options)
+    algorithms: options.algorithms ?? ["ES256", "RS256"]
   })
 }
 
-/** The shared-secret (HS256) verifier: a separate, explicit path for legacy deployments. */
-const sharedSecretStrategy = (options: {
-  readonly id: string
-  readonly secret: string
-  readonly issuer: string
-  readonly audience: string | ReadonlyArray<string>
-  readonly cookieName: string | null
-  readonly tenantFromClaims: (claims: jose.JWTPayload) => string | null
-  readonly defaultTenantId?: string
-}): AuthStrategy.AuthStrategy => {
-  const key = new TextEncoder().encode(options.secret)
-  return {
-    id: options.id,
-    outboundHosts: [],
-    authenticate: ({ headers }) => {
-      const token = JwtStrategy.tokenOf(headers, options.cookieName)
-      if (token === undefined) return Effect.succeed(AuthStrategy.Verdict.NoMatch())
-      if (token.length > JwtStrategy.maxTokenBytes) return Effect.succeed(AuthStrategy.Verdict.Failed({ reason: "token too large" }))
-      return Clock.currentTimeMillis.pipe(
-        Effect.flatMap((now) =>
-          Effect.tryPromise(() =>
-            jose.jwtVerify(token, key, {
-              algorithms: ["HS256"],
-              issuer: options.issuer,
-              audience: typeof options.audience === "string" ? options.audience : [...options.audience],
-              requiredClaims: ["exp"],
-              clockTolerance: 5,
-              currentDate: new Date(now)
-            })
-          )
-        ),
-        Effect.map((result) => JwtStrategy.verdictOf(options, result.payload)),
-        Effect.orElseSucceed(() => AuthStrategy.Verdict.Failed({ reason: "invalid token" }))
-      )
-    }
-  }
-}
-
-/** Generic OIDC: keys found by discovery of `${issuer}/.well-known/openid-configuration` (or `discoveryUrl`), unless `jwksUrl` is given. */
+/**
+ * Generic OIDC: keys found by discovery of `${issuer}/.well-known/openid-configuration` (or
+ * `discoveryUrl`) on the first request, cached for the process, unless `jwksUrl` is given. The
+ * tenant is the claim at `tenantClaim` (dotted or exact path: `realm_access.tenant`,
+ * `custom:tenant_id`, `tid`, `hd`, a namespaced URL), else `defaultTenantId`; one of them is required.
+ * `outboundHosts` names the discovery host; when the provider serves its keys from another host,
+ * pass `jwksUrl` (or declare that host on the app).
+ */
 export const oidcStrategy = (options: Common & {
   readonly id: string
   readonly issuer: string
   readonly audience: string | ReadonlyArray<string>
-  readonly tenantClaim: string
+  readonly tenantClaim?: string
   readonly jwksUrl?: string
   readonly discoveryUrl?: string
   readonly cookieName?: string | null
-}): AuthStrategy.AuthStrategy =>
-  JwtStrategy.make({
+}): AuthStrategy.AuthStrategy => {
+  const tenantClaim = options.tenantClaim
+  if (tenantClaim === undefined && options.defaultTenantId === undefined) {
+    throw new JwtStrategy.StrategyConfigInvalid({ strategy: options.id, reason: "give a tenantClaim or a defaultTenantId" })
+  }
+  return JwtStrategy.make({
     id: options.id,
     keys: options.jwksUrl !== undefined
       ? { jwksUrl: options.jwksUrl }
       : { discover: { issuer: options.issuer, ...(options.discoveryUrl === undefined ? {} : { discoveryUrl: options.discoveryUrl }) } },
     issuer: options.issuer,
     audience: options.audience,
-    cookieName: options.cookieName ?? null,
-    tenantFromClaims: (claims) => JwtStrategy.stringClaim(claims, options.tenantClaim),
-    ...withCommon(options)
+    cookieName: cookieOr(options.cookieName, null),
+    tenantFromClaims: (claims) => tenantClaim === undefined ? null : Claims.stringClaim(claims, tenantClaim),
+    ...common(options)
   })
+}
 
-/** Generic JWT bearer: explicit JWKS URL, issuer and audience; the tenant comes from a function of the claims. */
+/** Generic JWT bearer: explicit JWKS URL, issuer and audience; the tenant is a function of the claims. */
 export const jwtBearerStrategy = (options: Common & {
   readonly id: string
   readonly jwksUrl: string
   readonly issuer: string | ReadonlyArray<string>
   readonly audience: string | ReadonlyArray<string>
-  readonly tenantIdFromClaims: (claims: jose.JWTPayload) => string | null
+  readonly tenantIdFromClaims: (claims: Claims.Claims) => string | null
   readonly cookieName?: string | null
 }): AuthStrategy.AuthStrategy =>
   JwtStrategy.make({
@@ -230,7 +263,7 @@ export const jwtBearerStrategy = (options: Common & {
     keys: { jwksUrl: options.jwksUrl },
     issuer: options.issuer,
     audience: options.audience,
-    cookieName: options.cookieName ?? null,
+    cookieName: cookieOr(options.cookieName, null),
     tenantFromClaims: options.tenantIdFromClaims,
-    ...withCommon(options)
+    ...common(options)
   })

@@ -1,22 +1,38 @@
 /**
- * JWKS and discovery fetching, cached per URL for the process. A token whose `kid` is unknown
- * triggers at most one refetch per cooldown (never 0: a storm of unknown kids must not become a
- * storm of fetches); concurrent refetches coalesce. Fetches go through the platform HttpClient with
- * a timeout; time is Effect `Clock` time, so `TestClock` drives the cooldown in tests.
+ * The JWKS cache: one key set per JWKS URL, shared by every strategy in the process that names the
+ * URL (module-level, not a service: `AuthStrategy.authenticate` may only require an HttpClient, and
+ * two strategies over one provider should share one fetch and one cooldown).
+ *
+ * Rules:
+ * - the first use fetches the set; a set older than `maxAgeMs` (default 10 min) is refetched on
+ *   next use, and if that refetch fails the old keys keep serving (a provider outage does not log
+ *   everybody out; a revoked key is dropped by the next successful fetch);
+ * - a token with an unknown `kid` triggers at most one refetch per `cooldownMs` (default 30 s,
+ *   never under 1 s: a storm of unknown kids must not become a storm of fetches);
+ * - concurrent callers share one fetch; a URL that fails is asked again at most once a second;
+ * - fetches go through the platform HttpClient with a timeout (default 5 s), refuse redirects and
+ *   non-2xx answers, and decode the body with a Schema.
+ *
+ * Time is Effect `Clock` time, so `TestClock` drives the cooldown and the maximum age in tests.
+ * Tests isolate themselves by using a distinct URL per key set.
  */
-import { HttpClient, HttpClientResponse } from "@effect/platform"
-import { Clock, Duration, Effect, Schema } from "effect"
+import { FetchHttpClient, HttpClient, HttpClientResponse } from "@effect/platform"
+import { Clock, Duration, Effect, Option, Schema } from "effect"
 import * as jose from "jose"
 
-/** Fetching a key set or a discovery document failed. */
+/** Fetching a key set (or a discovery document) failed. Carries no response body. */
 export class JwksUnavailable extends Schema.TaggedError<JwksUnavailable>()("JwksUnavailable", {
   url: Schema.String,
-  message: Schema.String
-}) {}
+  reason: Schema.String
+}) {
+  override get message() {
+    return `the key set at ${this.url} is unavailable: ${this.reason}`
+  }
+}
 
-/** Cache tuning. */
+/** Cache tuning, per strategy. */
 export interface Options {
-  /** Minimum time between two refetches of one URL (default 30 s; values under 1 s are raised to 1 s). */
+  /** Minimum time between two refetches caused by unknown kids (default 30 s; raised to at least 1 s). */
   readonly cooldownMs?: number
   /** A key set older than this is refetched on next use (default 10 min). */
   readonly maxAgeMs?: number
@@ -24,115 +40,169 @@ export interface Options {
   readonly timeoutMs?: number
 }
 
+/** Options with their defaults applied. */
+export interface Resolved {
+  readonly cooldownMs: number
+  readonly maxAgeMs: number
+  readonly timeoutMs: number
+}
+
+/** The smallest cooldown accepted (DESIGN: never 0), also the retry delay after a failed fetch. */
+export const minimumCooldownMs = 1_000
+
+/** Applies the defaults and the cooldown floor. */
+export const resolve = (options: Options = {}): Resolved => ({
+  cooldownMs: Math.max(minimumCooldownMs, options.cooldownMs ?? 30_000),
+  maxAgeMs: Math.max(minimumCooldownMs, options.maxAgeMs ?? 600_000),
+  timeoutMs: options.timeoutMs ?? 5_000
+})
+
+/** A fetched key set: jose's key selection over it, and the keys already chosen for known token headers. */
+export interface KeySet {
+  /** jose's own selection (`createLocalJWKSet`: kid, kty, crv, the JWK's alg, use and key_ops). */
+  readonly resolve: ReturnType<typeof jose.createLocalJWKSet>
+  /**
+   * The key that verified a token with this exact encoded protected header. Only successful
+   * verifications are remembered, so only headers the provider signed appear; selection depends
+   * on the header alone, so a remembered key is the one jose would select again.
+   */
+  readonly keyForHeader: (encodedHeader: string) => CryptoKey | undefined
+  readonly remember: (encodedHeader: string, key: CryptoKey) => void
+}
+
+/** Distinct signed headers remembered per key set (providers sign with a handful). */
+const rememberedHeaders = 64
+
+const keySetOf = (set: jose.JSONWebKeySet): KeySet => {
+  const byHeader = new Map<string, CryptoKey>()
+  return {
+    resolve: jose.createLocalJWKSet(set),
+    keyForHeader: (encodedHeader) => byHeader.get(encodedHeader),
+    remember: (encodedHeader, key) => {
+      if (byHeader.size >= rememberedHeaders) byHeader.clear()
+      byHeader.set(encodedHeader, key)
+    }
+  }
+}
+
 interface Entry {
-  keys: ReturnType<typeof jose.createLocalJWKSet> | undefined
+  keySet: KeySet | undefined
+  /** Clock time of the last successful fetch. */
   fetchedAt: number
-  /** Fetch count, for tests and metrics. */
+  /** Clock time of the last attempt, successful or not. */
+  attemptedAt: number
+  lastFailure: JwksUnavailable | undefined
   fetches: number
   readonly lock: Effect.Semaphore
 }
 
 const entries = new Map<string, Entry>()
 
-const JwkSet = Schema.Struct({ keys: Schema.Array(Schema.Record({ key: Schema.String, value: Schema.Unknown })) })
-
-const fetchJson = <A, I>(url: string, schema: Schema.Schema<A, I>, timeoutMs: number) =>
-  Effect.gen(function*() {
-    const client = yield* HttpClient.HttpClient
-    const response = yield* client.get(url, { accept: "application/json" }).pipe(Effect.timeout(Duration.millis(timeoutMs)))
-    return yield* HttpClientResponse.schemaBodyJson(schema)(yield* HttpClientResponse.filterStatusOk(response))
-  }).pipe(Effect.mapError((error) => new JwksUnavailable({ url, message: error.message })))
-
 const entryOf = (url: string): Entry => {
   let entry = entries.get(url)
   if (entry === undefined) {
-    entry = { keys: undefined, fetchedAt: Number.NEGATIVE_INFINITY, fetches: 0, lock: Effect.unsafeMakeSemaphore(1) }
+    entry = {
+      keySet: undefined,
+      fetchedAt: Number.NEGATIVE_INFINITY,
+      attemptedAt: Number.NEGATIVE_INFINITY,
+      lastFailure: undefined,
+      fetches: 0,
+      lock: Effect.unsafeMakeSemaphore(1)
+    }
     entries.set(url, entry)
   }
   return entry
 }
 
-/** Fetches `url` unless it was fetched within `minAgeMs`; concurrent callers share one fetch. */
-const refresh = (url: string, entry: Entry, minAgeMs: number, timeoutMs: number) =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) =>
-    // The common case, a fresh key set, takes no lock.
-    entry.keys !== undefined && now - entry.fetchedAt < minAgeMs ? Effect.void : refreshLocked(url, entry, minAgeMs, timeoutMs))
+/**
+ * GETs `url` and decodes its JSON body with `schema`: timeout, no redirects (the configured URL is
+ * the final one), 2xx only. Shared with OIDC discovery.
+ */
+export const fetchJson = <A, I>(
+  url: string,
+  schema: Schema.Schema<A, I>,
+  timeoutMs: number
+): Effect.Effect<A, JwksUnavailable, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const client = yield* HttpClient.HttpClient
+    // Keep whatever fetch options the app configured, but never follow a redirect.
+    const init = Option.getOrElse(yield* Effect.serviceOption(FetchHttpClient.RequestInit), () => ({}))
+    const response = yield* client.get(url, { accept: "application/json" }).pipe(
+      Effect.provideService(FetchHttpClient.RequestInit, { ...init, redirect: "manual" }),
+      Effect.mapError((error) => new JwksUnavailable({ url, reason: error._tag }))
+    )
+    if (response.status < 200 || response.status >= 300) {
+      return yield* new JwksUnavailable({ url, reason: `status ${response.status}` })
+    }
+    return yield* HttpClientResponse.schemaBodyJson(schema)(response).pipe(
+      Effect.mapError(() => new JwksUnavailable({ url, reason: "unexpected body" }))
+    )
+  }).pipe(
+    Effect.timeoutFail({
+      duration: Duration.millis(timeoutMs),
+      onTimeout: () => new JwksUnavailable({ url, reason: `no answer within ${timeoutMs} ms` })
+    })
+  )
 
-const refreshLocked = (url: string, entry: Entry, minAgeMs: number, timeoutMs: number) =>
+const JwkSet = Schema.Struct({
+  keys: Schema.Array(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+})
+
+/** Fetches under the entry's lock when `due` still holds once the lock is held (concurrent callers share one fetch). */
+const fetchIfDue = (url: string, entry: Entry, options: Resolved, due: (now: number) => boolean) =>
   entry.lock.withPermits(1)(Effect.gen(function*() {
     const now = yield* Clock.currentTimeMillis
-    if (entry.keys !== undefined && now - entry.fetchedAt < minAgeMs) return
+    if (!due(now)) return
+    entry.attemptedAt = now
     entry.fetches++
+    const set = yield* Effect.either(fetchJson(url, JwkSet, options.timeoutMs))
+    if (set._tag === "Left") {
+      entry.lastFailure = set.left
+      return
+    }
+    // The schema checked the shape; jose checks each key when it is selected.
+    entry.keySet = keySetOf(set.right as unknown as jose.JSONWebKeySet)
     entry.fetchedAt = now
-    const set = yield* fetchJson(url, JwkSet, timeoutMs)
-    entry.keys = jose.createLocalJWKSet(set as jose.JSONWebKeySet)
+    entry.lastFailure = undefined
   }))
 
-/**
- * The cached key set of `url` when it is fresh at `now` (the hot path: no lock, no effect), else
- * undefined and `verify` must be used.
- */
-export const freshKeys = (url: string, now: number, options: Options = {}) => {
+/** The cached key set of `url` when it is fresh at `now`: the hot path, with no lock and no effect. */
+export const freshKeySet = (url: string, now: number, options: Resolved): KeySet | undefined => {
   const entry = entries.get(url)
-  return entry?.keys !== undefined && now - entry.fetchedAt < (options.maxAgeMs ?? 600_000) ? entry.keys : undefined
+  return entry?.keySet !== undefined && now - entry.fetchedAt < options.maxAgeMs ? entry.keySet : undefined
 }
 
-/** The number of times `url` was fetched in this process. */
-export const fetchCount = (url: string): number => entries.get(url)?.fetches ?? 0
-
-/**
- * Verifies `token` with the key set at `url`: loads it on first use (or when stale), and on an
- * unknown `kid` refetches once if the cooldown allows, then tries again.
- */
-export const verify = (
-  token: string,
-  url: string,
-  verifyOptions: jose.JWTVerifyOptions,
-  options: Options = {}
-): Effect.Effect<jose.JWTPayload, JwksUnavailable | jose.errors.JOSEError, HttpClient.HttpClient> =>
-  Effect.gen(function*() {
-    const entry = entryOf(url)
-    const cooldownMs = Math.max(1_000, options.cooldownMs ?? 30_000)
-    const timeoutMs = options.timeoutMs ?? 5_000
-    yield* refresh(url, entry, options.maxAgeMs ?? 600_000, timeoutMs)
-    const attempt = Effect.tryPromise({
-      try: () => jose.jwtVerify(token, entry.keys!, verifyOptions),
-      catch: (error) => error instanceof jose.errors.JOSEError ? error : new jose.errors.JOSEError(String(error))
-    })
-    return yield* attempt.pipe(
-      Effect.catchIf(
-        (error) => error.code === "ERR_JWKS_NO_MATCHING_KEY",
-        () => Effect.zipRight(refresh(url, entry, cooldownMs, timeoutMs), attempt)
-      ),
-      Effect.map((result) => result.payload)
-    )
-  })
-
-const Discovery = Schema.Struct({ issuer: Schema.String, jwks_uri: Schema.String })
-const discovered = new Map<string, string>()
-
-const discoveryUrlOf = (issuer: string, discoveryUrl: string | undefined) =>
-  discoveryUrl ?? `${issuer.replace(/\/$/, "")}/.well-known/openid-configuration`
-
-/** The `jwks_uri` already discovered for `issuer`, if any (no fetch). */
-export const discoveredJwksUri = (issuer: string, discoveryUrl?: string): string | undefined =>
-  discovered.get(discoveryUrlOf(issuer, discoveryUrl))
-
-/**
- * The `jwks_uri` of an OpenID provider, from `${issuer}/.well-known/openid-configuration` (or
- * `discoveryUrl`), fetched on first use and cached for the process lifetime.
- */
-export const discoverJwksUri = (
-  issuer: string,
-  discoveryUrl?: string,
-  options: Options = {}
-): Effect.Effect<string, JwksUnavailable, HttpClient.HttpClient> =>
+/** The key set of `url`: loaded on first use, refreshed when older than `maxAgeMs` (stale keys serve if that fails). */
+export const keySet = (url: string, options: Resolved): Effect.Effect<KeySet, JwksUnavailable, HttpClient.HttpClient> =>
   Effect.suspend(() => {
-    const url = discoveryUrlOf(issuer, discoveryUrl)
-    const known = discovered.get(url)
-    if (known !== undefined) return Effect.succeed(known)
-    return fetchJson(url, Discovery, options.timeoutMs ?? 5_000).pipe(
-      Effect.tap((document) => Effect.sync(() => discovered.set(url, document.jwks_uri))),
-      Effect.map((document) => document.jwks_uri)
+    const entry = entryOf(url)
+    const due = (now: number) =>
+      (entry.keySet === undefined || now - entry.fetchedAt >= options.maxAgeMs) && now - entry.attemptedAt >= minimumCooldownMs
+    const loaded = Effect.suspend(() =>
+      entry.keySet !== undefined
+        ? Effect.succeed(entry.keySet)
+        : Effect.fail(entry.lastFailure ?? new JwksUnavailable({ url, reason: "not loaded" }))
+    )
+    return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      // Stale keys with nothing to fetch yet serve at once, without queueing behind a fetch in flight.
+      entry.keySet !== undefined && !due(now) ? Effect.succeed(entry.keySet) : Effect.zipRight(fetchIfDue(url, entry, options, due), loaded))
+  })
+
+/**
+ * Called after `used` found no key for a token's kid: refetches unless another fiber already did
+ * or the cooldown forbids it. Returns the newer key set, or undefined when nothing changed.
+ */
+export const keySetAfterUnknownKid = (
+  url: string,
+  used: KeySet,
+  options: Resolved
+): Effect.Effect<KeySet | undefined, never, HttpClient.HttpClient> =>
+  Effect.suspend(() => {
+    const entry = entryOf(url)
+    return fetchIfDue(url, entry, options, (now) => entry.keySet === used && now - entry.attemptedAt >= options.cooldownMs).pipe(
+      Effect.map(() => entry.keySet !== used ? entry.keySet : undefined)
     )
   })
+
+/** How many times `url` was fetched by this process (tests and metrics). */
+export const fetchCount = (url: string): number => entries.get(url)?.fetches ?? 0

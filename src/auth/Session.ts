@@ -54,6 +54,12 @@ const checkSecret = (secret: string) => {
   return bytes < minimumSecretBytes ? Effect.fail(new SessionSecretTooShort({ bytes })) : Effect.void
 }
 
+/** Throws `SessionSecretTooShort` for a secret under 32 bytes: for constructors, which refuse at configuration time. */
+export const checkSecretSync = (secret: string): void => {
+  const bytes = Buffer.byteLength(secret)
+  if (bytes < minimumSecretBytes) throw new SessionSecretTooShort({ bytes })
+}
+
 const sign = (secret: string, payload: string) => createHmac("sha256", secret).update(payload).digest()
 
 /** Mints a session value for `subject`, valid for `maxAgeSeconds` (default 7 days) from now. */
@@ -76,8 +82,10 @@ export const verifySession = (value: string, secret: string): Effect.Effect<Subj
     yield* checkSecret(secret)
     const [payload, signature, ...rest] = value.split(".")
     if (payload === undefined || signature === undefined || rest.length > 0) return yield* new SessionInvalid({ reason: "malformed" })
-    const expected = sign(secret, payload)
-    const given = Buffer.from(signature, "base64url")
+    // Compare the encoded text, not decoded bytes: a lenient base64 decoder would accept
+    // variants of one signature, and the value must be exactly what was issued.
+    const expected = Buffer.from(sign(secret, payload).toString("base64url"))
+    const given = Buffer.from(signature)
     if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
       return yield* new SessionInvalid({ reason: "signature" })
     }
@@ -100,16 +108,15 @@ export const sessionCookie = (
 export const clearSessionCookie = (): string => `${cookieName}=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax`
 
 /**
- * The password-session strategy: reads the `fw:session` cookie. No cookie is no match; a cookie
- * that is tampered with or expired is a failed verdict (the chain stops); a valid one authenticates.
+ * The password-session strategy (id `password-session`): reads the `fw:session` cookie. No cookie
+ * is no match; a cookie that is tampered with or expired is a failed verdict (the chain stops); a
+ * valid one authenticates. Throws `SessionSecretTooShort` for a secret under 32 bytes.
  */
 export const passwordSessionStrategy = (options: {
   readonly secret: string
   readonly cookieName?: string
 }): AuthStrategy.AuthStrategy => {
-  if (Buffer.byteLength(options.secret) < minimumSecretBytes) {
-    throw new SessionSecretTooShort({ bytes: Buffer.byteLength(options.secret) })
-  }
+  checkSecretSync(options.secret)
   return {
     id: "password-session",
     outboundHosts: [],

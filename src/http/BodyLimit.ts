@@ -8,6 +8,7 @@ import { HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Config, Effect, Option, Schema } from "effect"
 import type { IncomingMessage } from "node:http"
+import type { Socket } from "node:net"
 
 /** The default cap: 8 MiB. */
 export const defaultMaxBodyBytes = 8 * 1024 * 1024
@@ -43,14 +44,40 @@ const incomingOf = (request: HttpServerRequest.HttpServerRequest): IncomingMessa
     : undefined
 }
 
+/** How long a connection refused with 413 keeps discarding the upload before it is closed. */
+export const lingerMillis = 5_000
+
+/**
+ * Refuses the rest of an upload without losing the answer. Node closes a `Connection: close`
+ * socket as soon as the 413 is written; with upload data still arriving, the kernel then answers
+ * with a reset (and an eager FIN makes a client still writing fail with EPIPE), either of which can
+ * swallow the 413 before the client reads it. So the rest is discarded as it arrives (never
+ * buffered), and the close lingers: the socket is destroyed once the client closes its side (it
+ * has the complete 413 by then), or after `lingerMillis`.
+ */
+const discardRest = (incoming: IncomingMessage) => {
+  incoming.resume()
+  const socket: Socket | null = incoming.socket
+  if (socket === null || socket.destroyed) return
+  socket.destroySoon = function lingeringClose(this: Socket) {
+    const timer = setTimeout(() => this.destroy(), lingerMillis)
+    timer.unref()
+    this.once("close", () => clearTimeout(timer))
+    this.once("end", () => this.destroy())
+  }
+}
+
 /** Reads the whole body, failing `PayloadTooLarge` as soon as it passes `limit` bytes. */
 export const readCapped = (
   request: HttpServerRequest.HttpServerRequest,
   limit: number
 ): Effect.Effect<Uint8Array, PayloadTooLarge | BodyReadFailed> => {
-  const declared = Number(request.headers["content-length"] ?? Number.NaN)
-  if (Number.isFinite(declared) && declared > limit) return Effect.fail(new PayloadTooLarge({ limit }))
   const incoming = incomingOf(request)
+  const declared = Number(request.headers["content-length"] ?? Number.NaN)
+  if (Number.isFinite(declared) && declared > limit) {
+    if (incoming !== undefined) discardRest(incoming)
+    return Effect.fail(new PayloadTooLarge({ limit }))
+  }
   if (incoming === undefined) {
     // Not a Node request (a web handler in tests): the platform's own reader, which counts as it reads.
     return request.arrayBuffer.pipe(
@@ -72,9 +99,7 @@ export const readCapped = (
       size += chunk.length
       if (size > limit) {
         cleanup()
-        // Discard the rest (nothing more is kept): closing a socket with unread data makes the
-        // kernel send a reset, and the client would lose the 413 we are about to send.
-        incoming.resume()
+        discardRest(incoming)
         chunks.length = 0
         resume(Effect.fail(new PayloadTooLarge({ limit })))
       } else {

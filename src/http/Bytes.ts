@@ -1,44 +1,97 @@
 /**
- * Binary downloads: `bytes(stream, {contentType, contentLength, contentDisposition})` pipes the
- * stream to the client chunk by chunk (never buffered, never compressed), after the method gate,
- * sunset, decode and guards ran like for any route.
+ * Binary answers: `bytes(source, {contentType, contentLength, contentDisposition})`. The body is
+ * piped chunk by chunk (the Node adapter waits for `drain`), never buffered whole and never
+ * compressed. A thunk source is opened only when the body is sent, after the method gate, sunset
+ * gate, decode and guards, and not at all for `HEAD`.
+ *
+ * ```ts
+ * handler: ({ params }) => Effect.succeed(bytes(() => createReadStream(fileOf(params.id)), {
+ *   contentType: "application/pdf", contentDisposition: `attachment; filename="report.pdf"`
+ * }))
+ * ```
  */
 import { HttpServerResponse } from "@effect/platform"
-import type { Stream } from "effect"
+import { NodeStream } from "@effect/platform-node"
+import { Predicate, Stream } from "effect"
+import { Readable } from "node:stream"
 
-/** Options of a download. */
+/** What a binary body may come from. */
+export type Source =
+  | Stream.Stream<Uint8Array, unknown>
+  | Readable
+  | ReadableStream<Uint8Array>
+  | AsyncIterable<Uint8Array>
+
+/** Response metadata of a binary answer. */
 export interface Options {
-  readonly contentType: string
+  readonly contentType?: string
   readonly contentLength?: number
   readonly contentDisposition?: string
 }
 
-/** A route handler's binary answer. */
-export interface BytesResponse {
-  readonly _tag: "BytesResponse"
-  readonly stream: Stream.Stream<Uint8Array, unknown> | (() => Stream.Stream<Uint8Array, unknown>)
+const TypeId: unique symbol = Symbol.for("@fw/framework/http/Bytes")
+
+/** A binary answer of a handler. */
+export interface Bytes {
+  readonly [TypeId]: typeof TypeId
+  readonly open: () => Source
   readonly options: Options
 }
 
-/** Answers with a byte stream (or a thunk making it, so nothing opens before the guards passed). */
-export const bytes = (stream: BytesResponse["stream"], options: Options): BytesResponse => ({
-  _tag: "BytesResponse",
-  stream,
+/** True for a `bytes(...)` answer. */
+export const isBytes = (u: unknown): u is Bytes => Predicate.hasProperty(u, TypeId)
+
+/** A binary answer; pass a thunk to open the source only when the body is actually sent. */
+export const bytes = (source: Source | (() => Source), options: Options = {}): Bytes => ({
+  [TypeId]: TypeId,
+  open: typeof source === "function" ? source : () => source,
   options
 })
 
-/** True for a binary answer. */
-export const isBytes = (value: unknown): value is BytesResponse =>
-  typeof value === "object" && value !== null && "_tag" in value && value._tag === "BytesResponse"
+/** Reading the binary source failed mid-response (the response is cut short). */
+export class BytesSourceFailed extends Error {
+  override readonly name = "BytesSourceFailed"
+}
 
-/** The streaming response of a binary answer. */
-export const response = (answer: BytesResponse, headers: Record<string, string> = {}) =>
-  HttpServerResponse.stream(typeof answer.stream === "function" ? answer.stream() : answer.stream, {
-    contentType: answer.options.contentType,
+const isStream = (source: Source): source is Stream.Stream<Uint8Array, unknown> =>
+  Predicate.hasProperty(source, Stream.StreamTypeId)
+
+const isWebStream = (source: Source): source is ReadableStream<Uint8Array> =>
+  typeof (source as { readonly getReader?: unknown }).getReader === "function"
+
+const toStream = (source: Source): Stream.Stream<Uint8Array, unknown> => {
+  if (isStream(source)) return source
+  if (source instanceof Readable) {
+    return NodeStream.fromReadable<BytesSourceFailed, Uint8Array>(() => source, (cause) => new BytesSourceFailed(String(cause)))
+  }
+  if (isWebStream(source)) {
+    return Stream.fromReadableStream({ evaluate: () => source, onError: (cause) => new BytesSourceFailed(String(cause)) })
+  }
+  return Stream.fromAsyncIterable(source, (cause) => new BytesSourceFailed(String(cause)))
+}
+
+const headersOf = (options: Options): Record<string, string> => ({
+  // A proxy must not transform (compress) the body.
+  "cache-control": "no-transform",
+  "x-content-type-options": "nosniff",
+  ...(options.contentDisposition === undefined ? {} : { "content-disposition": options.contentDisposition })
+})
+
+/** The streamed response of a binary answer. The source is opened when the body starts. */
+export const response = (answer: Bytes): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.stream(Stream.suspend(() => toStream(answer.open())), {
+    contentType: answer.options.contentType ?? "application/octet-stream",
     ...(answer.options.contentLength === undefined ? {} : { contentLength: answer.options.contentLength }),
+    headers: headersOf(answer.options)
+  })
+
+/** The head of a binary answer (HEAD requests): the source is never opened. */
+export const head = (answer: Bytes): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.empty({
+    status: 200,
     headers: {
-      ...headers,
-      ...(answer.options.contentDisposition === undefined ? {} : { "content-disposition": answer.options.contentDisposition }),
-      "cache-control": "no-transform"
+      "content-type": answer.options.contentType ?? "application/octet-stream",
+      ...(answer.options.contentLength === undefined ? {} : { "content-length": String(answer.options.contentLength) }),
+      ...headersOf(answer.options)
     }
   })

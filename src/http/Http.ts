@@ -1,27 +1,125 @@
 /**
- * The app's HTTP API: REST routes and projected procedures through the pipeline, 405 answers on
- * their paths, the OpenAPI document at `/openapi.json` and a docs page at `/docs`.
+ * The app's REST surface on the rpc listener: hand-written routes and projected procedures
+ * through the pipeline, 405 answers on their paths (and on `/rpc`), 415 for multipart under
+ * `/form/*`, the OpenAPI document at `/openapi.json` and a docs page at `/docs`.
  */
-import { HttpApiScalar, HttpLayerRouter, HttpServerResponse, OpenApi } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { HttpApiScalar, HttpLayerRouter, HttpServerRequest, HttpServerResponse, OpenApi } from "@effect/platform"
+import { Effect, Layer, Option } from "effect"
 import type { App } from "../app/App.js"
+import * as HttpResponses from "../app/HttpResponses.js"
 import { Runtime } from "../app/Runtime.js"
+import { Store } from "../kernel/Store.js"
+import * as Endpoint from "./Endpoint.js"
 import * as Idempotency from "./Idempotency.js"
+import * as IdempotencyStore from "./IdempotencyStore.js"
+import * as MethodGate from "./MethodGate.js"
 import * as OpenApiDocument from "./OpenApiDocument.js"
 import * as Pipeline from "./Pipeline.js"
 import * as Projection from "./Projection.js"
+import * as RequestBody from "./RequestBody.js"
+import * as RestRoute from "./RestRoute.js"
 
-/** The REST routes, the projections and the OpenAPI document of `app`. */
+/** The endpoints of an app: its REST routes, then its projected procedures. */
+export const endpointsOf = (app: App): ReadonlyArray<Endpoint.Endpoint> => [
+  ...app.restRoutes.map(Endpoint.fromRoute),
+  ...Projection.endpoints(app.procedures.values())
+]
+
+/** The HttpApi of an app's REST surface (its document is what `/openapi.json` serves). */
+export const api = (app: App) =>
+  OpenApiDocument.api(app.name, endpointsOf(app), Idempotency.settingsOf(app.idempotency) !== undefined)
+
+/** The paths the surface mounts, each with its methods and shared body cap. */
+interface PathGroup {
+  readonly path: `/${string}`
+  readonly methods: Set<string>
+  cap: number
+}
+
+/**
+ * Checks the endpoints as mounted together: one route per method and path, and no
+ * `streaming: true` on a route the idempotency binding claims. Throws `RestRouteInvalid`.
+ */
+export const plan = (
+  endpoints: ReadonlyArray<Endpoint.Endpoint>,
+  maxBodyBytes: number,
+  idempotency: Idempotency.Settings | undefined
+): ReadonlyMap<string, PathGroup> => {
+  const groups = new Map<string, PathGroup>()
+  for (const endpoint of endpoints) {
+    const what = `${endpoint.method} ${endpoint.path}`
+    if (idempotency !== undefined && endpoint.claimable && endpoint.streaming) {
+      throw new RestRoute.RestRouteInvalid(`${what}: "streaming: true" on a route the idempotency binding claims (its answers cannot be replayed)`)
+    }
+    const key = Endpoint.pathKey(endpoint.path)
+    let group = groups.get(key)
+    if (group === undefined) groups.set(key, group = { path: endpoint.path, methods: new Set(), cap: 0 })
+    const clashes = group.methods.has(endpoint.method) ||
+      (endpoint.method === "HEAD" && group.methods.has("GET")) || (endpoint.method === "GET" && group.methods.has("HEAD"))
+    if (clashes) throw new RestRoute.RestRouteInvalid(`${what}: declared twice (a route or a projected procedure already answers it)`)
+    group.methods.add(endpoint.method)
+    // Routes sharing a path share one body read: the widest cap among the group's body-reading routes.
+    if (RestRoute.mutatingMethods.has(endpoint.method)) group.cap = Math.max(group.cap, endpoint.maxBodyBytes ?? maxBodyBytes)
+  }
+  return groups
+}
+
+/** `/rpc`: GET is the WebSocket upgrade, POST the HTTP transport; anything else is 405. */
+const rpcMethodGate = MethodGate.routes("/rpc", new Set(["GET", "POST"]))
+
+/** Multipart against `/form/*` is 415 (there is no multipart parser); other requests there find nothing. */
+const formRoutes = (["POST", "PUT", "PATCH", "DELETE"] as const).map((method) =>
+  HttpLayerRouter.route(
+    method,
+    "/form/*",
+    Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
+      RequestBody.isMultipart(request.headers)
+        ? RequestBody.multipartRefused()
+        : HttpResponses.error(404, "RouteNotFound", "no route here"))
+  )
+)
+
+/**
+ * The REST routes, the projections, the method gates, the OpenAPI document and the docs page of
+ * `app`, reading bodies up to `maxBodyBytes` (or a route's own cap). With `idempotency` on, the
+ * `IdempotencyStore` in context is used, or else the one matching the store (`layerFromStore`).
+ */
 export const routes = (app: App, maxBodyBytes: number) =>
   Layer.unwrapEffect(Effect.gen(function*() {
-    const runtime = yield* Runtime
-    const all = [...app.restRoutes, ...Projection.routes(app.procedures.values(), runtime)]
-    const api = OpenApiDocument.api(app.name, all)
+    const settings = Idempotency.settingsOf(app.idempotency)
+    const endpoints = endpointsOf(app)
+    const groups = plan(endpoints, maxBodyBytes, settings)
+    const api = OpenApiDocument.api(app.name, endpoints, settings !== undefined)
     const document = OpenApi.fromApi(api)
-    return Layer.mergeAll(
-      Pipeline.routes(all, maxBodyBytes, Idempotency.settingsOf(app.idempotency)),
-      HttpLayerRouter.add("GET", "/openapi.json", Effect.succeed(HttpServerResponse.unsafeJson(document))),
-      // The docs page ships its viewer inline: it works without network access.
-      HttpApiScalar.layerHttpLayerRouter({ api, path: "/docs" })
-    )
+    const provided = yield* Effect.serviceOption(IdempotencyStore.IdempotencyStore)
+    // Off, the binding never reads it: an empty memory tier stands in.
+    const idempotencyStore: Layer.Layer<IdempotencyStore.IdempotencyStore, never, Store> = Option.isSome(provided)
+      ? Layer.succeed(IdempotencyStore.IdempotencyStore, provided.value)
+      : settings === undefined
+      ? IdempotencyStore.layerMemory
+      : Layer.orDie(IdempotencyStore.layerFromStore)
+    const mounted = HttpLayerRouter.use((router) =>
+      Effect.gen(function*() {
+        const env: Pipeline.Env = {
+          runtime: yield* Runtime,
+          store: yield* Store,
+          idempotency: settings === undefined
+            ? undefined
+            : { settings, store: yield* IdempotencyStore.IdempotencyStore }
+        }
+        const byKey = new Map(endpoints.map((endpoint) => [endpoint, Endpoint.pathKey(endpoint.path)]))
+        for (const endpoint of endpoints) {
+          const cap = groups.get(byKey.get(endpoint)!)!.cap
+          // The router types exclude HEAD (it serves HEAD from GET); a HEAD-only route is mounted as declared.
+          const method = endpoint.method as Exclude<RestRoute.Method, "HEAD">
+          yield* router.add(method, endpoint.path, Pipeline.handler(endpoint, env, cap))
+        }
+        for (const group of groups.values()) yield* router.addAll(MethodGate.routes(group.path, group.methods))
+        if (!groups.has("/rpc")) yield* router.addAll(rpcMethodGate)
+        if (!groups.has("/form/*")) yield* router.addAll(formRoutes)
+        yield* router.add("GET", "/openapi.json", Effect.succeed(HttpServerResponse.unsafeJson(document)))
+      })
+    ).pipe(Layer.provide(idempotencyStore))
+    // The docs page ships its viewer inline: it works without network access.
+    return Layer.merge(mounted, HttpApiScalar.layerHttpLayerRouter({ api, path: "/docs" }))
   }))

@@ -1,94 +1,157 @@
 /**
- * Idempotent mutating requests (spec 3.6): the first request with a key runs; a request with the
- * same key while it runs gets 409; after it completed, the first response is replayed verbatim
- * (without `Set-Cookie`) with `Idempotency-Replayed: true` until the TTL lapses. The scope is
- * (tenant, method, path, key) plus a fingerprint of the body: the same key with another body is 422.
- * The claim is an atomic insert, so it holds across replicas sharing a database.
+ * The idempotency binding (spec 3.6, 4.5 rule 3): with the app option `idempotency` on, a mutating
+ * request (POST, PUT, PATCH, DELETE) carrying the key header is run once per scope
+ * (tenant, method, path, key). A second request with the key gets 409 while the first runs, the
+ * first response verbatim with `Idempotency-Replayed: true` once it completed (never its
+ * `Set-Cookie`), and 422 when its method, path, query or body differ from the first. Failures
+ * before the handler (decode, guards, 413) do not consume the key, nor do 5xx answers or a
+ * handler that returned an undeclared stream: the claim is released and a retry runs again.
  */
-import { Clock, Effect, Option } from "effect"
+import { HttpServerResponse } from "@effect/platform"
+import { Effect, Exit } from "effect"
 import { createHash } from "node:crypto"
-import type { StoreShape } from "../kernel/Store.js"
-import * as Subject from "../kernel/Subject.js"
-import { IdempotencyRecords } from "./tables.js"
+import type { IdempotencyOption } from "../app/App.js"
+import * as HttpResponses from "../app/HttpResponses.js"
+import type { IdempotencyStoreShape, Scope, StoredResponse } from "./IdempotencyStore.js"
 
-/** Resolved idempotency settings. */
+/** The binding's settings: the header (lower case) and the record lifetime. */
 export interface Settings {
-  /** Lower-case header name. */
   readonly header: string
   readonly ttlMs: number
 }
 
-/** `idempotency: true | {header, ttlMs}` → settings, or undefined when off. */
-export const settingsOf = (option: boolean | { readonly header?: string; readonly ttlMs?: number }): Settings | undefined =>
-  option === false
-    ? undefined
-    : {
-      header: (option === true ? undefined : option.header)?.toLowerCase() ?? "idempotency-key",
-      ttlMs: (option === true ? undefined : option.ttlMs) ?? 86_400_000
+/** The default header. */
+export const defaultHeader = "Idempotency-Key"
+
+/** The default record lifetime: 24 hours. */
+export const defaultTtlMs = 86_400_000
+
+/** The settings of the app option, or `undefined` when idempotency is off. */
+export const settingsOf = (option: IdempotencyOption): Settings | undefined => {
+  if (option === false) return undefined
+  const given = option === true ? {} : option
+  const ttlMs = given.ttlMs ?? defaultTtlMs
+  if (!(Number.isFinite(ttlMs) && ttlMs > 0)) throw new Error(`idempotency: ttlMs must be a positive number, got ${ttlMs}`)
+  return { header: (given.header ?? defaultHeader).toLowerCase(), ttlMs }
+}
+
+/** The header marking a replayed response. */
+export const replayedHeader = "idempotency-replayed"
+
+const keyPattern = /^[\x21-\x7e][\x20-\x7e]{0,254}$/
+
+/**
+ * The key of a request: `undefined` without the header, `null` for a malformed one (empty, over
+ * 255 characters, or not printable ASCII). A Structured Field string (`"…"`) is unquoted.
+ */
+export const keyOf = (headers: Readonly<Record<string, string | undefined>>, settings: Settings): string | null | undefined => {
+  const raw = headers[settings.header]
+  if (raw === undefined) return undefined
+  const trimmed = raw.trim()
+  const key = trimmed.length >= 2 && trimmed.startsWith(`"`) && trimmed.endsWith(`"`) ? trimmed.slice(1, -1) : trimmed
+  return keyPattern.test(key) ? key : null
+}
+
+/** The 400 answer to a malformed key. */
+export const keyInvalid = (settings: Settings) =>
+  HttpResponses.error(400, "IdempotencyKeyInvalid", `the ${settings.header} header must be 1 to 255 printable ASCII characters`)
+
+/** A digest of what makes two requests "the same": method, path, query string and body. */
+export const fingerprint = (method: string, path: string, query: string, body: Uint8Array | undefined): string => {
+  const hash = createHash("sha256").update(`${method}\n${path}\n${query}\n`)
+  if (body !== undefined) hash.update(body)
+  return hash.digest("hex")
+}
+
+/** Response headers kept for replay; everything else (cookies, dates, connection) is not repeated. */
+const replayable: ReadonlySet<string> = new Set([
+  "content-type",
+  "location",
+  "etag",
+  "link",
+  "cache-control",
+  "vary",
+  "deprecation",
+  "sunset",
+  "content-disposition",
+  "content-language"
+])
+
+/** The replayable form of a response, or `undefined` when its body is a stream. */
+const toStored = (response: HttpServerResponse.HttpServerResponse): StoredResponse | undefined => {
+  const body = response.body
+  if (body._tag !== "Uint8Array" && body._tag !== "Empty") return undefined
+  const headers: Record<string, string> = {}
+  for (const [name, value] of Object.entries(response.headers)) if (replayable.has(name)) headers[name] = value
+  if (body._tag === "Uint8Array") headers["content-type"] = body.contentType
+  return { status: response.status, headers, body: body._tag === "Uint8Array" ? body.body : new Uint8Array(0) }
+}
+
+/** What a guarded run produced: the answer, and whether the handler ran (only then is a response kept). */
+export interface Outcome {
+  readonly response: HttpServerResponse.HttpServerResponse
+  readonly handlerRan: boolean
+}
+
+const replay = (stored: StoredResponse) => {
+  const { "content-type": contentType, ...headers } = stored.headers
+  return HttpServerResponse.uint8Array(stored.body, {
+    status: stored.status,
+    headers: { ...headers, [replayedHeader]: "true" },
+    ...(contentType === undefined ? {} : { contentType })
+  })
+}
+
+/**
+ * Runs `run` under the key: answers 422, 409 or the replay without running it, or claims the key,
+ * runs it, and then completes the record (a handler's answer below 500 with a buffered body) or
+ * releases it (anything else, including interruption).
+ */
+export const guarded = <R>(
+  store: IdempotencyStoreShape,
+  scope: Scope,
+  requestFingerprint: string,
+  settings: Settings,
+  run: Effect.Effect<Outcome, never, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, R> =>
+  Effect.flatMap(Effect.either(store.claim(scope, requestFingerprint, settings.ttlMs)), (claimed) => {
+    if (claimed._tag === "Left") {
+      return Effect.as(
+        Effect.logError("idempotency claim failed", claimed.left.message),
+        HttpResponses.error(503, "IdempotencyUnavailable", "idempotency records are unavailable; retry later")
+      )
     }
-
-/** The outcome of a claim. */
-export type Claim =
-  | { readonly _tag: "Claimed"; readonly id: string }
-  | { readonly _tag: "InFlight" }
-  | { readonly _tag: "Mismatch" }
-  | {
-    readonly _tag: "Replay"
-    readonly status: number
-    readonly headers: Readonly<Record<string, string>>
-    readonly body: string
-  }
-
-const digest = (value: string | Uint8Array) => createHash("sha256").update(value).digest("hex")
-
-/** The record id of a key in its scope. */
-export const recordId = (tenantId: string | null, method: string, path: string, key: string) =>
-  digest(JSON.stringify([tenantId, method, path, key]))
-
-/** Claims `id` for a request whose body has `fingerprint` (as the system: the scope is in the id). */
-export const claim = (store: StoreShape, id: string, body: Uint8Array, ttlMs: number): Effect.Effect<Claim> =>
-  Effect.gen(function*() {
-    const fingerprint = digest(body)
-    const now = yield* Clock.currentTimeMillis
-    for (let attempt = 0; attempt < 3; attempt++) {
-      const inserted = yield* Effect.either(store.insert(IdempotencyRecords, {
-        id,
-        state: "inFlight",
-        fingerprint,
-        expiresAt: now + ttlMs,
-        status: null,
-        headers: null,
-        body: null
-      }))
-      if (inserted._tag === "Right") return { _tag: "Claimed", id } as const
-      const existing = yield* store.get(IdempotencyRecords, id)
-      if (Option.isNone(existing)) continue
-      const record = existing.value
-      if (record.expiresAt <= now) {
-        // Lapsed (for example after a crash between commit and completion): the key may run again.
-        yield* Effect.ignore(store.delete(IdempotencyRecords, id))
-        continue
-      }
-      if (record.fingerprint !== fingerprint) return { _tag: "Mismatch" } as const
-      if (record.state === "inFlight") return { _tag: "InFlight" } as const
-      return { _tag: "Replay", status: record.status ?? 200, headers: record.headers ?? {}, body: record.body ?? "" } as const
+    const claim = claimed.right
+    switch (claim._tag) {
+      case "Mismatch":
+        return Effect.succeed(HttpResponses.error(
+          422,
+          "IdempotencyKeyReused",
+          `this ${settings.header} was used for a different request; use a new key`
+        ))
+      case "InFlight":
+        return Effect.succeed(HttpResponses.error(
+          409,
+          "IdempotencyInFlight",
+          `a request with this ${settings.header} is still being processed`,
+          { "retry-after": "1" }
+        ))
+      case "Completed":
+        return Effect.succeed(replay(claim.response))
+      case "Claimed":
+        return Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(Effect.exit(restore(run)), (exit) => {
+            const stored = Exit.isSuccess(exit) && exit.value.handlerRan && exit.value.response.status < 500
+              ? toStored(exit.value.response)
+              : undefined
+            const settle = stored === undefined
+              ? store.release(scope, claim.owner)
+              : store.complete(scope, claim.owner, stored)
+            return Effect.zipRight(
+              Effect.catchAll(settle, (error) => Effect.logWarning("idempotency record not settled", error.message)),
+              Effect.map(exit, (outcome) => outcome.response)
+            )
+          })
+        )
     }
-    return { _tag: "InFlight" } as const
-  }).pipe(Effect.orDie, Subject.asSystem)
-
-/** Stores the response of a claimed request for replay. */
-export const complete = (
-  store: StoreShape,
-  id: string,
-  response: { readonly status: number; readonly headers: Readonly<Record<string, string>>; readonly body: string }
-) =>
-  store.update(IdempotencyRecords, id, {
-    state: "completed",
-    status: response.status,
-    headers: Object.fromEntries(Object.entries(response.headers).filter(([name]) => name.toLowerCase() !== "set-cookie")),
-    body: response.body
-  }).pipe(Effect.ignore, Subject.asSystem)
-
-/** Gives a claimed key back (the request failed before or in a way that must not be replayed). */
-export const release = (store: StoreShape, id: string) =>
-  store.delete(IdempotencyRecords, id).pipe(Effect.ignore, Subject.asSystem)
+  })

@@ -1,97 +1,174 @@
 /**
  * `defineRestRoute`: a plain HTTP route on the rpc listener, with a Schema-typed input
- * `{query?, params?, body?}`, guards, versioning, deprecation and sunset, a body cap and ETags.
+ * `{query?, params?, body?}`, guards, versioning, deprecation and sunset, a body cap, ETags and
+ * streamed answers (`sse(...)`, `bytes(...)`).
+ *
+ * ```ts
+ * export const getItem = defineRestRoute({
+ *   method: "GET",
+ *   path: "/items/:id",
+ *   version: "v2",                                        // served at /v2/items/:id
+ *   input: Schema.Struct({ params: Schema.Struct({ id: Schema.String }) }),
+ *   output: Item,
+ *   guards: [requireScope("items:read")],
+ *   etag: true,
+ *   handler: ({ params }, { store }) => store.get(Items, params.id).pipe(
+ *     Effect.flatMap(Option.match({ onNone: () => Effect.fail({ status: 404, message: "no such item" }), onSome: Effect.succeed })))
+ * })
+ * ```
  */
-import type { Effect, Schema } from "effect"
+import type { Effect } from "effect"
+import { Schema } from "effect"
 import type * as Guard from "../app/Guard.js"
-import type { HandlerContext } from "../app/Procedure.js"
 import type * as Bytes from "./Bytes.js"
 import type * as Sse from "./Sse.js"
 
-/** The methods a route may declare (`HEAD` is served wherever `GET` is). */
-export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS"
+/** The methods a route may declare. `HEAD` is also served wherever `GET` is, without a second route. */
+export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "HEAD" | "OPTIONS"
 
-/** What a REST handler sees besides its input. */
-export type Context = HandlerContext
+/** Methods that carry a request body and that idempotency may claim. */
+export const mutatingMethods: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
-/** A declared REST route. `path` is the mounted path (with its version prefix). */
-export interface RestRoute<I, IE, O, OE> {
+/** What a guard and a handler see: the resolved subject, the request headers, the store, the trace id. */
+export interface Context extends Guard.Context {
+  readonly traceId: string
+}
+
+/** What a handler may answer: the output (encoded as JSON), or a streamed answer. */
+export type Answer<O> = O | Sse.Sse | Bytes.Bytes
+
+/** The encoded shape every route input decodes from. */
+export interface RawInput {
+  readonly query?: unknown
+  readonly params?: unknown
+  readonly body?: unknown
+}
+
+/** A declared REST route. `path` is the mounted path, with its version prefix. */
+export interface RestRoute<I, IE extends RawInput, O, OE> {
   readonly _tag: "RestRoute"
   readonly method: Method
   readonly path: `/${string}`
+  /** The path as declared (without the version prefix). */
+  readonly declaredPath: `/${string}`
+  /** The declared version, or the `/vN/` prefix of the declared path. */
   readonly version: string | undefined
   readonly input: Schema.Schema<I, IE>
   readonly output: Schema.Schema<O, OE>
   readonly summary: string | undefined
   readonly guards: ReadonlyArray<Guard.Guard>
-  /** Returns the output, or an `sse(...)` or `bytes(...)` answer. */
-  readonly handler: (input: I, ctx: Context) => Effect.Effect<O | Sse.SseResponse | Bytes.BytesResponse, unknown>
-  /** The replacement pointer (a path, or a description such as `GET /v2/items`). */
+  readonly handler: (input: I, ctx: Context) => Effect.Effect<Answer<O>, unknown>
+  /** The replacement pointer: a path (`/v2/items`) or a method and path (`GET /v2/items`). */
   readonly deprecated: string | undefined
   readonly sunset: Date | undefined
   readonly maxBodyBytes: number | undefined
+  /** Weak ETags and `304`; GET routes only. */
   readonly etag: boolean
   readonly streaming: boolean
-  /** What the OpenAPI document shows as query and body, when `input` decodes them loosely (projections). */
-  readonly documented?: { readonly query?: Schema.Schema.Any; readonly body?: Schema.Schema.Any }
 }
 
 /**
- * Any route. `any` is the builder boundary: routes of different input and output types share one
- * list, and the pipeline decodes and encodes through each route's own schemas.
+ * Any route. `any` is the one builder boundary: routes of different input and output types share
+ * one list, and the pipeline decodes and encodes through each route's own schemas.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export type Any = RestRoute<any, any, any, any>
 
-/** A route declaration refused at definition time. */
+/** Options of `defineRestRoute`. `input` defaults to an empty struct, `output` to any JSON value. */
+export interface Options<I, IE extends RawInput, O, OE> {
+  readonly method: Method
+  /** A literal path; `:name` segments are path params. */
+  readonly path: `/${string}`
+  readonly input?: Schema.Schema<I, IE>
+  readonly output?: Schema.Schema<O, OE>
+  readonly summary?: string
+  readonly guards?: ReadonlyArray<Guard.Guard>
+  readonly handler: (input: I, ctx: Context) => Effect.Effect<Answer<O>, unknown>
+  /** Mounts the route under `/<version>`, e.g. `v2`. */
+  readonly version?: string
+  /** Marks the route deprecated; the value points at the replacement (`GET /v2/items`). */
+  readonly deprecated?: string
+  /** An ISO date; from then on the route answers 410. */
+  readonly sunset?: string
+  readonly maxBodyBytes?: number
+  readonly etag?: boolean
+  readonly streaming?: boolean
+}
+
+/** A route declaration refused at definition or mount time. */
 export class RestRouteInvalid extends Error {
   override readonly name = "RestRouteInvalid"
 }
 
+const methods: ReadonlySet<string> = new Set(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
 const versionPattern = /^v\d+$/
-const versionedPath = /^\/v\d+(\/|$)/
+const versionPrefix = /^\/(v\d+)(?:\/|$)/
+const segmentPattern = /^(?::[A-Za-z_][A-Za-z0-9_]*|[A-Za-z0-9._~!$&'()+,;=@%-]*|\*)$/
+const isoDate = /^\d{4}-\d{2}-\d{2}(?:[T ][\d:.]+(?:Z|[+-]\d{2}:?\d{2})?)?$/
 
-/** Declares a REST route. Throws `RestRouteInvalid` for `version` on a path already under `/vN/`. */
-export const defineRestRoute = <I, IE, O, OE>(descriptor: {
-  readonly method: Method
-  readonly path: `/${string}`
-  readonly input: Schema.Schema<I, IE>
-  readonly output: Schema.Schema<O, OE>
-  readonly handler: (input: I, ctx: Context) => Effect.Effect<O | Sse.SseResponse | Bytes.BytesResponse, unknown>
-  readonly summary?: string
-  readonly guards?: ReadonlyArray<Guard.Guard>
-  readonly version?: string
-  readonly deprecated?: string
-  readonly sunset?: string | Date
-  readonly maxBodyBytes?: number
-  readonly etag?: boolean
-  readonly streaming?: boolean
-}): RestRoute<I, IE, O, OE> => {
-  const { version } = descriptor
-  if (version !== undefined) {
-    if (!versionPattern.test(version)) throw new RestRouteInvalid(`route ${descriptor.path}: version "${version}" must look like "v2"`)
-    if (versionedPath.test(descriptor.path)) {
-      throw new RestRouteInvalid(`route ${descriptor.path}: the path already starts with a version and also declares version "${version}"`)
+/** The `/vN/` version a path starts with, if any. */
+export const versionOfPath = (path: string): string | undefined => versionPrefix.exec(path)?.[1]
+
+/** Checks a path's syntax (literal segments, `:name` params, a trailing `*`). */
+export const checkPath = (path: string, what: string): void => {
+  if (!path.startsWith("/")) throw new RestRouteInvalid(`${what}: the path "${path}" must start with "/"`)
+  const segments = path.slice(1).split("/")
+  segments.forEach((segment, index) => {
+    if (!segmentPattern.test(segment) || (segment === "*" && index !== segments.length - 1)) {
+      throw new RestRouteInvalid(`${what}: the path segment "${segment}" is neither literal text, a ":name" param nor a final "*"`)
+    }
+  })
+}
+
+/** Applies a version to a path; refuses a version on a path that already starts with `/vN/`. */
+export const versionedPath = (path: `/${string}`, version: string | undefined, what: string): `/${string}` => {
+  if (version === undefined) return path
+  if (!versionPattern.test(version)) throw new RestRouteInvalid(`${what}: version "${version}" must look like "v2"`)
+  if (versionOfPath(path) !== undefined) {
+    throw new RestRouteInvalid(`${what}: the path "${path}" already starts with a version; drop "version: ${version}" or the prefix`)
+  }
+  return path === "/" ? `/${version}` : `/${version}${path}`
+}
+
+/**
+ * Declares a REST route. Throws `RestRouteInvalid` for an unknown method, a malformed path, a
+ * `version` on a path already under `/vN/`, a sunset that is not an ISO date, or a cap that is not
+ * a positive integer.
+ */
+export const defineRestRoute = <I = {}, IE extends RawInput = {}, O = unknown, OE = unknown>(
+  options: Options<I, IE, O, OE>
+): RestRoute<I, IE, O, OE> => {
+  const what = `route ${options.method} ${options.path}`
+  if (!methods.has(options.method)) throw new RestRouteInvalid(`${what}: unknown method`)
+  checkPath(options.path, what)
+  const path = versionedPath(options.path, options.version, what)
+  let sunset: Date | undefined
+  if (options.sunset !== undefined) {
+    sunset = new Date(options.sunset)
+    if (!isoDate.test(options.sunset) || Number.isNaN(sunset.getTime())) {
+      throw new RestRouteInvalid(`${what}: sunset "${options.sunset}" is not an ISO date (e.g. 2027-01-31)`)
     }
   }
-  const sunset = descriptor.sunset === undefined ? undefined : new Date(descriptor.sunset)
-  if (sunset !== undefined && Number.isNaN(sunset.getTime())) {
-    throw new RestRouteInvalid(`route ${descriptor.path}: sunset "${String(descriptor.sunset)}" is not a date`)
+  if (options.maxBodyBytes !== undefined && !(Number.isInteger(options.maxBodyBytes) && options.maxBodyBytes > 0)) {
+    throw new RestRouteInvalid(`${what}: maxBodyBytes must be a positive integer`)
   }
   return {
     _tag: "RestRoute",
-    method: descriptor.method,
-    path: version === undefined ? descriptor.path : `/${version}${descriptor.path}`,
-    version,
-    input: descriptor.input,
-    output: descriptor.output,
-    summary: descriptor.summary,
-    guards: descriptor.guards ?? [],
-    handler: descriptor.handler,
-    deprecated: descriptor.deprecated,
+    method: options.method,
+    path,
+    declaredPath: options.path,
+    version: options.version ?? versionOfPath(options.path),
+    // Without declared schemas the input is an empty struct and the output any JSON value; the
+    // casts only widen those defaults to the (defaulted) type parameters.
+    input: options.input ?? (Schema.Struct({}) as unknown as Schema.Schema<I, IE>),
+    output: options.output ?? (Schema.Unknown as unknown as Schema.Schema<O, OE>),
+    summary: options.summary,
+    guards: options.guards ?? [],
+    handler: options.handler,
+    deprecated: options.deprecated,
     sunset,
-    maxBodyBytes: descriptor.maxBodyBytes,
-    etag: descriptor.etag === true && descriptor.method === "GET",
-    streaming: descriptor.streaming === true
+    maxBodyBytes: options.maxBodyBytes,
+    etag: options.etag === true && options.method === "GET",
+    streaming: options.streaming === true
   }
 }

@@ -1,18 +1,32 @@
 /**
- * `_fw_idempotency`: one row per (tenant, method, path, key), in flight or completed, expiring after the TTL.
+ * The REST area's tables. `IdempotencyRecords` is among the app's tables when idempotency is on,
+ * so the schema differ creates it with the rest (`IdempotencyStore.layerSql` also applies it at boot).
  */
 import { Schema } from "effect"
 import { defineTable } from "../kernel/Table.js"
 
-/** The idempotency records. `id` is a digest of the scope and the key. */
+/**
+ * `_fw_idempotency`: one row per (tenant, method, path, key). The id is a digest of that scope, so
+ * the primary key makes the claim atomic (`INSERT … ON CONFLICT DO NOTHING`).
+ */
 export const IdempotencyRecords = defineTable("_fw_idempotency", {
   fields: {
-    state: Schema.Literal("inFlight", "completed"),
+    tenant: Schema.String,
+    method: Schema.String,
+    path: Schema.String,
+    key: Schema.String,
+    /** A digest of the request (method, path, query, body): the same key with another request is 422. */
     fingerprint: Schema.String,
-    expiresAt: Schema.Number,
+    state: Schema.Literal("in-flight", "completed"),
+    /** The claim's random token: only its holder completes or releases the record. */
+    owner: Schema.String,
     status: Schema.NullOr(Schema.Number),
-    headers: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.String })),
-    body: Schema.NullOr(Schema.String)
+    /** JSON of the replayed headers. */
+    headers: Schema.NullOr(Schema.String),
+    /** The response body, base64. */
+    body: Schema.NullOr(Schema.String),
+    createdAt: Schema.Number,
+    expiresAt: Schema.Number
   },
   indexes: [["expiresAt"]]
 })

@@ -1,118 +1,232 @@
 import type { SqlClient } from "@effect/sql"
+import { HttpServerResponse } from "@effect/platform"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema, TestClock } from "effect"
-import { defineApp } from "../../src/app/App.js"
-import { defineRestRoute } from "../../src/http/RestRoute.js"
+import { Effect, Layer, TestClock } from "effect"
+import * as Idempotency from "../../src/http/Idempotency.js"
+import * as IdempotencyStore from "../../src/http/IdempotencyStore.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
-import { bearer, Notes, tokenStrategy } from "../app/fixtures.js"
 import * as Pg from "../support/Pg.js"
 import * as Serve from "../support/Serve.js"
+import { jsonBody, send } from "./client.js"
+import { bearer, counters, makeApp } from "./fixtures.js"
 
-/** An app whose POST /orders counts its handler runs. */
-const makeApp = () => {
-  let runs = 0
-  const placeOrder = defineRestRoute({
-    method: "POST",
-    path: "/orders",
-    input: Schema.Struct({ body: Schema.Struct({ item: Schema.String }) }),
-    output: Schema.Struct({ run: Schema.Number, item: Schema.String }),
-    handler: ({ body }) =>
-      Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve))).pipe(
-        Effect.as({ run: ++runs, item: body.item })
-      )
-  })
-  const app = defineApp({ name: "orders", tables: [Notes], restRoutes: [placeOrder], auth: [tokenStrategy], idempotency: { ttlMs: 60_000 } })
-  return { app, runs: () => runs }
-}
+if (!Pg.serverUrl) console.warn(Pg.skipReason)
 
-const post = (url: string, key: string, body: unknown, headers: Record<string, string> = bearer("tok-alice")) =>
-  Effect.promise(async () => {
-    const response = await fetch(`${url}/orders`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "idempotency-key": key, ...headers },
-      body: typeof body === "string" ? body : JSON.stringify(body)
-    })
-    return { status: response.status, replayed: response.headers.get("idempotency-replayed"), body: await response.text() }
-  })
+const app = makeApp({ idempotency: true })
 
-const tier = (client: Layer.Layer<SqlClient.SqlClient, unknown> | null, tables: Parameters<typeof SchemaDiffer.apply>[0]) =>
-  client === null
-    ? Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
-    : Store.layerSql.pipe(
-      Layer.provideMerge(ChangeTap.layerLocal),
-      Layer.provide(Layer.effectDiscard(SchemaDiffer.apply(tables)).pipe(Layer.provideMerge(client)))
-    )
+type Tier = () => Layer.Layer<Store.Store | ChangeTap.ChangeTap | SqlClient.SqlClient, unknown> | Layer.Layer<Store.Store | ChangeTap.ChangeTap>
 
-const suite = (name: string, client: () => Layer.Layer<SqlClient.SqlClient, unknown> | null) =>
-  describe(`idempotency: ${name}`, () => {
-    it.scoped("200 concurrent requests with one key run the handler once; the rest get 409 or the replay", () =>
+/** The SQL client stays in the output so the REST surface finds it for its idempotency records. */
+const sqlTier = (client: Layer.Layer<SqlClient.SqlClient, unknown>) =>
+  Store.layerSql.pipe(Layer.provideMerge(ChangeTap.layerLocal), Layer.provideMerge(client))
+
+const tiers: ReadonlyArray<readonly [string, Tier | null]> = [
+  ["memory", () => Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))],
+  ["sqlite", () => sqlTier(SqliteClient.layer({ filename: ":memory:" }))],
+  ["postgresql", Pg.serverUrl ? () => sqlTier(Pg.layerFreshClient) : null]
+]
+
+const post = (url: string, path: string, key: string | undefined, body: unknown, token = "tok-alice") =>
+  send(`${url}${path}`, jsonBody("POST", body, { ...bearer(token), ...(key === undefined ? {} : { "idempotency-key": key }) }))
+
+for (const [name, tier] of tiers) {
+  describe.skipIf(tier === null)(`idempotency over REST: ${name}`, () => {
+    const serve = () => Serve.serve(app, tier!(), { applySchema: true })
+
+    it.scopedLive("first run, then the verbatim replay with Idempotency-Replayed; another tenant's key is its own", () =>
       Effect.gen(function*() {
-        yield* TestClock.setTime(Date.now())
-        const { app, runs } = makeApp()
-        const served = yield* Serve.serve(app, tier(client(), app.tables))
-        const answers = yield* Effect.all(Array.from({ length: 200 }, () => post(served.url, "k-1", { item: "book" })), {
-          concurrency: "unbounded"
-        })
-        assert.strictEqual(runs(), 1)
-        const firsts = answers.filter((a) => a.status === 200 && a.replayed === null)
-        assert.strictEqual(firsts.length, 1)
-        assert.isTrue(answers.every((a) => a.status === 409 || (a.status === 200 && a.body === firsts[0]!.body)))
-        const replay = yield* post(served.url, "k-1", { item: "book" })
-        assert.deepStrictEqual([replay.status, replay.replayed, replay.body], [200, "true", firsts[0]!.body])
-        // Same key, another body: 422. Another tenant: its own scope.
-        assert.strictEqual((yield* post(served.url, "k-1", { item: "pen" })).status, 422)
-        const otherTenant = yield* post(served.url, "k-1", { item: "book" }, bearer("tok-bob"))
-        assert.deepStrictEqual([otherTenant.status, otherTenant.replayed, runs()], [200, null, 2])
-        // A request failing decode does not consume its key.
-        assert.strictEqual((yield* post(served.url, "k-2", { nope: 1 })).status, 400)
-        assert.deepStrictEqual([(yield* post(served.url, "k-2", { item: "cup" })).replayed, runs()], [null, 3])
-        // After the TTL the key runs again.
-        yield* TestClock.adjust("61 seconds")
-        const again = yield* post(served.url, "k-1", { item: "book" })
-        assert.deepStrictEqual([again.status, again.replayed, runs()], [200, null, 4])
+        const { url } = yield* serve()
+        const before = counters.echo
+        const first = yield* post(url, "/echo", "key-1", { n: 1 })
+        assert.strictEqual(first.status, 200)
+        assert.isNull(first.headers.get("idempotency-replayed"))
+        const again = yield* post(url, "/echo", "key-1", { n: 1 })
+        assert.strictEqual(again.status, 200)
+        assert.strictEqual(again.headers.get("idempotency-replayed"), "true")
+        assert.strictEqual(again.text, first.text)
+        assert.strictEqual(again.headers.get("content-type"), "application/json")
+        assert.strictEqual(counters.echo, before + 1)
+        const otherTenant = yield* post(url, "/echo", "key-1", { n: 1 }, "tok-bob")
+        assert.isNull(otherTenant.headers.get("idempotency-replayed"))
+        assert.strictEqual((otherTenant.json() as { tenant: string }).tenant, "globex")
+        const withoutKey = yield* post(url, "/echo", undefined, { n: 1 })
+        assert.isNull(withoutKey.headers.get("idempotency-replayed"))
+        assert.strictEqual(counters.echo, before + 3)
+      }))
+
+    it.scopedLive("200 concurrent requests with one key run the handler exactly once; the others get 409 or the replay", () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve()
+        const before = counters.echo
+        const answers = yield* Effect.all(
+          Array.from({ length: 200 }, () => post(url, "/echo", "burst", { n: 7 })),
+          { concurrency: "unbounded" }
+        )
+        assert.strictEqual(counters.echo, before + 1)
+        const ran = answers.filter((a) => a.status === 200 && a.headers.get("idempotency-replayed") === null)
+        const replayed = answers.filter((a) => a.status === 200 && a.headers.get("idempotency-replayed") === "true")
+        const inFlight = answers.filter((a) => a.status === 409)
+        assert.strictEqual(ran.length, 1)
+        assert.strictEqual(ran.length + replayed.length + inFlight.length, 200)
+        for (const replay of replayed) assert.strictEqual(replay.text, ran[0]!.text)
+        assert.strictEqual(inFlight[0]?.headers.get("retry-after") ?? "1", "1")
+      }))
+
+    it.scopedLive("the same key with another body is 422; a malformed key is 400", () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve()
+        assert.strictEqual((yield* post(url, "/echo", "key-2", { n: 1 })).status, 200)
+        const other = yield* post(url, "/echo", "key-2", { n: 2 })
+        assert.strictEqual(other.status, 422)
+        assert.strictEqual((other.json() as { _tag: string })._tag, "IdempotencyKeyReused")
+        assert.strictEqual((yield* post(url, "/echo", "x".repeat(300), { n: 1 })).status, 400)
+        const quoted = yield* post(url, "/echo", `"key-2"`, { n: 1 })
+        assert.strictEqual(quoted.headers.get("idempotency-replayed"), "true")
+      }))
+
+    it.scopedLive("failures before the handler (decode, guards, 413) and 5xx answers do not consume the key", () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve()
+        assert.strictEqual((yield* post(url, "/v2/notes", "key-3", { text: "", rank: 1 })).status, 400)
+        assert.strictEqual((yield* post(url, "/v2/notes", "key-4", { text: "x", rank: 1 }, "tok-carol")).status, 403)
+        assert.strictEqual((yield* post(url, "/v2/notes", "key-5", { text: "x".repeat(5000), rank: 1 })).status, 413)
+        for (const key of ["key-3", "key-4", "key-5"]) {
+          const retried = yield* post(url, "/v2/notes", key, { text: "ok", rank: 1 })
+          assert.strictEqual(retried.status, 200, key)
+          assert.isNull(retried.headers.get("idempotency-replayed"))
+        }
+        const before = counters.echo
+        assert.strictEqual((yield* post(url, "/echo/fail", "key-6", { status: 503 })).status, 503)
+        assert.strictEqual((yield* post(url, "/echo/fail", "key-6", { status: 503 })).status, 503)
+        assert.strictEqual(counters.echo, before + 2, "a 5xx frees the key: the retry runs")
+        assert.strictEqual((yield* post(url, "/echo/fail", "key-7", { status: 418 })).status, 418)
+        const replayed = yield* post(url, "/echo/fail", "key-7", { status: 418 })
+        assert.strictEqual(replayed.status, 418)
+        assert.strictEqual(replayed.headers.get("idempotency-replayed"), "true")
+        assert.strictEqual(counters.echo, before + 3, "a handler's 4xx is kept and replayed")
+      }))
+
+    it.scopedLive("a handler returning a stream without streaming: true fails, and its claim is released", () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve()
+        const before = counters.undeclared
+        assert.strictEqual((yield* post(url, "/stream/undeclared", "key-8", {})).status, 500)
+        assert.strictEqual((yield* post(url, "/stream/undeclared", "key-8", {})).status, 500)
+        assert.strictEqual(counters.undeclared, before + 2)
+      }))
+
+    it.scopedLive("projected mutations are deduplicated too", () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve()
+        const first = yield* post(url, "/v1/notes/add", "key-9", { text: "once", rank: 1 })
+        const second = yield* post(url, "/v1/notes/add", "key-9", { text: "once", rank: 1 })
+        assert.strictEqual(first.status, 200)
+        assert.strictEqual(second.headers.get("idempotency-replayed"), "true")
+        const listed = yield* send(`${url}/v1/notes/list`, { headers: bearer("tok-alice") })
+        assert.deepStrictEqual((listed.json() as ReadonlyArray<{ text: string }>).map((n) => n.text), ["once"])
+        const refused = yield* post(url, "/v1/notes/add", "key-10", { text: "x", rank: 1 }, "tok-carol")
+        assert.strictEqual(refused.status, 403)
+        assert.strictEqual((yield* post(url, "/v1/notes/add", "key-10", { text: "after", rank: 2 })).status, 200)
       }))
   })
-
-suite("memory", () => null)
-suite("sqlite", () => SqliteClient.layer({ filename: ":memory:" }))
-if (Pg.serverUrl !== null) {
-  suite("postgresql", () => Pg.layerFreshClient)
-  it.scoped("two app instances sharing PostgreSQL agree on one key", () =>
-    Effect.gen(function*() {
-      yield* TestClock.setTime(Date.now())
-      const url = yield* Pg.freshDatabase
-      const one = makeApp()
-      const two = makeApp()
-      const a = yield* Serve.serve(one.app, tier(Pg.layerClient(url), one.app.tables))
-      const b = yield* Serve.serve(two.app, tier(Pg.layerClient(url), two.app.tables))
-      const answers = yield* Effect.all(
-        Array.from({ length: 100 }, (_, i) => post(i % 2 === 0 ? a.url : b.url, "shared", { item: "x" })),
-        { concurrency: "unbounded" }
-      )
-      assert.strictEqual(one.runs() + two.runs(), 1)
-      assert.isTrue(answers.every((r) => r.status === 200 || r.status === 409))
-    }))
-} else {
-  describe("idempotency: postgresql", () => it("is skipped", () => console.warn(Pg.skipReason)))
 }
 
-describe("idempotency at mount", () => {
-  it.scopedLive("a streaming mutating route on an idempotent app is refused when mounting", () =>
+/** The record store's own states, with the TestClock moving past the TTL. */
+const storeStates = (name: string, layer: () => Layer.Layer<IdempotencyStore.IdempotencyStore, unknown>) =>
+  it.effect(`record states on ${name}: in flight, completed, mismatch, re-run after the TTL`, () =>
     Effect.gen(function*() {
-      const streaming = defineRestRoute({
-        method: "POST",
-        path: "/feed",
-        streaming: true,
-        input: Schema.Struct({}),
-        output: Schema.Void,
-        handler: () => Effect.void
+      const store = yield* IdempotencyStore.IdempotencyStore
+      const scope = { tenant: "acme", method: "POST", path: "/orders", key: "k" }
+      const claimed = yield* store.claim(scope, "fp-1", 60_000)
+      assert.strictEqual(claimed._tag, "Claimed")
+      assert.strictEqual((yield* store.claim(scope, "fp-1", 60_000))._tag, "InFlight")
+      assert.strictEqual((yield* store.claim(scope, "fp-2", 60_000))._tag, "Mismatch")
+      const owner = claimed._tag === "Claimed" ? claimed.owner : ""
+      yield* store.complete(scope, "someone-else", { status: 500, headers: {}, body: new Uint8Array() })
+      assert.strictEqual((yield* store.claim(scope, "fp-1", 60_000))._tag, "InFlight", "only the holder completes")
+      yield* store.complete(scope, owner, { status: 201, headers: { "content-type": "application/json" }, body: new TextEncoder().encode(`{"ok":1}`) })
+      const completed = yield* store.claim(scope, "fp-1", 60_000)
+      assert.strictEqual(completed._tag, "Completed")
+      if (completed._tag === "Completed") {
+        assert.strictEqual(completed.response.status, 201)
+        assert.strictEqual(new TextDecoder().decode(completed.response.body), `{"ok":1}`)
+      }
+      assert.strictEqual((yield* store.claim({ ...scope, tenant: "globex" }, "fp-1", 60_000))._tag, "Claimed")
+      yield* TestClock.adjust("61 seconds")
+      assert.strictEqual((yield* store.claim(scope, "fp-9", 60_000))._tag, "Claimed", "a lapsed record is taken over")
+      // A claim left in flight (a crash) also lapses after the TTL.
+      const crashed = { ...scope, key: "crash" }
+      assert.strictEqual((yield* store.claim(crashed, "fp", 1_000))._tag, "Claimed")
+      assert.strictEqual((yield* store.claim(crashed, "fp", 1_000))._tag, "InFlight")
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual((yield* store.claim(crashed, "fp", 1_000))._tag, "Claimed")
+    }).pipe(Effect.provide(layer()), Effect.orDie))
+
+describe("the idempotency record store", () => {
+  storeStates("memory", () => IdempotencyStore.layerMemory)
+  storeStates("sqlite", () => IdempotencyStore.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: ":memory:" }))))
+  if (Pg.serverUrl) storeStates("postgresql", () => IdempotencyStore.layerSql.pipe(Layer.provide(Pg.layerFreshClient)))
+
+  it.effect("a replay never repeats Set-Cookie (nor Date or Connection)", () =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.IdempotencyStore
+      const settings = Idempotency.settingsOf(true)!
+      const scope = { tenant: "acme", method: "POST", path: "/login", key: "k" }
+      const run = Effect.succeed<Idempotency.Outcome>({
+        response: HttpServerResponse.text("welcome", {
+          headers: { "set-cookie": "fw:session=secret", location: "/home", date: "Mon, 01 Jan 2024 00:00:00 GMT", connection: "close" }
+        }),
+        handlerRan: true
       })
-      const app = defineApp({ restRoutes: [streaming], idempotency: true })
-      const exit = yield* Effect.exit(Serve.serve(app, tier(null, app.tables)))
-      assert.strictEqual(exit._tag, "Failure")
-      assert.include(JSON.stringify(exit), "cannot be idempotent")
+      const first = yield* Idempotency.guarded(store, scope, "fp", settings, run)
+      assert.strictEqual(first.headers["set-cookie"], "fw:session=secret")
+      const replay = yield* Idempotency.guarded(store, scope, "fp", settings, run)
+      assert.strictEqual(replay.headers["idempotency-replayed"], "true")
+      assert.strictEqual(replay.headers["location"], "/home")
+      assert.isUndefined(replay.headers["set-cookie"])
+      assert.isUndefined(replay.headers["date"])
+      assert.isUndefined(replay.headers["connection"])
+    }).pipe(Effect.provide(IdempotencyStore.layerMemory)))
+})
+
+describe("the store in use", () => {
+  it.scopedLive("an IdempotencyStore in context is used instead of the one matching the store", () =>
+    Effect.gen(function*() {
+      const claims: Array<string> = []
+      const recording = Layer.effect(
+        IdempotencyStore.IdempotencyStore,
+        Effect.map(IdempotencyStore.makeMemory, (inner) => ({
+          ...inner,
+          claim: (scope: IdempotencyStore.Scope, fingerprint: string, ttlMs: number) =>
+            Effect.zipRight(Effect.sync(() => claims.push(scope.key)), inner.claim(scope, fingerprint, ttlMs))
+        }))
+      )
+      const tier = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal), Layer.merge(recording))
+      const { url } = yield* Serve.serve(app, tier)
+      yield* post(url, "/echo", "mine", { n: 1 })
+      assert.deepStrictEqual(claims, ["mine"])
+    }))
+})
+
+describe.skipIf(!Pg.serverUrl)("two app instances sharing PostgreSQL", () => {
+  it.scopedLive("agree on one key: 200 concurrent requests across both run the handler once", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const instance = () => sqlTier(Pg.layerClient(url))
+      const a = yield* Serve.serve(app, instance(), { applySchema: true })
+      const b = yield* Serve.serve(app, instance(), { applySchema: true })
+      const before = counters.echo
+      const answers = yield* Effect.all(
+        Array.from({ length: 200 }, (_, i) => post(i % 2 === 0 ? a.url : b.url, "/echo", "shared", { n: 3 })),
+        { concurrency: "unbounded" }
+      )
+      assert.strictEqual(counters.echo, before + 1)
+      assert.isTrue(answers.every((r) => r.status === 200 || r.status === 409))
+      const replays = answers.filter((r) => r.headers.get("idempotency-replayed") === "true")
+      const late = yield* post(b.url, "/echo", "shared", { n: 3 })
+      assert.strictEqual(late.headers.get("idempotency-replayed"), "true")
+      assert.isAtLeast(replays.length + answers.filter((r) => r.status === 409).length, 199)
     }))
 })

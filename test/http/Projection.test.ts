@@ -1,61 +1,81 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import { defineApp } from "../../src/app/App.js"
-import { requireScope } from "../../src/app/Guard.js"
-import { mutation, query } from "../../src/app/Procedure.js"
+import { query } from "../../src/app/Procedure.js"
+import * as Projection from "../../src/http/Projection.js"
+import { RestRouteInvalid } from "../../src/http/RestRoute.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
-import { bearer, Notes, tokenStrategy } from "../app/fixtures.js"
 import * as Serve from "../support/Serve.js"
+import { jsonBody, send } from "./client.js"
+import { addProjected, bearer, listProjected, liveProjected, makeApp, renameProjected } from "./fixtures.js"
 
-const list = query("notes.list", {
-  input: Schema.Struct({ minRank: Schema.optional(Schema.Number) }),
-  output: Schema.Array(Notes.schema),
-  publicApi: {},
-  handler: ({ minRank }, { store }) =>
-    store.find(Notes, { orderBy: "rank", ...(minRank === undefined ? {} : { where: { rank: { gte: minRank } } }) })
-})
-const add = mutation("notes.add", {
-  input: Schema.Struct({ text: Schema.String, rank: Schema.Number }),
-  output: Notes.schema,
-  guards: [requireScope("notes:write")],
-  publicApi: { version: "v2" },
-  handler: ({ rank, text }, { store, subject }) => store.insert(Notes, { tenantId: subject.tenantId ?? "", text, rank })
-})
-const app = defineApp({ name: "projected", tables: [Notes], procedures: [list, add], auth: [tokenStrategy], idempotency: true })
 const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
+const app = makeApp({ idempotency: false })
 
-const request = (url: string, init: RequestInit = {}) =>
-  Effect.promise(async () => {
-    const response = await fetch(url, init)
-    return { status: response.status, headers: response.headers, body: await response.text() }
+const add = (url: string, token: string, text: string, rank: number) =>
+  send(`${url}/v1/notes/add`, jsonBody("POST", { text, rank }, bearer(token)))
+
+describe("projection of publicApi procedures", () => {
+  it("method and path: query GET, mutation POST, /<version>/<tag as path>, overrides", () => {
+    assert.deepInclude(Projection.placement(listProjected, {}), { method: "GET", path: "/v1/notes/list", version: "v1" })
+    assert.deepInclude(Projection.placement(addProjected, {}), { method: "POST", path: "/v1/notes/add" })
+    assert.deepInclude(Projection.placement(renameProjected, renameProjected.publicApi!), {
+      method: "PATCH",
+      path: "/v3/notes/:id/name",
+      version: "v3"
+    })
+    assert.deepInclude(Projection.placement(liveProjected, { stream: "sse" }), { method: "GET", live: true })
+    assert.deepInclude(Projection.placement(addProjected, { stream: "sse" }), { method: "POST", live: false })
+    assert.deepInclude(Projection.placement(listProjected, { path: "/v4/custom" }), { path: "/v4/custom", version: "v4" })
+    assert.throws(() => Projection.placement(listProjected, { path: "/v4/custom", version: "v5" }), RestRouteInvalid)
   })
-const postJson = (url: string, body: unknown, headers: Record<string, string>) =>
-  request(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) })
 
-describe("projected procedures", () => {
-  it.scopedLive("queries are GETs from the query string, mutations POSTs from the body, with the socket's guards and tenant scoping", () =>
+  it.scopedLive("GET input comes from the query string, read through the input schema (numbers, arrays)", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Serve.serve(app, memory)
+      yield* add(url, "tok-alice", "low", 1)
+      yield* add(url, "tok-alice", "high", 5)
+      const filtered = yield* send(`${url}/v1/notes/list?minRank=2&ids=a`, { headers: bearer("tok-alice") })
+      assert.strictEqual(filtered.status, 200)
+      assert.deepStrictEqual((filtered.json() as ReadonlyArray<{ text: string }>).map((n) => n.text), ["high"])
+      const invalid = yield* send(`${url}/v1/notes/list?minRank=lots`, { headers: bearer("tok-alice") })
+      assert.strictEqual(invalid.status, 400)
+      assert.strictEqual((invalid.json() as { _tag: string })._tag, "InputInvalid")
+      assert.strictEqual((yield* send(`${url}/v1/notes/add`, { headers: bearer("tok-alice") })).headers.get("allow"), "POST")
+    }))
+
+  it.scopedLive("guards, the row filter and tenant scoping are the socket's: same answers over REST and rpc", () =>
     Effect.gen(function*() {
       const served = yield* Serve.serve(app, memory)
-      for (const [rank, token] of [[1, "tok-alice"], [3, "tok-alice"], [5, "tok-bob"]] as const) {
-        const created = yield* postJson(`${served.url}/v2/notes/add`, { text: `r${rank}`, rank }, bearer(token))
-        assert.strictEqual(created.status, 200, created.body)
-      }
-      const mine = yield* request(`${served.url}/v1/notes/list?minRank=2`, { headers: bearer("tok-alice") })
-      assert.deepStrictEqual(JSON.parse(mine.body).map((n: { text: string }) => n.text), ["r3"])
-      const all = yield* request(`${served.url}/v1/notes/list`, { headers: bearer("tok-alice") })
-      assert.deepStrictEqual(JSON.parse(all.body).map((n: { text: string }) => n.text), ["r1", "r3"])
-      assert.strictEqual((yield* postJson(`${served.url}/v2/notes/add`, { text: "x", rank: 1 }, bearer("tok-carol"))).status, 403)
-      assert.strictEqual((yield* postJson(`${served.url}/v2/notes/add`, { text: "x" }, bearer("tok-alice"))).status, 400)
-      assert.strictEqual((yield* request(`${served.url}/v1/notes/list?minRank=abc`, { headers: bearer("tok-alice") })).status, 400)
-      assert.strictEqual((yield* request(`${served.url}/v1/notes/list`, { method: "DELETE" })).headers.get("allow"), "GET, HEAD")
-      // Idempotency applies to projections too.
-      const first = yield* postJson(`${served.url}/v2/notes/add`, { text: "once", rank: 9 }, { ...bearer("tok-alice"), "idempotency-key": "p1" })
-      const again = yield* postJson(`${served.url}/v2/notes/add`, { text: "once", rank: 9 }, { ...bearer("tok-alice"), "idempotency-key": "p1" })
-      assert.deepStrictEqual([again.status, again.headers.get("idempotency-replayed"), again.body], [200, "true", first.body])
-      const document = JSON.parse((yield* request(`${served.url}/openapi.json`)).body)
-      assert.includeMembers(Object.keys(document.paths), ["/v1/notes/list", "/v2/notes/add"])
-      assert.isDefined(document.paths["/v2/notes/add"].post.requestBody)
-      assert.strictEqual(document.paths["/v1/notes/list"].get["x-fw-api-version"], "v1")
+      yield* add(served.url, "tok-alice", "acme note", 1)
+      yield* add(served.url, "tok-bob", "globex note", 1)
+      assert.strictEqual((yield* add(served.url, "tok-carol", "no scope", 1)).status, 403)
+      assert.strictEqual((yield* add(served.url, "tok-alice", "", 1)).status, 400)
+      const rest = yield* send(`${served.url}/v1/notes/list`, { headers: bearer("tok-alice") })
+      const rpc = yield* (yield* Serve.httpClient(served, app)).call(listProjected, {}, { headers: bearer("tok-alice") })
+      assert.deepStrictEqual(rest.json(), rpc)
+      assert.deepStrictEqual((rest.json() as ReadonlyArray<{ text: string }>).map((n) => n.text), ["acme note"])
+      assert.strictEqual((yield* send(`${served.url}/v1/notes/list`, { headers: bearer("tok-carol") })).status, 403)
+    }))
+
+  it.scopedLive("a custom path with params, a version and extra scopes", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Serve.serve(app, memory)
+      const note = (yield* add(url, "tok-alice", "old name", 1)).json() as { id: string }
+      const rename = (token: string) => send(`${url}/v3/notes/${note.id}/name`, jsonBody("PATCH", { text: "new name" }, bearer(token)))
+      const missingScope = yield* rename("tok-alice")
+      assert.strictEqual(missingScope.status, 403)
+      assert.include(missingScope.text, "notes:rename")
+      const renamed = yield* rename("tok-root")
+      assert.strictEqual(renamed.status, 200)
+      assert.deepInclude(renamed.json() as object, { id: note.id, text: "new name" })
+    }))
+
+  it.scopedLive("a projected path taken by a hand-written route fails the mount", () =>
+    Effect.gen(function*() {
+      const clash = query("v2.notes", { input: Schema.Struct({}), output: Schema.Unknown, publicApi: { path: "/v2/notes" }, handler: () => Effect.succeed(1) })
+      const exit = yield* Effect.exit(Serve.serve(defineApp({ procedures: [clash], restRoutes: app.restRoutes }), memory))
+      assert.isTrue(exit._tag === "Failure" && String(exit.cause).includes("declared twice"))
     }))
 })

@@ -1,12 +1,13 @@
 /**
  * Identity providers on loopback for tests: a real OpenID provider (`oidc-provider`) issuing real
- * tokens, and a bare JWKS server whose keys a test can rotate and whose fetches it can count.
+ * tokens in any provider's shape and able to rotate its keys, and a bare JWKS server whose answers
+ * a test controls and whose fetches it counts.
  */
 import { Effect } from "effect"
 import * as jose from "jose"
-import { createServer } from "node:http"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
-import { Provider } from "oidc-provider"
+import Provider, { type Configuration } from "oidc-provider"
 
 /** A private signing key with its kid and algorithm. */
 export interface SigningKey {
@@ -20,70 +21,125 @@ export interface SigningKey {
 export const generateKey = (alg: "RS256" | "ES256", kid: string) =>
   Effect.promise(async (): Promise<SigningKey> => {
     const { privateKey } = await jose.generateKeyPair(alg, { extractable: true })
-    return { kid, alg, privateKey: privateKey as CryptoKey, privateJwk: { ...(await jose.exportJWK(privateKey)), kid, alg, use: "sig" } }
+    return { kid, alg, privateKey, privateJwk: { ...(await jose.exportJWK(privateKey)), kid, alg, use: "sig" } }
   })
 
-const publicJwk = ({ d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...rest }: jose.JWK) => rest
+/** The public half of a key, as a JWKS serves it. */
+export const publicJwk = ({ d: _d, p: _p, q: _q, dp: _dp, dq: _dq, qi: _qi, ...rest }: jose.JWK): jose.JWK => rest
 
-/** Signs claims with `key` (for provider token shapes oidc-provider cannot mint, such as tokens without `aud`). */
+/** Signs claims with `key` (for token shapes oidc-provider cannot mint: tokens without `aud`, hostile headers). */
 export const sign = (key: SigningKey, claims: jose.JWTPayload, header: Partial<jose.JWTHeaderParameters> = {}) =>
   Effect.promise(() =>
     new jose.SignJWT(claims).setProtectedHeader({ alg: key.alg, kid: key.kid, typ: "JWT", ...header }).sign(key.privateKey)
   )
 
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = createServer()
-    server.listen(0, "127.0.0.1", () => {
-      const port = (server.address() as AddressInfo).port
-      server.close(() => resolve(port))
-    })
-  })
+/** Seconds since the epoch, by the wall clock (tokens minted by real providers use it too). */
+export const nowSeconds = () => Math.floor(Date.now() / 1000)
 
-/** A real OpenID provider on loopback. */
-export const oidcProvider = (keys: ReadonlyArray<SigningKey>, claims: jose.JWTPayload) =>
+const listen = (handler: (req: IncomingMessage, res: ServerResponse) => void) =>
   Effect.acquireRelease(
     Effect.promise(async () => {
-      const port = await freePort()
-      const issuer = `http://127.0.0.1:${port}`
-      const provider = new Provider(issuer, {
-        jwks: { keys: keys.map((k) => k.privateJwk) as Array<jose.JWK> },
-        clients: [{
-          client_id: "svc",
-          client_secret: "svc-secret",
-          grant_types: ["client_credentials"],
-          response_types: [],
-          redirect_uris: [],
-          token_endpoint_auth_method: "client_secret_post"
-        }],
-        features: {
-          devInteractions: { enabled: false },
-          clientCredentials: { enabled: true },
-          resourceIndicators: {
-            enabled: true,
-            defaultResource: () => "https://api.example.test",
-            useGrantedResource: () => true,
-            getResourceServerInfo: (_ctx: unknown, resource: string) => ({
+      const server = createServer(handler)
+      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
+      return { server, port: (server.address() as AddressInfo).port }
+    }),
+    ({ server }) =>
+      Effect.promise(() => new Promise<void>((resolve) => (server.closeAllConnections(), server.close(() => resolve()))))
+  )
+
+/** What a minted access token looks like: the provider's own claims, overridden by these. */
+export interface Shape {
+  readonly iss?: string
+  /** Any truthy value (oidc-provider refuses tokens without an audience); default the resource. */
+  readonly aud?: string | ReadonlyArray<string>
+  readonly claims?: jose.JWTPayload
+  readonly header?: Record<string, unknown>
+  readonly alg?: "RS256" | "ES256"
+  /** Which of the provider's keys signs (default the first of `alg`). */
+  readonly kid?: string
+}
+
+/** A real OpenID provider on loopback (client credentials, JWT access tokens). */
+export interface LoopbackProvider {
+  readonly issuer: string
+  readonly jwksUrl: string
+  readonly discoveryUrl: string
+  /** Requests served at `path` so far. */
+  readonly requests: (path: string) => number
+  /** A real access token from the token endpoint, in `shape`. */
+  readonly mint: (shape?: Shape) => Effect.Effect<string>
+  /** Replaces the provider with one holding `keys` (the first key of each algorithm signs from now on). */
+  readonly rotate: (keys: ReadonlyArray<SigningKey>) => void
+}
+
+/** Starts a real OpenID provider on 127.0.0.1 (port 0) publishing `keys` at `/jwks`. */
+export const oidcProvider = (keys: ReadonlyArray<SigningKey>) =>
+  Effect.gen(function*() {
+    const counts = new Map<string, number>()
+    const shapes = new Map<string, Shape>()
+    let current: Provider | undefined
+    const { port } = yield* listen((req, res) => {
+      const path = new URL(req.url ?? "/", "http://op").pathname
+      counts.set(path, (counts.get(path) ?? 0) + 1)
+      void current!.callback()(req, res)
+    })
+    const issuer = `http://127.0.0.1:${port}`
+    // A fresh JWKS path: the process-wide key cache must not mix providers that reuse a port.
+    const jwksPath = `/jwks-${crypto.randomUUID()}`
+    const configuration = (signing: ReadonlyArray<SigningKey>): Configuration => ({
+      routes: { jwks: jwksPath },
+      jwks: { keys: signing.map((key) => key.privateJwk) as Array<jose.JWK & { kty: "RSA" | "EC" }> },
+      clients: [{
+        client_id: "svc",
+        client_secret: "svc-secret",
+        grant_types: ["client_credentials"],
+        response_types: [],
+        redirect_uris: [],
+        token_endpoint_auth_method: "client_secret_post",
+        // The provider refuses a client whose ID-token algorithm it has no key for.
+        id_token_signed_response_alg: signing[0]?.alg ?? "RS256"
+      }],
+      features: {
+        devInteractions: { enabled: false },
+        clientCredentials: { enabled: true },
+        resourceIndicators: {
+          enabled: true,
+          defaultResource: () => "https://api.example.test",
+          useGrantedResource: () => true,
+          getResourceServerInfo: (_ctx, resource) => {
+            const shape = shapes.get(resource) ?? {}
+            return {
               scope: "notes:read notes:write",
               audience: resource,
               accessTokenTTL: 300,
               accessTokenFormat: "jwt",
-              jwt: { sign: { alg: "RS256" } }
-            })
-          }
-        },
-        formats: {
-          customizers: {
-            jwt: async (_ctx: unknown, _token: unknown, jwt: { payload: Record<string, unknown> }) => {
-              Object.assign(jwt.payload, claims)
+              jwt: { sign: { alg: shape.alg ?? "RS256", ...(shape.kid === undefined ? {} : { kid: shape.kid }) } }
             }
           }
         }
-      } as never)
-      const server = provider.listen(port, "127.0.0.1")
-      await new Promise((resolve) => server.once("listening", resolve))
-      /** A real access token from the token endpoint (client credentials). */
-      const accessToken = async () => {
+      },
+      formats: {
+        customizers: {
+          jwt: async (_ctx, _token, jwt) => {
+            const shape = shapes.get(String(jwt.payload.aud)) ?? {}
+            if (shape.iss !== undefined) jwt.payload.iss = shape.iss
+            if (shape.aud !== undefined) jwt.payload.aud = shape.aud as string | Array<string>
+            Object.assign(jwt.payload, shape.claims ?? {})
+            if (shape.header !== undefined) jwt.header = { ...jwt.header, ...shape.header }
+          }
+        }
+      }
+    })
+    const start = (signing: ReadonlyArray<SigningKey>) => {
+      current = new Provider(issuer, configuration(signing))
+    }
+    start(keys)
+    let minted = 0
+    const mint = (shape: Shape = {}) =>
+      Effect.promise(async () => {
+        // Each token gets its own resource URL, which keys its shape in the hooks above.
+        const resource = `https://api.example.test/${++minted}`
+        shapes.set(resource, shape)
         const response = await fetch(`${issuer}/token`, {
           method: "POST",
           headers: { "content-type": "application/x-www-form-urlencoded" },
@@ -91,38 +147,66 @@ export const oidcProvider = (keys: ReadonlyArray<SigningKey>, claims: jose.JWTPa
             grant_type: "client_credentials",
             client_id: "svc",
             client_secret: "svc-secret",
-            resource: "https://api.example.test",
+            resource,
             scope: "notes:read notes:write"
           })
         })
         const body = await response.json() as { access_token?: string }
         if (!body.access_token) throw new Error(`token endpoint: ${JSON.stringify(body)}`)
         return body.access_token
-      }
-      return { issuer, jwksUrl: `${issuer}/jwks`, server, accessToken }
-    }),
-    ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
-  )
-
-/** A bare JWKS server: `setKeys` rotates, `fetches` counts requests. */
-export const jwksServer = (initial: ReadonlyArray<SigningKey>) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      let keys = initial
-      let fetches = 0
-      const server = createServer((_req, res) => {
-        fetches++
-        res.setHeader("content-type", "application/json")
-        res.end(JSON.stringify({ keys: keys.map((k) => publicJwk(k.privateJwk)) }))
       })
-      await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()))
-      const port = (server.address() as AddressInfo).port
-      return {
-        url: `http://127.0.0.1:${port}/jwks-${Math.random().toString(36).slice(2)}`,
-        server,
-        setKeys: (next: ReadonlyArray<SigningKey>) => void (keys = next),
-        fetches: () => fetches
+    const provider: LoopbackProvider = {
+      issuer,
+      jwksUrl: `${issuer}${jwksPath}`,
+      discoveryUrl: `${issuer}/.well-known/openid-configuration`,
+      requests: (path) => counts.get(path) ?? 0,
+      mint,
+      rotate: start
+    }
+    return provider
+  })
+
+/** What a bare JWKS server answers. */
+export type JwksAnswer =
+  | { readonly _tag: "keys"; readonly keys: ReadonlyArray<SigningKey> }
+  | { readonly _tag: "status"; readonly status: number }
+  | { readonly _tag: "redirect"; readonly location: string }
+  | { readonly _tag: "hang" }
+
+/** A bare JWKS server: `answer` changes what it serves, `fetches` counts requests, `nextRequest` waits for one. */
+export const jwksServer = (initial: ReadonlyArray<SigningKey>) =>
+  Effect.gen(function*() {
+    let answer: JwksAnswer = { _tag: "keys", keys: initial }
+    let fetches = 0
+    const waiting: Array<() => void> = []
+    const { port } = yield* listen((_req, res) => {
+      fetches++
+      waiting.splice(0).forEach((resolve) => resolve())
+      switch (answer._tag) {
+        case "keys":
+          res.setHeader("content-type", "application/json")
+          res.end(JSON.stringify({ keys: answer.keys.map((key) => publicJwk(key.privateJwk)) }))
+          return
+        case "status":
+          res.writeHead(answer.status).end("{}")
+          return
+        case "redirect":
+          res.writeHead(302, { location: answer.location }).end()
+          return
+        case "hang":
+          return
       }
-    }),
-    ({ server }) => Effect.promise(() => new Promise<void>((resolve) => server.close(() => resolve())))
-  )
+    })
+    return {
+      // A distinct path per server keeps the process-wide JWKS cache entries of tests apart.
+      url: `http://127.0.0.1:${port}/jwks-${crypto.randomUUID()}`,
+      setKeys: (keys: ReadonlyArray<SigningKey>) => void (answer = { _tag: "keys", keys }),
+      answer: (next: JwksAnswer) => void (answer = next),
+      fetches: () => fetches,
+      /** Waits for the next request, counting from this call. */
+      nextRequest: () => {
+        const arrived = new Promise<void>((resolve) => waiting.push(resolve))
+        return Effect.promise(() => arrived)
+      }
+    }
+  })

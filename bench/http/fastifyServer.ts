@@ -1,10 +1,12 @@
-/** The Fastify peer of the REST benchmark: the same route (params check, scope, ETag). Prints the port. */
+/** The Fastify peer of the REST benchmark: the same route (bearer check, params check, scope, ETag). Prints its port. */
 import Fastify from "fastify"
 import { createHash } from "node:crypto"
 
+const scopes = ["items:read"]
 const app = Fastify()
 app.get<{ Params: { id: string } }>("/items/:id", async (request, reply) => {
-  if (request.headers.authorization !== "Bearer bench") return reply.code(403).send()
+  const token = /^Bearer\s+(.+)$/i.exec(request.headers.authorization ?? "")?.[1]
+  if (token !== "bench" || !scopes.includes("items:read")) return reply.code(403).send()
   if (request.params.id.length < 1) return reply.code(400).send()
   const body = JSON.stringify({ id: request.params.id, name: `item ${request.params.id}`, price: 3 })
   const etag = `W/"${createHash("sha1").update(body).digest("hex")}"`

@@ -1,0 +1,247 @@
+/**
+ * The idempotency record store (spec 2.10, 3.6). A key is claimed atomically per scope
+ * (tenant, method, path, key); the claim holder completes it with the response to replay, or
+ * releases it so a retry runs again. A record lives `ttlMs` from its claim; past that a new request
+ * takes it over (so a claim left in flight by a crash lapses).
+ *
+ * Tiers: `layerMemory` (one process) and `layerSql` (SQLite or PostgreSQL, table
+ * `_fw_idempotency`; replicas sharing a database agree). `layerFromStore` picks the tier matching
+ * the app's store.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Clock, Context, Data, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { createHash, randomUUID } from "node:crypto"
+import * as SchemaDiffer from "../kernel/SchemaDiffer.js"
+import { Store } from "../kernel/Store.js"
+import { IdempotencyRecords } from "./tables.js"
+
+/** Which requests share a key. */
+export interface Scope {
+  readonly tenant: string
+  readonly method: string
+  readonly path: string
+  readonly key: string
+}
+
+/** A response kept for replay. */
+export interface StoredResponse {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly body: Uint8Array
+}
+
+/** The outcome of a claim. */
+export type Claim = Data.TaggedEnum<{
+  /** The caller holds the key and runs the handler; `owner` completes or releases it. */
+  Claimed: { readonly owner: string }
+  /** Another request with this key is running. */
+  InFlight: {}
+  /** The key's first request completed: replay its response. */
+  Completed: { readonly response: StoredResponse }
+  /** The key was used for a different request (another body or query). */
+  Mismatch: {}
+}>
+/** Constructors of `Claim`. */
+export const Claim = Data.taggedEnum<Claim>()
+
+/** The record store could not be reached. */
+export class IdempotencyUnavailable extends Schema.TaggedError<IdempotencyUnavailable>()("IdempotencyUnavailable", {
+  message: Schema.String
+}) {}
+
+/** The store operations. */
+export interface IdempotencyStoreShape {
+  /** Claims `scope` for a request with `fingerprint`, for `ttlMs` from now. */
+  readonly claim: (scope: Scope, fingerprint: string, ttlMs: number) => Effect.Effect<Claim, IdempotencyUnavailable>
+  /** Stores the response of the claim held by `owner`. */
+  readonly complete: (scope: Scope, owner: string, response: StoredResponse) => Effect.Effect<void, IdempotencyUnavailable>
+  /** Forgets the claim held by `owner`, so the next request with the key runs. */
+  readonly release: (scope: Scope, owner: string) => Effect.Effect<void, IdempotencyUnavailable>
+}
+
+/** The idempotency record store service. */
+export class IdempotencyStore extends Context.Tag("@fw/framework/Http/IdempotencyStore")<
+  IdempotencyStore,
+  IdempotencyStoreShape
+>() {}
+
+/** The record id of a scope: a digest, so any key text fits the primary key. */
+export const recordId = (scope: Scope): string =>
+  createHash("sha256").update(`${scope.tenant}\0${scope.method}\0${scope.path}\0${scope.key}`).digest("hex")
+
+interface MemoryRecord {
+  readonly fingerprint: string
+  readonly owner: string
+  readonly expiresAt: number
+  readonly response: StoredResponse | undefined
+}
+
+/** The in-process tier. The check and the claim run in one synchronous step, so the claim is atomic. */
+export const makeMemory: Effect.Effect<IdempotencyStoreShape> = Effect.sync(() => {
+  const records = new Map<string, MemoryRecord>()
+  let lastSweep = 0
+  const sweep = (now: number) => {
+    if (now - lastSweep < 60_000) return
+    lastSweep = now
+    for (const [id, record] of records) if (record.expiresAt <= now) records.delete(id)
+  }
+  return IdempotencyStore.of({
+    claim: (scope, fingerprint, ttlMs) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        sweep(now)
+        const id = recordId(scope)
+        const existing = records.get(id)
+        if (existing !== undefined && existing.expiresAt > now) {
+          if (existing.fingerprint !== fingerprint) return Claim.Mismatch()
+          return existing.response === undefined ? Claim.InFlight() : Claim.Completed({ response: existing.response })
+        }
+        const owner = randomUUID()
+        records.set(id, { fingerprint, owner, expiresAt: now + ttlMs, response: undefined })
+        return Claim.Claimed({ owner })
+      }),
+    complete: (scope, owner, response) =>
+      Effect.sync(() => {
+        const id = recordId(scope)
+        const existing = records.get(id)
+        if (existing?.owner === owner) records.set(id, { ...existing, response })
+      }),
+    release: (scope, owner) =>
+      Effect.sync(() => {
+        const id = recordId(scope)
+        if (records.get(id)?.owner === owner) records.delete(id)
+      })
+  })
+})
+
+/** The in-process tier: records live as long as the process. */
+export const layerMemory: Layer.Layer<IdempotencyStore> = Layer.effect(IdempotencyStore, makeMemory)
+
+interface Row {
+  readonly fingerprint: string
+  readonly state: string
+  readonly status: number | string | null
+  readonly headers: string | null
+  readonly body: string | null
+  readonly expiresAt: number | string
+}
+
+const unavailable = (error: SqlError) => new IdempotencyUnavailable({ message: `idempotency records: ${error.message}` })
+
+/**
+ * The SQL tier over the provided `SqlClient` (SQLite or PostgreSQL). The claim is an
+ * `INSERT … ON CONFLICT DO NOTHING`; an expired record is taken over by a conditional `UPDATE`,
+ * so of two racing requests exactly one wins either way.
+ */
+export const makeSql: Effect.Effect<IdempotencyStoreShape, never, SqlClient.SqlClient> = Effect.gen(function*() {
+  const sql = yield* SqlClient.SqlClient
+  const table = sql(IdempotencyRecords.name)
+
+  const read = (id: string) =>
+    sql<Row>`SELECT "fingerprint", "state", "status", "headers", "body", "expiresAt" FROM ${table} WHERE "id" = ${id}`.pipe(
+      Effect.map((rows) => rows[0])
+    )
+
+  const insert = (id: string, scope: Scope, fingerprint: string, owner: string, now: number, ttlMs: number) =>
+    sql<{ readonly id: string }>`INSERT INTO ${table}
+      ("id", "tenant", "method", "path", "key", "fingerprint", "state", "owner", "status", "headers", "body", "createdAt", "expiresAt")
+      VALUES (${id}, ${scope.tenant}, ${scope.method}, ${scope.path}, ${scope.key}, ${fingerprint}, 'in-flight', ${owner},
+        NULL, NULL, NULL, ${now}, ${now + ttlMs})
+      ON CONFLICT ("id") DO NOTHING RETURNING "id"`
+
+  const takeOver = (id: string, fingerprint: string, owner: string, now: number, ttlMs: number) =>
+    sql<{ readonly id: string }>`UPDATE ${table} SET "fingerprint" = ${fingerprint}, "state" = 'in-flight', "owner" = ${owner},
+      "status" = NULL, "headers" = NULL, "body" = NULL, "createdAt" = ${now}, "expiresAt" = ${now + ttlMs}
+      WHERE "id" = ${id} AND "expiresAt" <= ${now} RETURNING "id"`
+
+  const claim = (scope: Scope, fingerprint: string, ttlMs: number) =>
+    Effect.gen(function*() {
+      const id = recordId(scope)
+      const owner = randomUUID()
+      // A record can vanish (released, swept) or lapse between the statements: try again.
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const now = yield* Clock.currentTimeMillis
+        if ((yield* insert(id, scope, fingerprint, owner, now, ttlMs)).length > 0) return Claim.Claimed({ owner })
+        const row = yield* read(id)
+        if (row === undefined) continue
+        if (Number(row.expiresAt) <= now) {
+          if ((yield* takeOver(id, fingerprint, owner, now, ttlMs)).length > 0) return Claim.Claimed({ owner })
+          continue
+        }
+        if (row.fingerprint !== fingerprint) return Claim.Mismatch()
+        if (row.state !== "completed" || row.status === null) return Claim.InFlight()
+        return Claim.Completed({
+          response: {
+            status: Number(row.status),
+            headers: JSON.parse(row.headers ?? "{}") as Record<string, string>,
+            body: Buffer.from(row.body ?? "", "base64")
+          }
+        })
+      }
+      return Claim.InFlight()
+    }).pipe(Effect.mapError(unavailable))
+
+  return IdempotencyStore.of({
+    claim,
+    complete: (scope, owner, response) =>
+      sql`UPDATE ${table} SET "state" = 'completed', "status" = ${response.status},
+        "headers" = ${JSON.stringify(response.headers)}, "body" = ${Buffer.from(response.body).toString("base64")}
+        WHERE "id" = ${recordId(scope)} AND "owner" = ${owner}`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    release: (scope, owner) =>
+      sql`DELETE FROM ${table} WHERE "id" = ${recordId(scope)} AND "owner" = ${owner}`.pipe(
+        Effect.asVoid,
+        Effect.mapError(unavailable)
+      )
+  })
+})
+
+/** How often expired records are deleted (SQL tier). */
+const sweepInterval = "10 minutes"
+
+/**
+ * The SQL tier. Creates `_fw_idempotency` when missing (through the schema differ, which never
+ * drops anything) and deletes expired records every 10 minutes.
+ */
+export const layerSql: Layer.Layer<IdempotencyStore, SqlError, SqlClient.SqlClient> = Layer.scoped(
+  IdempotencyStore,
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    yield* SchemaDiffer.apply([IdempotencyRecords])
+    yield* Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      yield* sql`DELETE FROM ${sql(IdempotencyRecords.name)} WHERE "expiresAt" <= ${now}`
+    }).pipe(
+      Effect.catchAll((error) => Effect.logWarning("idempotency sweep failed", error)),
+      Effect.repeat(Schedule.spaced(sweepInterval)),
+      Effect.delay(sweepInterval),
+      Effect.forkScoped
+    )
+    return yield* makeSql
+  })
+)
+
+/** The app's store is SQL but no `SqlClient` is in context to keep idempotency records in. */
+export class IdempotencyStoreMissing extends Error {
+  override readonly name = "IdempotencyStoreMissing"
+}
+
+/**
+ * The tier matching the app's store: memory for the memory store, SQL over the `SqlClient` in
+ * context for a SQL store (dies with `IdempotencyStoreMissing` when there is none: provide
+ * `layerSql` explicitly then).
+ */
+export const layerFromStore: Layer.Layer<IdempotencyStore, SqlError, Store> = Layer.unwrapEffect(
+  Effect.gen(function*() {
+    const store = yield* Store
+    if (store.dialect === "memory") return layerMemory
+    const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
+    if (Option.isNone(sql)) {
+      return yield* Effect.die(
+        new IdempotencyStoreMissing(
+          "idempotency is on over a SQL store, but no SqlClient is in context: provide IdempotencyStore.layerSql"
+        )
+      )
+    }
+    return layerSql.pipe(Layer.provide(Layer.succeed(SqlClient.SqlClient, sql.value)))
+  })
+)

@@ -1,0 +1,101 @@
+/**
+ * A projected procedure's part of the pipeline. The input is read from the query string (GET) or
+ * the JSON body, plus any `:params` of the path; the call goes through the procedure runtime, so
+ * the caller, decode, guards, row filter and tenant scoping are exactly the socket's. A live query
+ * (`stream: 'sse'`) answers a `text/event-stream` (see `LiveQuery`).
+ */
+import { HttpLayerRouter, HttpServerRequest } from "@effect/platform"
+import { Effect, Either } from "effect"
+import * as HttpResponses from "../app/HttpResponses.js"
+import type * as Procedure from "../app/Procedure.js"
+import * as Answer from "./Answer.js"
+import type * as Endpoint from "./Endpoint.js"
+import type * as Idempotency from "./Idempotency.js"
+import * as LiveQuery from "./LiveQuery.js"
+import * as QueryInput from "./QueryInput.js"
+import * as RequestBody from "./RequestBody.js"
+import * as Sse from "./Sse.js"
+import * as Steps from "./Steps.js"
+
+/** Failures raised before a projected handler runs: they do not consume an idempotency key. */
+const beforeHandler: ReadonlySet<string> = new Set(["InputInvalid", "GuardRefused", "Unauthenticated", "ProcedureNotFound"])
+
+/** The handler of a projected query, mutation or action, reading bodies up to `bodyCap`. */
+export const make = (
+  endpoint: Endpoint.Endpoint,
+  procedure: Procedure.Any,
+  scopes: ReadonlyArray<string>,
+  env: Steps.Env,
+  bodyCap: number
+): Steps.Handler => {
+  const what = `${endpoint.method} ${endpoint.path}`
+  const prologue = Steps.prologue(endpoint, bodyCap)
+  const readInput = QueryInput.reader(procedure.input.ast)
+  const encode = Answer.encoder(procedure.output, what)
+  const fromQuery = endpoint.method === "GET" || endpoint.method === "HEAD"
+  return Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    let bytes: Uint8Array | undefined
+    if (prologue !== undefined) {
+      const before = yield* prologue(request)
+      if (Either.isLeft(before)) return before.left
+      bytes = before.right
+    }
+    let input: unknown
+    if (fromQuery) {
+      input = readInput(yield* HttpServerRequest.ParsedSearchParams)
+    } else {
+      const body = RequestBody.parse(bytes, request.headers["content-type"])
+      if (Either.isLeft(body)) return body.left
+      input = body.right ?? {}
+    }
+    const params = (yield* HttpLayerRouter.RouteContext).params
+    if (Object.keys(params).length > 0 && typeof input === "object" && input !== null) {
+      input = { ...input, ...readInput(params) }
+    }
+    const resolved = yield* Effect.either(env.runtime.resolveSubject(request.headers))
+    if (Either.isLeft(resolved)) return HttpResponses.procedureError(resolved.left)
+    const subject = resolved.right
+    const refusal = Steps.scopeRefusal(subject, scopes)
+    if (refusal !== undefined) return HttpResponses.procedureError(refusal)
+    const run = () =>
+      Effect.matchEffect(env.runtime.call(procedure, { input, headers: request.headers, subject }), {
+        onFailure: (error) =>
+          Effect.succeed<Idempotency.Outcome>({
+            response: HttpResponses.procedureError(error),
+            handlerRan: !beforeHandler.has(error._tag)
+          }),
+        onSuccess: (output) =>
+          Effect.map(encode(output, "-"), (json): Idempotency.Outcome => ({
+            response: typeof json === "string" ? Answer.json(json, false, undefined) : json,
+            handlerRan: true
+          }))
+      })
+    const claimed = Steps.underKey(env, endpoint, request, subject, bytes, run)
+    return claimed === undefined ? (yield* run()).response : yield* claimed
+  })
+}
+
+/** The handler of a projected live query: a `text/event-stream` of snapshot and deltas. */
+export const makeLive = (procedure: Procedure.Any, scopes: ReadonlyArray<string>, env: Steps.Env): Steps.Handler => {
+  const readInput = QueryInput.reader(procedure.input.ast)
+  return Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const invocation = { input: readInput(yield* HttpServerRequest.ParsedSearchParams), headers: request.headers }
+    const recheck = scopes.length === 0 ? Effect.void : Effect.flatMap(
+      env.runtime.resolveSubject(request.headers),
+      (subject) => {
+        const refusal = Steps.scopeRefusal(subject, scopes)
+        return refusal === undefined ? Effect.void : Effect.fail(refusal)
+      }
+    )
+    const before = yield* Effect.either(recheck)
+    if (Either.isLeft(before)) return HttpResponses.procedureError(before.left)
+    if (request.method === "HEAD") {
+      // The whole pipeline runs (guards included), but no subscription is opened.
+      const once = yield* Effect.either(env.runtime.call(procedure, invocation))
+      return Either.isLeft(once) ? HttpResponses.procedureError(once.left) : Sse.head()
+    }
+    return yield* LiveQuery.answer(env.runtime, procedure, invocation, recheck)
+  })
+}

@@ -1,0 +1,97 @@
+/**
+ * The hosted-login plugin mounted in a real app: routes served by the app server, the exchange
+ * through the plugin's HttpClient (limited to its declared provider host), the tables provisioned
+ * through the plugin's Store, and the minted session accepted by the app's password-session
+ * strategy over POST /rpc. Settings come from the process environment, as in production.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import { defineApp } from "../../src/app/App.js"
+import { query } from "../../src/app/Procedure.js"
+import { idpAHostedLoginPlugin } from "../../src/auth/HostedLogin.js"
+import { passwordSessionStrategy } from "../../src/auth/Session.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as Store from "../../src/kernel/Store.js"
+import * as Serve from "../support/Serve.js"
+import * as Browser from "./support/Browser.js"
+import * as StandIn from "./support/IdpAStandIn.js"
+
+const sessionSecret = "hosted-login-session-secret-0123456789"
+const names = ["IDP_A_CLIENT_ID", "IDP_A_API_KEY", "IDP_A_REDIRECT_URI"] as const
+
+/** Sets (or unsets) the IDP_A_* variables for the scope, restoring them afterwards. */
+const environment = (values: Partial<Record<(typeof names)[number], string>>) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const saved = names.map((name) => [name, process.env[name]] as const)
+      for (const name of names) {
+        const value = values[name]
+        if (value === undefined) delete process.env[name]
+        else process.env[name] = value
+      }
+      return saved
+    }),
+    (saved) =>
+      Effect.sync(() => {
+        for (const [name, value] of saved) {
+          if (value === undefined) delete process.env[name]
+          else process.env[name] = value
+        }
+      })
+  )
+
+const whoAmI = query("auth.whoAmI", {
+  input: Schema.Struct({}),
+  output: Schema.Struct({ id: Schema.String, tenantId: Schema.NullOr(Schema.String) }),
+  handler: (_, { subject }) => Effect.succeed({ id: subject.id, tenantId: subject.tenantId })
+})
+
+describe("idpAHostedLoginPlugin in an app", () => {
+  it("declares store:write and its provider host", () => {
+    const plugin = idpAHostedLoginPlugin({ sessionSecret })
+    assert.deepStrictEqual(plugin.permissions, ["store:write", "network:outbound:api.workos.com"])
+    assert.deepStrictEqual(plugin.routes?.map((route) => `${route.method} ${route.path}`), ["GET /auth/idp_a/login", "GET /auth/idp_a/callback"])
+    assert.deepStrictEqual(plugin.tables?.map((table) => table.name), ["_fw_users", "_fw_organizations"])
+  })
+
+  it.scopedLive("503 until configured; then the login sets a session the app's strategy accepts, and later logins find the user", () =>
+    Effect.gen(function*() {
+      const standIn = yield* StandIn.start
+      const app = defineApp({
+        name: "login",
+        procedures: [whoAmI],
+        plugins: [idpAHostedLoginPlugin({ sessionSecret, apiBaseUrl: standIn.url, landingPath: "/home" })],
+        auth: [passwordSessionStrategy({ secret: sessionSecret })]
+      })
+      yield* environment({})
+      const served = yield* Serve.serve(app, Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal)))
+      assert.strictEqual((yield* Browser.get(`${served.url}/auth/idp_a/login`)).status, 503)
+      yield* environment({
+        IDP_A_CLIENT_ID: StandIn.clientId,
+        IDP_A_API_KEY: StandIn.apiKey,
+        IDP_A_REDIRECT_URI: `${served.url}/auth/idp_a/callback`
+      })
+      const client = yield* Serve.httpClient(served, app)
+      const logIn = Effect.gen(function*() {
+        const browser = Browser.jar()
+        const started = yield* Browser.get(`${served.url}/auth/idp_a/login`)
+        browser.take(started)
+        const atProvider = yield* Browser.get(started.location!)
+        const callback = yield* Browser.get(atProvider.location!, browser.header())
+        browser.take(callback)
+        assert.deepStrictEqual([callback.status, callback.location], [302, "/home"])
+        return yield* client.call(whoAmI, {}, { headers: { cookie: `fw:session=${browser.get("fw:session")}` } })
+      })
+      const first = yield* logIn
+      assert.notStrictEqual(first.id, "anonymous")
+      assert.isString(first.tenantId)
+      assert.deepStrictEqual(yield* logIn, first)
+      standIn.failExchanges(true)
+      const browser = Browser.jar()
+      const started = yield* Browser.get(`${served.url}/auth/idp_a/login`)
+      browser.take(started)
+      const failed = yield* Browser.get((yield* Browser.get(started.location!)).location!, browser.header())
+      assert.strictEqual(failed.status, 502)
+      assert.notInclude(failed.body, StandIn.apiKey)
+    }))
+})

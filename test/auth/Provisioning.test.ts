@@ -1,0 +1,76 @@
+/**
+ * The default find-or-provision over the Store, on the memory tier and on SQLite: the first login
+ * creates the user and the organisation, later logins find the user by email, colleagues share the
+ * provider's organisation, and a user without one gets a tenant of their own.
+ */
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import * as Provisioning from "../../src/auth/Provisioning.js"
+import { Organizations, Users } from "../../src/auth/tables.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
+import * as Store from "../../src/kernel/Store.js"
+import * as Subject from "../../src/kernel/Subject.js"
+
+const profile = (email: string, organizationId: string | null, externalId = email): Provisioning.Profile => ({
+  provider: "idp_a",
+  externalId,
+  email,
+  firstName: "First",
+  lastName: "Last",
+  organizationId
+})
+
+const tiers = {
+  memory: () => Store.layerMemory.pipe(Layer.provide(ChangeTap.layerLocal)),
+  sqlite: () =>
+    Store.layerSql.pipe(
+      Layer.provide(ChangeTap.layerLocal),
+      Layer.provide(
+        Layer.effectDiscard(SchemaDiffer.apply([Users, Organizations])).pipe(
+          Layer.provideMerge(SqliteClient.layer({ filename: ":memory:" }))
+        )
+      )
+    )
+}
+
+for (const [tier, store] of Object.entries(tiers)) {
+  describe(`findOrProvision on ${tier}`, () => {
+    it.effect("provisions on first login and finds by email afterwards", () =>
+      Effect.gen(function*() {
+        const ada = yield* Provisioning.findOrProvision(profile("ada@acme.test", "org_01"))
+        assert.deepStrictEqual([ada.type, ada.metadata.provider, ada.metadata.email], ["user", "idp_a", "ada@acme.test"])
+        assert.isString(ada.tenantId)
+        assert.deepStrictEqual(yield* Provisioning.findOrProvision(profile("ada@acme.test", "org_01")), ada)
+        // Found by email even when the provider's ids differ (another provider, a re-created account).
+        assert.deepStrictEqual(yield* Provisioning.findOrProvision(profile("ada@acme.test", null, "user_99")), ada)
+        const store = yield* Store.Store
+        const [users, organizations] = yield* Effect.all([store.count(Users), store.count(Organizations)]).pipe(Subject.asSystem)
+        assert.deepStrictEqual([users, organizations], [1, 1])
+        const user = yield* store.get(Users, ada.id).pipe(Subject.asSystem)
+        assert.strictEqual(user._tag === "Some" && user.value.externalId, "ada@acme.test")
+      }).pipe(Effect.provide(store())))
+
+    it.effect("colleagues share the provider's organisation; a user without one gets their own tenant", () =>
+      Effect.gen(function*() {
+        const ada = yield* Provisioning.findOrProvision(profile("ada@acme.test", "org_01"))
+        const grace = yield* Provisioning.findOrProvision(profile("grace@acme.test", "org_01"))
+        const solo = yield* Provisioning.findOrProvision(profile("solo@example.test", null))
+        const other = yield* Provisioning.findOrProvision(profile("bob@globex.test", "org_02"))
+        assert.strictEqual(grace.tenantId, ada.tenantId)
+        assert.notStrictEqual(solo.tenantId, ada.tenantId)
+        assert.notStrictEqual(other.tenantId, ada.tenantId)
+        const store = yield* Store.Store
+        assert.strictEqual(yield* store.count(Organizations).pipe(Subject.asSystem), 3)
+      }).pipe(Effect.provide(store())))
+
+    it.effect("runs as the system even when called for a tenant-scoped subject", () =>
+      Effect.gen(function*() {
+        const ada = yield* Provisioning.findOrProvision(profile("ada@acme.test", "org_01"))
+        const elsewhere = Subject.make({ type: "user", id: "someone", tenantId: "another-tenant" })
+        const again = yield* Provisioning.findOrProvision(profile("ada@acme.test", "org_01")).pipe(Subject.actingAs(elsewhere))
+        assert.deepStrictEqual(again, ada)
+      }).pipe(Effect.provide(store())))
+  })
+}
