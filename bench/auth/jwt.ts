@@ -1,6 +1,6 @@
 /**
  * JWT verifications per second with a warm JWKS cache, through a provider strategy
- * (`jwtBearerStrategy`: token from the header, cached key set, jose verification, Subject mapping),
+ * (`jwtBearerStrategy`: token from the header, cached key set, node:crypto verification, Subject mapping),
  * against jose's bare `jwtVerify` with the public key in hand and the same checks, for RS256 and
  * ES256, in the same run.
  *

@@ -18,7 +18,7 @@
  */
 import { FetchHttpClient, HttpClient, HttpClientResponse } from "@effect/platform"
 import { Clock, Duration, Effect, Option, Schema } from "effect"
-import * as jose from "jose"
+import { createPublicKey, type JsonWebKey, type KeyObject } from "node:crypto"
 
 /** Fetching a key set (or a discovery document) failed. Carries no response body. */
 export class JwksUnavailable extends Schema.TaggedError<JwksUnavailable>()("JwksUnavailable", {
@@ -57,33 +57,64 @@ export const resolve = (options: Options = {}): Resolved => ({
   timeoutMs: options.timeoutMs ?? 5_000
 })
 
-/** A fetched key set: jose's key selection over it, and the keys already chosen for known token headers. */
-export interface KeySet {
-  /** jose's own selection (`createLocalJWKSet`: kid, kty, crv, the JWK's alg, use and key_ops). */
-  readonly resolve: ReturnType<typeof jose.createLocalJWKSet>
-  /**
-   * The key that verified a token with this exact encoded protected header. Only successful
-   * verifications are remembered, so only headers the provider signed appear; selection depends
-   * on the header alone, so a remembered key is the one jose would select again.
-   */
-  readonly keyForHeader: (encodedHeader: string) => CryptoKey | undefined
-  readonly remember: (encodedHeader: string, key: CryptoKey) => void
+/** A published key the JWKS path can verify with, imported once when its set is fetched. */
+export interface Key {
+  readonly kid: string | undefined
+  /** The algorithms it may verify (from its material, narrowed by the JWK's `alg`, `use` and `key_ops`). */
+  readonly algorithms: ReadonlyArray<string>
+  readonly key: KeyObject
+  /** The length of its signatures: the modulus for RSA, 64 for P-256 (IEEE P1363) and Ed25519. */
+  readonly signatureBytes: number
 }
 
-/** Distinct signed headers remembered per key set (providers sign with a handful). */
-const rememberedHeaders = 64
+/** A fetched key set: its usable keys (compared by identity to tell a refetched set apart). */
+export interface KeySet {
+  readonly keys: ReadonlyArray<Key>
+}
 
-const keySetOf = (set: jose.JSONWebKeySet): KeySet => {
-  const byHeader = new Map<string, CryptoKey>()
-  return {
-    resolve: jose.createLocalJWKSet(set),
-    keyForHeader: (encodedHeader) => byHeader.get(encodedHeader),
-    remember: (encodedHeader, key) => {
-      if (byHeader.size >= rememberedHeaders) byHeader.clear()
-      byHeader.set(encodedHeader, key)
-    }
+// The algorithms a key's material allows: RSA of 2048 bits or more (as jose requires), P-256, Ed25519.
+const algorithmsOf = (key: KeyObject): ReadonlyArray<string> => {
+  const details = key.asymmetricKeyDetails
+  switch (key.asymmetricKeyType) {
+    case "rsa":
+      return (details?.modulusLength ?? 0) >= 2048 ? ["RS256", "PS256"] : []
+    case "ec":
+      return details?.namedCurve === "prime256v1" ? ["ES256"] : []
+    case "ed25519":
+      return ["EdDSA"]
+    default:
+      return []
   }
 }
+
+/**
+ * A JWK as a verification key, or undefined when nothing could use it: jose's rules (`use` must be
+ * "sig", `key_ops` must allow "verify", `alg` pins one algorithm), private keys refused, and a key
+ * Node cannot import is left out rather than failing the whole set.
+ */
+const keyOf = (jwk: Readonly<Record<string, unknown>>): Key | undefined => {
+  const { alg, d, key_ops, kid, use } = jwk
+  if (d !== undefined || (use !== undefined && use !== "sig")) return undefined
+  if (key_ops !== undefined && !(Array.isArray(key_ops) && key_ops.includes("verify"))) return undefined
+  if (kid !== undefined && typeof kid !== "string") return undefined
+  let key: KeyObject
+  try {
+    key = createPublicKey({ key: jwk as JsonWebKey, format: "jwk" })
+  } catch {
+    return undefined
+  }
+  const algorithms = algorithmsOf(key).filter((candidate) => alg === undefined || alg === candidate)
+  const signatureBytes = key.asymmetricKeyType === "rsa" ? Math.ceil((key.asymmetricKeyDetails?.modulusLength ?? 0) / 8) : 64
+  return algorithms.length === 0 ? undefined : { kid, algorithms, key, signatureBytes }
+}
+
+const keySetOf = (jwks: ReadonlyArray<Readonly<Record<string, unknown>>>): KeySet => ({
+  keys: jwks.flatMap((jwk) => keyOf(jwk) ?? [])
+})
+
+/** The keys of `keySet` that may verify a token with this `alg` and `kid` (any kid when it has none). */
+export const candidates = (keySet: KeySet, alg: string, kid: string | undefined): ReadonlyArray<Key> =>
+  keySet.keys.filter((key) => (kid === undefined || key.kid === kid) && key.algorithms.includes(alg))
 
 interface Entry {
   keySet: KeySet | undefined
@@ -160,8 +191,7 @@ const fetchIfDue = (url: string, entry: Entry, options: Resolved, due: (now: num
       entry.lastFailure = set.left
       return
     }
-    // The schema checked the shape; jose checks each key when it is selected.
-    entry.keySet = keySetOf(set.right as unknown as jose.JSONWebKeySet)
+    entry.keySet = keySetOf(set.right.keys)
     entry.fetchedAt = now
     entry.lastFailure = undefined
   }))

@@ -166,15 +166,18 @@ export const oidcProvider = (keys: ReadonlyArray<SigningKey>) =>
     return provider
   })
 
+/** What a bare JWKS server publishes of a key: the public half of its JWK (any key type, any size). */
+export type PublishedKey = Pick<SigningKey, "privateJwk">
+
 /** What a bare JWKS server answers. */
 export type JwksAnswer =
-  | { readonly _tag: "keys"; readonly keys: ReadonlyArray<SigningKey> }
+  | { readonly _tag: "keys"; readonly keys: ReadonlyArray<PublishedKey> }
   | { readonly _tag: "status"; readonly status: number }
   | { readonly _tag: "redirect"; readonly location: string }
   | { readonly _tag: "hang" }
 
 /** A bare JWKS server: `answer` changes what it serves, `fetches` counts requests, `nextRequest` waits for one. */
-export const jwksServer = (initial: ReadonlyArray<SigningKey>) =>
+export const jwksServer = (initial: ReadonlyArray<PublishedKey>) =>
   Effect.gen(function*() {
     let answer: JwksAnswer = { _tag: "keys", keys: initial }
     let fetches = 0
@@ -200,7 +203,7 @@ export const jwksServer = (initial: ReadonlyArray<SigningKey>) =>
     return {
       // A distinct path per server keeps the process-wide JWKS cache entries of tests apart.
       url: `http://127.0.0.1:${port}/jwks-${crypto.randomUUID()}`,
-      setKeys: (keys: ReadonlyArray<SigningKey>) => void (answer = { _tag: "keys", keys }),
+      setKeys: (keys: ReadonlyArray<PublishedKey>) => void (answer = { _tag: "keys", keys }),
       answer: (next: JwksAnswer) => void (answer = next),
       fetches: () => fetches,
       /** Waits for the next request, counting from this call. */
