@@ -1,0 +1,123 @@
+/**
+ * Decryption of `<saml:EncryptedAssertion>` with the SP's `decryptionPvk` (XML Encryption: an
+ * RSA-OAEP wrapped key, AES-GCM or AES-CBC content), done with `node:crypto`. RSA 1.5 and
+ * triple-DES are refused. The plaintext is parsed as strictly as the message and takes the
+ * encrypted element's place, so the very same validation then runs over it.
+ */
+import { Either } from "effect"
+import { type CipherGCMTypes, constants, createDecipheriv, type KeyObject, privateDecrypt } from "node:crypto"
+import { reject, type SamlRejected } from "./Errors.js"
+import type * as Libraries from "./Libraries.js"
+import * as Xml from "./Xml.js"
+
+const xenc11 = "http://www.w3.org/2009/xmlenc11#"
+
+type ContentCipher =
+  | { readonly mode: "gcm"; readonly cipher: CipherGCMTypes }
+  | { readonly mode: "cbc"; readonly cipher: string }
+
+const contentCiphers: Readonly<Record<string, ContentCipher>> = {
+  "http://www.w3.org/2009/xmlenc11#aes128-gcm": { cipher: "aes-128-gcm", mode: "gcm" },
+  "http://www.w3.org/2009/xmlenc11#aes192-gcm": { cipher: "aes-192-gcm", mode: "gcm" },
+  "http://www.w3.org/2009/xmlenc11#aes256-gcm": { cipher: "aes-256-gcm", mode: "gcm" },
+  "http://www.w3.org/2001/04/xmlenc#aes128-cbc": { cipher: "aes-128-cbc", mode: "cbc" },
+  "http://www.w3.org/2001/04/xmlenc#aes192-cbc": { cipher: "aes-192-cbc", mode: "cbc" },
+  "http://www.w3.org/2001/04/xmlenc#aes256-cbc": { cipher: "aes-256-cbc", mode: "cbc" }
+}
+
+const digests: Readonly<Record<string, string>> = {
+  "http://www.w3.org/2000/09/xmldsig#sha1": "sha1",
+  "http://www.w3.org/2001/04/xmlenc#sha256": "sha256",
+  "http://www.w3.org/2001/04/xmldsig-more#sha384": "sha384",
+  "http://www.w3.org/2001/04/xmlenc#sha512": "sha512"
+}
+
+const mgfs: Readonly<Record<string, string>> = {
+  [`${xenc11}mgf1sha1`]: "sha1",
+  [`${xenc11}mgf1sha256`]: "sha256",
+  [`${xenc11}mgf1sha384`]: "sha384",
+  [`${xenc11}mgf1sha512`]: "sha512"
+}
+
+const cipherValue = (parent: Element): Buffer | undefined => {
+  const value = Xml.only(Xml.only(parent, Xml.ns.xenc, "CipherData") ?? parent, Xml.ns.xenc, "CipherValue")
+  return value === undefined ? undefined : Buffer.from((value.textContent ?? "").replace(/\s+/g, ""), "base64")
+}
+
+const failed = (detail: string) => Either.left(reject("decryption", detail))
+
+/** The content key, unwrapped with RSA-OAEP; the OAEP digest and MGF1 hash must agree (Node uses one for both). */
+const unwrapKey = (encryptedKey: Element, key: KeyObject): Either.Either<Buffer, SamlRejected> => {
+  const method = Xml.only(encryptedKey, Xml.ns.xenc, "EncryptionMethod")
+  const algorithm = method?.getAttribute("Algorithm") ?? ""
+  if (method === undefined || (algorithm !== "http://www.w3.org/2001/04/xmlenc#rsa-oaep-mgf1p" && algorithm !== `${xenc11}rsa-oaep`)) {
+    return failed("the key transport algorithm is not allowed")
+  }
+  const digest = digests[Xml.only(method, Xml.ns.dsig, "DigestMethod")?.getAttribute("Algorithm") ?? "http://www.w3.org/2000/09/xmldsig#sha1"]
+  const mgf = algorithm === `${xenc11}rsa-oaep`
+    ? mgfs[Xml.only(method, xenc11, "MGF")?.getAttribute("Algorithm") ?? `${xenc11}mgf1sha1`]
+    : "sha1"
+  const wrapped = cipherValue(encryptedKey)
+  if (digest === undefined || mgf !== digest || wrapped === undefined) return failed("the key transport parameters are not supported")
+  try {
+    return Either.right(privateDecrypt({ key, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: digest }, wrapped))
+  } catch {
+    return failed("the content key does not decrypt with the SP key")
+  }
+}
+
+const decryptContent = (algorithm: string, contentKey: Buffer, data: Buffer): Either.Either<string, SamlRejected> => {
+  const spec = contentCiphers[algorithm]
+  if (spec === undefined) return failed("the content encryption algorithm is not allowed")
+  try {
+    if (spec.mode === "gcm") {
+      const decipher = createDecipheriv(spec.cipher, contentKey, data.subarray(0, 12), { authTagLength: 16 })
+      decipher.setAuthTag(data.subarray(data.length - 16))
+      return Either.right(Buffer.concat([decipher.update(data.subarray(12, data.length - 16)), decipher.final()]).toString("utf8"))
+    }
+    const decipher = createDecipheriv(spec.cipher, contentKey, data.subarray(0, 16)).setAutoPadding(false)
+    const plain = Buffer.concat([decipher.update(data.subarray(16)), decipher.final()])
+    // XML Encryption padding: the last octet counts the padding octets, whose values are arbitrary.
+    const padding = plain[plain.length - 1] ?? 0
+    if (padding < 1 || padding > 16) return failed("bad padding")
+    return Either.right(plain.subarray(0, plain.length - padding).toString("utf8"))
+  } catch {
+    return failed("the assertion does not decrypt")
+  }
+}
+
+// Prefixes an encrypted assertion may use without declaring them (they were in scope in the
+// response it was cut from). Exclusive canonicalization renders only the namespaces an element
+// uses, so the wrapper does not change what the signature covers.
+const wrapperOpen = `<fw-plaintext xmlns:saml="${Xml.ns.assertion}" xmlns:samlp="${Xml.ns.protocol}" xmlns:ds="${Xml.ns.dsig}" ` +
+  `xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">`
+
+/** Replaces `encrypted` (an EncryptedAssertion in `document`) with its decrypted Assertion. */
+export const decryptAssertion = (
+  libraries: Libraries.Libraries,
+  document: Document,
+  encrypted: Element,
+  key: KeyObject
+): Either.Either<void, SamlRejected> => {
+  const data = Xml.only(encrypted, Xml.ns.xenc, "EncryptedData")
+  if (data === undefined) return failed("EncryptedAssertion needs exactly one EncryptedData")
+  const keyInfo = Xml.only(data, Xml.ns.dsig, "KeyInfo")
+  const encryptedKey = (keyInfo && Xml.only(keyInfo, Xml.ns.xenc, "EncryptedKey")) ?? Xml.only(encrypted, Xml.ns.xenc, "EncryptedKey")
+  const content = cipherValue(data)
+  if (encryptedKey === undefined || content === undefined) return failed("the encrypted key or content is missing")
+  const algorithm = Xml.only(data, Xml.ns.xenc, "EncryptionMethod")?.getAttribute("Algorithm") ?? ""
+  return unwrapKey(encryptedKey, key).pipe(
+    Either.flatMap((contentKey) => decryptContent(algorithm, contentKey, content)),
+    Either.flatMap((plaintext) => Xml.parse(libraries, `${wrapperOpen}${plaintext.replace(/^<\?xml[^>]*\?>/, "")}</fw-plaintext>`)),
+    Either.flatMap((wrapper) => {
+      const root = wrapper.documentElement!
+      const elements = Array.from(root.childNodes).filter((node) => node.nodeType === 1)
+      const assertion = elements[0]
+      if (elements.length !== 1 || !Xml.is(assertion ?? null, Xml.ns.assertion, "Assertion")) {
+        return failed("the plaintext is not exactly one Assertion")
+      }
+      encrypted.parentNode!.replaceChild(document.importNode(assertion!, true), encrypted)
+      return Either.right(undefined)
+    })
+  )
+}

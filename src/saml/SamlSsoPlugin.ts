@@ -1,0 +1,402 @@
+/**
+ * `samlSsoPlugin(options)`: SAML 2.0 single sign-on for an app (spec 2.7, 3.4, 4.4, 5.3), mounted
+ * under `/saml`:
+ *
+ * - `GET /saml/metadata`: the SP metadata (no XML library needed);
+ * - `GET /saml/login?returnTo=`: an AuthnRequest by redirect, signed iff `privateKey`; its id is
+ *   remembered for the ACS while replay protection is on; `returnTo` must be a local path;
+ * - `POST /saml/acs`: the validated assertion becomes a Subject through `onLogin`, then the
+ *   `fw:session` cookie every session strategy reads, a companion cookie naming the IdP session,
+ *   and a redirect to `returnTo` or `successRedirect`;
+ * - `GET /saml/logout`: clears the session and sends a LogoutRequest to the IdP;
+ * - `GET|POST /saml/slo`: a signed IdP LogoutRequest ends the session and is answered with a
+ *   LogoutResponse; the IdP's LogoutResponse completes an SP logout. Unsigned: 401 before any XML
+ *   library is touched; a bad signature: 401, session untouched.
+ *
+ * Rejected messages answer 400 (not a SAML message) or 401 (refused), with a reason code and
+ * nothing of the message or the configuration.
+ */
+import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Clock, Effect, Either, Layer, Option, Redacted, Schedule } from "effect"
+import type { KeyObject } from "node:crypto"
+import * as Plugin from "../app/Plugin.js"
+import { readCookie } from "../auth/AuthStrategy.js"
+import * as Session from "../auth/Session.js"
+import * as Subject from "../kernel/Subject.js"
+import * as Companion from "./Companion.js"
+import { reject, SamlConfigInvalid, type SamlIdpUnavailable, type SamlLibraryUnavailable, type SamlRejected } from "./Errors.js"
+import * as IdpSource from "./IdpSource.js"
+import * as Keys from "./Keys.js"
+import * as Libraries from "./Libraries.js"
+import * as LoginResponse from "./LoginResponse.js"
+import * as LogoutMessage from "./LogoutMessage.js"
+import * as Messages from "./Messages.js"
+import * as Metadata from "./Metadata.js"
+import * as OneTimeIds from "./OneTimeIds.js"
+import * as Signature from "./Signature.js"
+import { SamlLogout, SamlReplay } from "./tables.js"
+import * as Xml from "./Xml.js"
+
+/** A secret: from configuration (`Config.redacted`) or a string read from the environment. */
+export type Secret = string | Redacted.Redacted<string>
+
+/** The Subject `onLogin` maps a profile to. */
+export interface SubjectInput {
+  readonly type: string
+  readonly id: string
+  readonly tenantId: string | null
+  readonly metadata?: Readonly<Record<string, unknown>>
+  readonly scopes?: ReadonlyArray<string>
+}
+
+/** The options of spec table 2.7. */
+export interface Options {
+  readonly idp: IdpSource.Options
+  readonly sp: {
+    readonly entityId: string
+    readonly acsUrl: string
+    /** The SP single-logout endpoint; default `/saml/slo` on the ACS URL's origin. */
+    readonly sloUrl?: string
+  }
+  readonly sessionSecret: Secret
+  /** Maps the validated identity (with `email` and `nameId`) to the Subject the session is for. */
+  readonly onLogin: (
+    profile: LoginResponse.Profile
+  ) => SubjectInput | Effect.Effect<SubjectInput, unknown, Plugin.Services>
+  readonly successRedirect?: string
+  readonly logoutRedirect?: string
+  /** `{store: true}` shares SLO state across replicas in `_fw_saml_logout`; default in-process. */
+  readonly sloStore?: { readonly store: true }
+  /** SP private key (PEM) that decrypts encrypted assertions. */
+  readonly decryptionPvk?: Secret
+  /** SP private key (PEM) that signs AuthnRequests and logout messages. */
+  readonly privateKey?: Secret
+  /** Published in the SP metadata. */
+  readonly signingCert?: string
+  readonly acceptedClockSkewMs?: number
+  readonly wantAuthnResponseSigned?: boolean
+  /** Default `{store: true}` (`_fw_saml_replay`, 10 minutes); `true` in-process; `false` off (boot warns). */
+  readonly replayProtection?: { readonly store: true; readonly ttlMs?: number } | boolean
+  /** Mark the cookies `Secure` (default: when the ACS URL is https). */
+  readonly secureCookies?: boolean
+}
+
+/** Default lifetime of an outstanding AuthnRequest (spec section 8). */
+export const defaultReplayTtlMs = 10 * 60_000
+const sessionSeconds = Session.defaultMaxAgeSeconds
+const sweepInterval = "5 minutes"
+
+const reveal = (secret: Secret) => (typeof secret === "string" ? secret : Redacted.value(secret))
+
+/** Whether `path` is a path on this site (not `//host`, not a URL, no backslash tricks). */
+export const isLocalPath = (path: string): boolean => {
+  if (!path.startsWith("/") || path.startsWith("//") || /[\\\u0000-\u001f]/.test(path)) return false
+  try {
+    return new URL(path, "http://local.invalid").origin === "http://local.invalid"
+  } catch {
+    return false
+  }
+}
+
+const answer = (status: number, reason: string, message: string) =>
+  HttpServerResponse.unsafeJson({ error: "SamlRejected", reason, message }, { status })
+
+/** 400 for what is not a SAML message at all, 401 for a message refused. */
+const refused = (error: SamlRejected) =>
+  answer(error.reason === "malformed" || error.reason === "too_large" || error.reason === "dtd" ? 400 : 401, error.reason, error.message)
+
+const unavailable = (error: SamlIdpUnavailable | SamlLibraryUnavailable) =>
+  Effect.logError("SAML is unavailable", error.message).pipe(
+    Effect.as(HttpServerResponse.text("SAML single sign-on is unavailable", { status: 503 }))
+  )
+
+const formOf = Effect.map(Plugin.readBody, (body) => new URLSearchParams(Buffer.from(body).toString("utf8")))
+
+const rawQueryOf = (request: HttpServerRequest.HttpServerRequest) => {
+  const mark = request.url.indexOf("?")
+  return mark === -1 ? "" : request.url.slice(mark + 1)
+}
+
+/** The SAML plugin. Throws `SamlConfigInvalid` (or `SessionSecretTooShort`) for a configuration it cannot run with. */
+export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
+  const sessionSecret = reveal(options.sessionSecret)
+  Session.checkSecretSync(sessionSecret)
+  for (const url of [options.sp.acsUrl, options.sp.sloUrl]) {
+    if (url !== undefined && !URL.canParse(url)) throw new SamlConfigInvalid({ reason: `"${url}" is not an absolute URL` })
+  }
+  const sloUrl = options.sp.sloUrl ?? new URL("/saml/slo", options.sp.acsUrl).href
+  const signingKey: KeyObject | undefined = options.privateKey === undefined ? undefined : Keys.privateKey(reveal(options.privateKey), "privateKey")
+  const decryptionKey = options.decryptionPvk === undefined ? undefined : Keys.privateKey(reveal(options.decryptionPvk), "decryptionPvk")
+  if (options.idp.metadataUrl === undefined && (options.idp.entityId === undefined || options.idp.entryPoint === undefined || options.idp.idpCert === undefined)) {
+    throw new SamlConfigInvalid({ reason: "set idp.metadataUrl, or idp.entryPoint, idp.entityId and idp.idpCert" })
+  }
+  const idp = IdpSource.make(options.idp)
+  const replay = options.replayProtection ?? { store: true }
+  const replayTtlMs = typeof replay === "object" ? replay.ttlMs ?? defaultReplayTtlMs : defaultReplayTtlMs
+  const replayIds = replay === false ? undefined : replay === true ? OneTimeIds.inProcess() : OneTimeIds.stored(SamlReplay)
+  const logoutIds = options.sloStore?.store === true ? OneTimeIds.stored(SamlLogout) : OneTimeIds.inProcess()
+  const clockSkewMs = options.acceptedClockSkewMs ?? 0
+  const secure = options.secureCookies ?? options.sp.acsUrl.startsWith("https:")
+  const companionCookie = (value: string, maxAgeSeconds: number) =>
+    HttpServerResponse.unsafeSetCookie(Companion.cookieName, value, {
+      path: "/",
+      maxAge: `${maxAgeSeconds} seconds`,
+      httpOnly: true,
+      sameSite: "lax",
+      secure
+    })
+
+  /** A redirect that ends the browser's session (both cookies). */
+  const endSession = (location: string) =>
+    HttpServerResponse.redirect(location, { status: 302, headers: { "set-cookie": Session.clearSessionCookie() } }).pipe(
+      companionCookie("", 0)
+    )
+
+  const metadata: Plugin.Route = {
+    method: "GET",
+    path: "/saml/metadata",
+    handler: Effect.succeed(HttpServerResponse.text(
+      Metadata.sp({
+        entityId: options.sp.entityId,
+        acsUrl: options.sp.acsUrl,
+        sloUrl,
+        signingCert: options.signingCert,
+        signsRequests: signingKey !== undefined
+      }),
+      { contentType: "application/samlmetadata+xml" }
+    ))
+  }
+
+  const login: Plugin.Route = {
+    method: "GET",
+    path: "/saml/login",
+    handler: Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const returnTo = new URL(request.url, "http://local.invalid").searchParams.get("returnTo") ?? undefined
+      if (returnTo !== undefined && !isLocalPath(returnTo)) return answer(400, "return_to", "returnTo must be a local path")
+      const settings = yield* idp.current
+      const id = Messages.newId()
+      const now = yield* Clock.currentTimeMillis
+      if (replayIds !== undefined) yield* replayIds.issue("request", id, now + replayTtlMs)
+      const xml = Messages.authnRequest({
+        id,
+        issueInstant: now,
+        destination: settings.entryPoint,
+        acsUrl: options.sp.acsUrl,
+        spEntityId: options.sp.entityId
+      })
+      return HttpServerResponse.redirect(
+        Messages.redirectUrl({ location: settings.entryPoint, parameter: "SAMLRequest", xml, relayState: returnTo, key: signingKey }),
+        { status: 302 }
+      )
+    }).pipe(Effect.catchTags({ SamlIdpUnavailable: unavailable }))
+  }
+
+  /** The one-time checks of a valid response: it answers a request we issued, and is seen once. */
+  const checkOnce = (validated: LoginResponse.Validated, now: number) =>
+    Effect.gen(function*() {
+      if (replayIds === undefined) return Either.right(undefined)
+      if (validated.inResponseTo === undefined) {
+        return Either.left(reject("unsolicited", "an unsolicited response (no InResponseTo) with replay protection on"))
+      }
+      if (!(yield* replayIds.consume("request", validated.inResponseTo, now))) {
+        return Either.left(reject("in_response_to", "the response answers no outstanding request"))
+      }
+      if (!(yield* replayIds.firstSight("assertion", validated.assertionId, validated.expiresAt, now))) {
+        return Either.left(reject("replay", "the assertion was used before"))
+      }
+      return Either.right(undefined)
+    })
+
+  const acs: Plugin.Route = {
+    method: "POST",
+    path: "/saml/acs",
+    handler: Effect.gen(function*() {
+      const form = yield* formOf
+      const posted = form.get("SAMLResponse")
+      if (posted === null) return answer(400, "malformed", "SAMLResponse is missing")
+      const xml = Messages.decodePosted(posted)
+      if (Either.isLeft(xml)) return refused(xml.left)
+      const libraries = yield* Libraries.load
+      const settings = yield* idp.current
+      const now = yield* Clock.currentTimeMillis
+      const validated = yield* Effect.either(LoginResponse.validate(libraries, xml.right, {
+        idpEntityId: settings.entityId,
+        spEntityId: options.sp.entityId,
+        acsUrl: options.sp.acsUrl,
+        keys: settings.keys,
+        decryptionKey,
+        wantAuthnResponseSigned: options.wantAuthnResponseSigned ?? false,
+        clockSkewMs,
+        now
+      }))
+      if (Either.isLeft(validated)) return refused(validated.left)
+      const once = yield* checkOnce(validated.right, now)
+      if (Either.isLeft(once)) return refused(once.left)
+
+      const mapped = options.onLogin(validated.right.profile)
+      const subject = Subject.make(Effect.isEffect(mapped) ? yield* mapped : mapped)
+      const session = yield* Session.issueSession(subject, sessionSecret, { maxAgeSeconds: sessionSeconds })
+      const { nameId, nameIdFormat, sessionIndex } = validated.right.profile
+      const relayState = form.get("RelayState")
+      const location = relayState !== null && isLocalPath(relayState) ? relayState : options.successRedirect ?? "/"
+      return HttpServerResponse.redirect(location, {
+        status: 302,
+        headers: { "set-cookie": Session.sessionCookie(session, { maxAgeSeconds: sessionSeconds, secure }) }
+      }).pipe(companionCookie(Companion.seal({ nameId, nameIdFormat, sessionIndex }, now + sessionSeconds * 1000, sessionSecret), sessionSeconds))
+    }).pipe(Effect.catchTags({ SamlIdpUnavailable: unavailable, SamlLibraryUnavailable: unavailable }))
+  }
+
+  const logout: Plugin.Route = {
+    method: "GET",
+    path: "/saml/logout",
+    handler: Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const now = yield* Clock.currentTimeMillis
+      const landing = options.logoutRedirect ?? "/"
+      const cookie = readCookie(request.headers, Companion.cookieName)
+      const name = cookie === undefined ? Option.none() : Companion.open(cookie, sessionSecret, now)
+      const settings = yield* Effect.option(idp.current)
+      if (Option.isNone(name) || Option.isNone(settings) || settings.value.sloUrl === undefined) return endSession(landing)
+      const id = Messages.newId()
+      yield* logoutIds.issue("logout", id, now + replayTtlMs)
+      const xml = Messages.logoutRequest({
+        id,
+        issueInstant: now,
+        destination: settings.value.sloUrl,
+        spEntityId: options.sp.entityId,
+        name: name.value
+      })
+      return endSession(Messages.redirectUrl({
+        location: settings.value.sloUrl,
+        parameter: "SAMLRequest",
+        xml,
+        relayState: undefined,
+        key: signingKey
+      }))
+    })
+  }
+
+  /** Verifies and reads an SLO message; `Left` is the answer to give instead. */
+  const sloMessage = (binding: "redirect" | "post", settings: IdpSource.Idp) =>
+    Effect.gen(function*() {
+      let xml: string
+      let relayState: string | undefined
+      if (binding === "redirect") {
+        const query = Signature.redirectQuery(rawQueryOf(yield* HttpServerRequest.HttpServerRequest))
+        if (Either.isLeft(query)) return Either.left(refused(query.left))
+        // Checked over the raw query, before anything is decoded or parsed.
+        const verified = Signature.verifyRedirect(query.right, settings.keys)
+        if (Either.isLeft(verified)) return Either.left(refused(verified.left))
+        const decoded = Messages.decodeRedirected(query.right.message)
+        if (Either.isLeft(decoded)) return Either.left(refused(decoded.left))
+        xml = decoded.right
+        relayState = query.right.relayState === undefined ? undefined : decodeURIComponent(query.right.relayState)
+      } else {
+        const form = yield* formOf
+        const posted = form.get("SAMLRequest") ?? form.get("SAMLResponse")
+        if (posted === null) return Either.left(answer(400, "malformed", "SAMLRequest or SAMLResponse is missing"))
+        const decoded = Messages.decodePosted(posted)
+        if (Either.isLeft(decoded)) return Either.left(refused(decoded.left))
+        // No signature at all: refused before the verification library is loaded or consulted.
+        if (!/<([\w.-]+:)?Signature[\s>]/.test(decoded.right)) return Either.left(refused(reject("signature_missing", "the message is not signed")))
+        xml = decoded.right
+        relayState = form.get("RelayState") ?? undefined
+      }
+      const libraries = yield* Libraries.load
+      const document = Xml.parse(libraries, xml)
+      if (Either.isLeft(document)) return Either.left(refused(document.left))
+      if (binding === "post") {
+        const verified = yield* Effect.either(Signature.verifyEnveloped(libraries, document.right, document.right.documentElement, settings.keys))
+        if (Either.isLeft(verified)) return Either.left(refused(verified.left))
+      }
+      const message = yield* Effect.either(LogoutMessage.read(document.right, {
+        idpEntityId: settings.entityId,
+        sloUrl,
+        clockSkewMs,
+        now: yield* Clock.currentTimeMillis,
+        rememberMs: replayTtlMs
+      }))
+      return Either.isLeft(message)
+        ? Either.left(refused(message.left))
+        : Either.right({ message: message.right, relayState })
+    })
+
+  const slo = (binding: "redirect" | "post") =>
+    Effect.gen(function*() {
+      const settings = yield* idp.current
+      const read = yield* sloMessage(binding, settings)
+      if (Either.isLeft(read)) return read.left
+      const { message, relayState } = read.right
+      const now = yield* Clock.currentTimeMillis
+      if (message._tag === "LogoutResponse") {
+        if (message.inResponseTo === undefined || !(yield* logoutIds.consume("logout", message.inResponseTo, now))) {
+          return refused(reject("in_response_to", "the LogoutResponse answers no outstanding LogoutRequest"))
+        }
+        return endSession(options.logoutRedirect ?? "/")
+      }
+      if (!(yield* logoutIds.firstSight("idp-logout", message.id, message.expiresAt, now))) {
+        return refused(reject("replay", "the LogoutRequest was used before"))
+      }
+      // The browser's session ends when it is the one the IdP names.
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const cookie = readCookie(request.headers, Companion.cookieName)
+      const name = cookie === undefined ? Option.none() : Companion.open(cookie, sessionSecret, now)
+      const ours = Option.isSome(name) && name.value.nameId === message.nameId
+      const destination = settings.sloResponseUrl ?? settings.sloUrl
+      if (destination === undefined) {
+        const done = HttpServerResponse.text("logged out")
+        return ours
+          ? done.pipe(HttpServerResponse.setHeader("set-cookie", Session.clearSessionCookie()), companionCookie("", 0))
+          : done
+      }
+      const xml = Messages.logoutResponse({
+        id: Messages.newId(),
+        issueInstant: now,
+        destination,
+        spEntityId: options.sp.entityId,
+        inResponseTo: message.id
+      })
+      const location = Messages.redirectUrl({ location: destination, parameter: "SAMLResponse", xml, relayState, key: signingKey })
+      return ours ? endSession(location) : HttpServerResponse.redirect(location, { status: 302 })
+    }).pipe(Effect.catchTags({ SamlIdpUnavailable: unavailable, SamlLibraryUnavailable: unavailable }))
+
+  const storeBacked = typeof replay === "object" || options.sloStore?.store === true
+  const metadataHost = options.idp.metadataUrl === undefined ? undefined : new URL(options.idp.metadataUrl).host
+  const refreshMs = options.idp.metadataRefreshMs ?? 0
+
+  const background = Layer.scopedDiscard(Effect.gen(function*() {
+    if (replay === false) {
+      yield* Effect.logWarning(
+        "samlSsoPlugin: replayProtection is off — unsolicited (IdP-initiated) responses are accepted and a captured response can be replayed until it expires"
+      )
+    }
+    if (metadataHost !== undefined && refreshMs > 0) {
+      yield* Effect.forkScoped(Effect.repeat(Effect.delay(idp.refresh, refreshMs), Schedule.forever))
+    }
+    const sweep = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      if (replayIds !== undefined) yield* replayIds.sweep(now)
+      yield* logoutIds.sweep(now)
+    }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("SAML one-time id sweep failed", cause)))
+    yield* Effect.forkScoped(Effect.repeat(Effect.delay(sweep, sweepInterval), Schedule.forever))
+  }))
+
+  return Plugin.definePlugin({
+    name: "saml",
+    permissions: [
+      ...(storeBacked ? (["store:write"] as const) : []),
+      ...(metadataHost === undefined ? [] : [`network:outbound:${metadataHost}` as const])
+    ],
+    tables: [...(typeof replay === "object" ? [SamlReplay] : []), ...(options.sloStore?.store === true ? [SamlLogout] : [])],
+    layer: background,
+    routes: [
+      metadata,
+      login,
+      acs,
+      logout,
+      { method: "GET", path: "/saml/slo", handler: slo("redirect") },
+      { method: "POST", path: "/saml/slo", handler: slo("post") }
+    ]
+  })
+}

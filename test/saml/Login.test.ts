@@ -1,0 +1,103 @@
+/**
+ * SAML login end to end over real sockets: `/saml/login` issues an AuthnRequest, a response
+ * signed by an independent library (xml-crypto, or samlify acting as the IdP) answers it at
+ * `/saml/acs`, and the session cookie it sets authenticates a procedure call over POST /rpc.
+ * On the memory tier and on SQLite; encrypted assertions too.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, TestClock } from "effect"
+import * as Idp from "./support/Idp.js"
+import * as Sp from "./support/Sp.js"
+
+const memory = Sp.memory
+
+/** Logs in with `respond` building the IdP's answer to the AuthnRequest; returns the ACS answer and the caller it authenticates. */
+const logIn = (
+  served: Effect.Effect.Success<ReturnType<typeof Sp.serve>>,
+  respond: (request: { readonly id: string; readonly now: number }) => Effect.Effect<string> | string,
+  returnTo?: string
+) =>
+  Effect.gen(function*() {
+    const request = yield* Sp.startLogin(served.served.url, returnTo)
+    const now = Date.now()
+    const built = respond({ id: request.id, now })
+    const xml = typeof built === "string" ? built : yield* built
+    const answer = yield* Sp.postToAcs(served.served.url, xml, request.relayState)
+    const browser = Sp.Browser.jar()
+    browser.take(answer)
+    const caller = yield* served.client.call(Sp.whoAmI, {}, { headers: { cookie: browser.header() } })
+    return { answer, caller, browser }
+  })
+
+describe("SAML login", () => {
+  it.scoped("metadata describes the SP: entity id, ACS, SLO, signing cert, AuthnRequestsSigned only with a privateKey", () =>
+    Effect.gen(function*() {
+      const plain = yield* Sp.serve(memory)
+      const unsigned = yield* Effect.promise(() => fetch(`${plain.served.url}/saml/metadata`).then((r) => r.text()))
+      assert.include(unsigned, `entityID="${Idp.spEntityId}"`)
+      assert.include(unsigned, `Location="${Idp.acsUrl}"`)
+      assert.include(unsigned, `Location="${Idp.sloUrl}"`)
+      assert.include(unsigned, `AuthnRequestsSigned="false"`)
+      assert.notInclude(unsigned, "X509Certificate")
+      const signing = yield* Sp.serve(memory, { privateKey: Idp.spKeys.key, signingCert: Idp.spKeys.cert })
+      const signed = yield* Effect.promise(() => fetch(`${signing.served.url}/saml/metadata`).then((r) => r.text()))
+      assert.include(signed, `AuthnRequestsSigned="true"`)
+      assert.include(signed, Idp.spKeys.cert.split("\n")[1]!)
+    }))
+
+  it.scoped("an xml-crypto signed assertion logs in (memory tier); the session cookie is HttpOnly and works over POST /rpc", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(Date.now())
+      const sp = yield* Sp.serve(memory)
+      const { answer, caller } = yield* logIn(sp, ({ id, now }) => Idp.validResponse({ now, inResponseTo: id }), "/dashboard?tab=1")
+      assert.strictEqual(answer.status, 302)
+      assert.strictEqual(answer.location, "/dashboard?tab=1")
+      const session = Sp.Browser.setCookie(answer, "fw:session")!
+      assert.match(session, /HttpOnly/)
+      assert.match(Sp.Browser.setCookie(answer, "fw_saml")!, /HttpOnly/)
+      assert.deepStrictEqual(caller, { type: "user", id: "alice@example.test", tenantId: "acme" })
+    }))
+
+  it.scoped("samlify acting as the IdP (assertion and envelope signed) logs in, with wantAuthnResponseSigned", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(Date.now())
+      // samlify stamps NotBefore with its own wall clock, a moment after the TestClock's.
+      const sp = yield* Sp.serve(memory, { wantAuthnResponseSigned: true, successRedirect: "/home", acceptedClockSkewMs: 60_000 })
+      const metadata = yield* Effect.promise(() => fetch(`${sp.served.url}/saml/metadata`).then((r) => r.text()))
+      const { answer, caller } = yield* logIn(sp, ({ id }) =>
+        Effect.promise(() => Idp.samlifyResponse({ spMetadata: metadata, inResponseTo: id, email: "bob@example.test" })))
+      assert.strictEqual(answer.location, "/home", answer.body)
+      assert.strictEqual(caller.id, "bob@example.test")
+    }))
+
+  it.scoped("an encrypted assertion (AES-256-GCM and AES-256-CBC, RSA-OAEP) logs in on SQLite", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(Date.now())
+      const sp = yield* Sp.serve(Sp.sqlite())
+      for (const algorithm of ["gcm", "cbc"] as const) {
+        const { caller } = yield* logIn(sp, ({ id, now }) =>
+          Effect.promise(() => Idp.encryptAssertion(Idp.validResponse({ now, inResponseTo: id, assertionId: `_enc_${algorithm}` }), algorithm)))
+        assert.strictEqual(caller.id, "alice@example.test")
+      }
+    }))
+
+  it.scoped("the IdP's EC key and a rotated certificate list both verify", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(Date.now())
+      const sp = yield* Sp.serve(memory, {
+        idp: { ...Sp.baseOptions.idp, idpCert: [Idp.idpKeys.cert, Idp.rotatedIdpKeys.cert] }
+      })
+      const { caller } = yield* logIn(sp, ({ id, now }) =>
+        Idp.signAssertion(Idp.responseXml({ now, inResponseTo: id }, Idp.assertionXml({ now, inResponseTo: id })), { keys: Idp.rotatedIdpKeys }))
+      assert.strictEqual(caller.id, "alice@example.test")
+    }))
+
+  it.scoped("returnTo must be a local path", () =>
+    Effect.gen(function*() {
+      const sp = yield* Sp.serve(memory)
+      for (const returnTo of ["https://evil.test/", "//evil.test/x", "/\\evil.test", "javascript:alert(1)"]) {
+        const answer = yield* Sp.Browser.get(`${sp.served.url}/saml/login?returnTo=${encodeURIComponent(returnTo)}`)
+        assert.strictEqual(answer.status, 400, returnTo)
+      }
+    }))
+})
