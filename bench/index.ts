@@ -7,6 +7,7 @@ import * as Rest from "./http/rest.js"
 import * as RestInProcess from "./http/restInProcess.js"
 import * as Sse from "./http/sse.js"
 import * as Rpc from "./rpc.js"
+import * as SamlAcs from "./saml/acs.js"
 import * as Store from "./store/store.js"
 
 await Store.run()
@@ -16,3 +17,4 @@ await RestInProcess.run()
 await Sse.run()
 await History.run()
 await Jwt.run()
+await SamlAcs.run()

@@ -221,6 +221,10 @@ export const make = (options: Options): AuthStrategy.AuthStrategy => {
     ? undefined
     : typeof options.audience === "string" ? [options.audience] : options.audience
   const tolerance = options.clockToleranceSeconds ?? defaultClockToleranceSeconds
+  // A NaN or a string here would silently switch the time checks off: refuse it at construction.
+  if (typeof tolerance !== "number" || !Number.isFinite(tolerance) || tolerance < 0) {
+    throw new StrategyConfigInvalid({ strategy: options.id, reason: "clockToleranceSeconds must be a finite number ≥ 0" })
+  }
   const knownUrl = "jwksUrl" in keys
     ? () => keys.jwksUrl
     : () => Discovery.cachedJwksUri(keys.discover.issuer, keys.discover.discoveryUrl)
@@ -260,9 +264,15 @@ export const make = (options: Options): AuthStrategy.AuthStrategy => {
     if (token.signature.length !== key.signatureBytes) return Effect.succeed(refused("ERR_JWS_SIGNATURE_VERIFICATION_FAILED"))
     return Effect.async((resume) => {
       verify(digestOf(token.alg), token.signingInput, verifyKey(token.alg, key.key), token.signature, (error, valid) =>
-        resume(Effect.succeed(
-          error === null && valid ? verdictOfPayload(token.payload, now) : refused("ERR_JWS_SIGNATURE_VERIFICATION_FAILED")
-        )))
+        // The claim mapping runs app code (tenant, check): inside Effect, so a throw fails this
+        // request's verdict instead of escaping the callback and ending the process.
+        resume(
+          error === null && valid
+            ? Effect.try(() => verdictOfPayload(token.payload, now)).pipe(
+              Effect.orElseSucceed(() => refused("ERR_JWT_CLAIM_MAPPING_FAILED"))
+            )
+            : Effect.succeed(refused("ERR_JWS_SIGNATURE_VERIFICATION_FAILED"))
+        ))
     })
   }
 

@@ -85,6 +85,8 @@ export interface Options {
 export const defaultReplayTtlMs = 10 * 60_000
 const sessionSeconds = Session.defaultMaxAgeSeconds
 const sweepInterval = "5 minutes"
+// A posted message is base64 of at most `Xml.maxMessageBytes`: the body cap sits just above it.
+const maxPostBytes = Math.ceil(Xml.maxMessageBytes * 4 / 3) + 16 * 1024
 
 const reveal = (secret: Secret) => (typeof secret === "string" ? secret : Redacted.value(secret))
 
@@ -211,6 +213,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
   const acs: Plugin.Route = {
     method: "POST",
     path: "/saml/acs",
+    maxBodyBytes: maxPostBytes,
     handler: Effect.gen(function*() {
       const form = yield* formOf
       const posted = form.get("SAMLResponse")
@@ -396,7 +399,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
       acs,
       logout,
       { method: "GET", path: "/saml/slo", handler: slo("redirect") },
-      { method: "POST", path: "/saml/slo", handler: slo("post") }
+      { method: "POST", path: "/saml/slo", maxBodyBytes: maxPostBytes, handler: slo("post") }
     ]
   })
 }

@@ -152,4 +152,36 @@ layer(FixtureLive, { timeout: 30_000, excludeTestServices: true })("JWT algorith
       ]
       for (const [token, because] of cases) expectFailed(yield* authenticate(strategy, bearer(token)), because)
     }))
+
+  it.scoped("a tenant mapping that throws fails that request's verdict; the process carries on", () =>
+    Effect.gen(function*() {
+      const { keys } = yield* Fixture
+      const server = yield* Idp.jwksServer([keys.rsa])
+      const strategy = jwtBearerStrategy({
+        id: "j",
+        jwksUrl: server.url,
+        issuer,
+        audience: "api",
+        tenantIdFromClaims: (claims) => (claims.o as { id: string }).id
+      })
+      expectFailed(yield* authenticate(strategy, bearer(mint(keys.rsa, "RS256"))), "ERR_JWT_CLAIM_MAPPING_FAILED")
+      expectFailed(yield* authenticate(strategy, bearer(mint(keys.rsa, "RS256"))), "ERR_JWT_CLAIM_MAPPING_FAILED")
+    }))
+
+  it.effect("a clock tolerance that is not a finite number ≥ 0 is refused at construction", () =>
+    Effect.sync(() => {
+      for (const clockToleranceSeconds of [Number.NaN, -1, Number.POSITIVE_INFINITY, "5" as unknown as number]) {
+        assert.throws(
+          () => jwtBearerStrategy({
+            id: "j",
+            jwksUrl: "https://idp.test/jwks",
+            issuer,
+            audience: "api",
+            clockToleranceSeconds,
+            tenantIdFromClaims: () => "t"
+          }),
+          /clockToleranceSeconds/
+        )
+      }
+    }))
 })

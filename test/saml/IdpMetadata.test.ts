@@ -1,0 +1,114 @@
+/**
+ * IdP settings from metadata (spec 2.7): the entry point, every signing certificate and the SLO
+ * service come from `idp.metadataUrl` (served here by a loopback server), are re-read every
+ * `metadataRefreshMs` (driven by the TestClock), and the explicit settings take over when no
+ * metadata can be read.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Clock, Effect, TestClock } from "effect"
+import { createServer } from "node:http"
+import type { AddressInfo } from "node:net"
+import { certificateBody } from "../../src/saml/Keys.js"
+import { samlSsoPlugin } from "../../src/saml/SamlSsoPlugin.js"
+import * as Idp from "./support/Idp.js"
+import * as Sp from "./support/Sp.js"
+
+const at = Date.UTC(2026, 10, 23, 12)
+
+const metadataOf = (certs: ReadonlyArray<string>) =>
+  `<?xml version="1.0"?><md:EntityDescriptor xmlns:md="urn:oasis:names:tc:SAML:2.0:metadata" xmlns:ds="http://www.w3.org/2000/09/xmldsig#" entityID="${Idp.idpEntityId}">` +
+  `<md:IDPSSODescriptor protocolSupportEnumeration="urn:oasis:names:tc:SAML:2.0:protocol">` +
+  certs.map((cert) => `<md:KeyDescriptor use="signing"><ds:KeyInfo><ds:X509Data><ds:X509Certificate>${certificateBody(cert)}</ds:X509Certificate></ds:X509Data></ds:KeyInfo></md:KeyDescriptor>`).join("") +
+  `<md:KeyDescriptor use="encryption"><ds:KeyInfo><ds:X509Data><ds:X509Certificate>${certificateBody(Idp.evilKeys.cert)}</ds:X509Certificate></ds:X509Data></ds:KeyInfo></md:KeyDescriptor>` +
+  `<md:SingleLogoutService Binding="urn:oasis:names:tc:SAML:2.0:bindings:HTTP-Redirect" Location="https://idp.example.test/meta-slo"/>` +
+  `<md:SingleSignOnService Binding="urn:oasis:names:tc:SAML:2.0:bindings:HTTP-Redirect" Location="https://idp.example.test/meta-sso"/>` +
+  `</md:IDPSSODescriptor></md:EntityDescriptor>`
+
+/** A loopback metadata server whose document (or failure) the test changes. */
+const metadataServer = Effect.acquireRelease(
+  Effect.async<{
+    readonly url: string
+    readonly serve: (body: string | null) => void
+    readonly fetches: () => number
+    readonly close: () => void
+  }>((resume) => {
+    let body: string | null = null
+    let fetches = 0
+    const server = createServer((_, response) => {
+      fetches++
+      if (body === null) response.writeHead(500).end("down")
+      else response.writeHead(200, { "content-type": "application/samlmetadata+xml" }).end(body)
+    })
+    server.listen(0, "127.0.0.1", () =>
+      resume(Effect.succeed({
+        url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/metadata`,
+        serve: (next) => void (body = next),
+        fetches: () => fetches,
+        close: () => server.close()
+      })))
+  }),
+  (server) => Effect.sync(server.close)
+)
+
+/** Waits (in real time) until the metadata server has answered `count` fetches. */
+const fetched = (server: Effect.Effect.Success<typeof metadataServer>, count: number) =>
+  Effect.promise(async () => {
+    for (let i = 0; i < 200 && server.fetches() < count; i++) await new Promise((resolve) => setTimeout(resolve, 10))
+  }).pipe(Effect.zipRight(Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))))
+
+let logins = 0
+
+const logIn = (sp: Effect.Effect.Success<ReturnType<typeof Sp.serve>>, keys: Idp.KeyPair) =>
+  Effect.gen(function*() {
+    const request = yield* Sp.startLogin(sp.served.url)
+    const fields = { now: yield* Clock.currentTimeMillis, inResponseTo: request.id, assertionId: `_login${++logins}` }
+    const xml = Idp.signAssertion(Idp.responseXml(fields, Idp.assertionXml(fields)), { keys })
+    const answer = yield* Sp.postToAcs(sp.served.url, xml)
+    return { request, status: answer.status }
+  })
+
+describe("IdP metadata", () => {
+  it.scoped("entry point, signing certificates and SLO come from the metadata; a refresh picks up a rotation", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(at)
+      const server = yield* metadataServer
+      server.serve(metadataOf([Idp.idpKeys.cert]))
+      const idp = { metadataUrl: server.url, metadataRefreshMs: 3_600_000 }
+      assert.deepStrictEqual(samlSsoPlugin({ ...Sp.baseOptions, idp }).permissions, ["store:write", `network:outbound:${new URL(server.url).host}`])
+      const sp = yield* Sp.serve(Sp.memory, { idp })
+      const first = yield* logIn(sp, Idp.idpKeys)
+      assert.strictEqual(first.request.location.origin + first.request.location.pathname, "https://idp.example.test/meta-sso")
+      assert.strictEqual(first.status, 302)
+      assert.strictEqual((yield* logIn(sp, Idp.rotatedIdpKeys)).status, 401)
+
+      // The IdP publishes both keys during the rotation, then only the new one.
+      server.serve(metadataOf([Idp.idpKeys.cert, Idp.rotatedIdpKeys.cert]))
+      yield* TestClock.adjust("1 hour")
+      yield* fetched(server, 2)
+      assert.strictEqual((yield* logIn(sp, Idp.rotatedIdpKeys)).status, 302)
+      assert.strictEqual((yield* logIn(sp, Idp.idpKeys)).status, 302)
+      server.serve(metadataOf([Idp.rotatedIdpKeys.cert]))
+      yield* TestClock.adjust("1 hour")
+      yield* fetched(server, 3)
+      assert.strictEqual((yield* logIn(sp, Idp.idpKeys)).status, 401)
+
+      // A failed refresh keeps the last good metadata.
+      server.serve(null)
+      yield* TestClock.adjust("1 hour")
+      yield* fetched(server, 4)
+      assert.strictEqual((yield* logIn(sp, Idp.rotatedIdpKeys)).status, 302)
+    }))
+
+  it.scoped("when the metadata cannot be read, the explicit settings are the fallback; without them, 503", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(at)
+      const server = yield* metadataServer
+      const withFallback = yield* Sp.serve(Sp.memory, { idp: { ...Sp.baseOptions.idp, metadataUrl: server.url } })
+      const login = yield* logIn(withFallback, Idp.idpKeys)
+      assert.strictEqual(login.request.location.origin + login.request.location.pathname, Idp.idpSsoUrl)
+      assert.strictEqual(login.status, 302)
+      const without = yield* Sp.serve(Sp.memory, { idp: { metadataUrl: server.url } })
+      const answer = yield* Sp.Browser.get(`${without.served.url}/saml/login`)
+      assert.strictEqual(answer.status, 503)
+    }))
+})
