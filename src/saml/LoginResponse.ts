@@ -136,6 +136,7 @@ export const validate = (
       return yield* reject("assertion_count", "exactly one Assertion, a direct child of the Response, is required")
     }
     const assertion = assertions[0]!
+    if (assertion.getAttribute("Version") !== "2.0") return yield* reject("malformed", "the assertion is not SAML 2.0")
     yield* Signature.verifyEnveloped(libraries, document, assertion, expected.keys)
 
     // From here on, everything is read from the verified Assertion (and the Response attributes

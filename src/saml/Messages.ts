@@ -4,12 +4,11 @@
  * (deflated, capped while inflating) or by POST (base64).
  */
 import { Either } from "effect"
-import { randomBytes } from "node:crypto"
+import { type KeyObject, randomBytes } from "node:crypto"
 import { deflateRawSync, inflateRawSync } from "node:zlib"
 import { reject, type SamlRejected } from "./Errors.js"
 import * as Signature from "./Signature.js"
 import * as Xml from "./Xml.js"
-import type { KeyObject } from "node:crypto"
 
 /** A fresh message ID (an `xs:ID` must not start with a digit). */
 export const newId = (): string => `_${randomBytes(20).toString("hex")}`
@@ -111,12 +110,8 @@ export const decodePosted = (value: string): Either.Either<string, SamlRejected>
 
 /** The XML of a redirect-binding message (raw query value), inflated with a cap against deflate bombs. */
 export const decodeRedirected = (raw: string): Either.Either<string, SamlRejected> => {
-  let value: string
-  try {
-    value = decodeURIComponent(raw.replace(/\+/g, " "))
-  } catch {
-    return Either.left(reject("malformed", "the message is not percent-encoded"))
-  }
+  const value = Signature.decodeComponent(raw)
+  if (value === undefined) return Either.left(reject("malformed", "the message is not percent-encoded"))
   return Either.flatMap(strictBase64(value), (bytes) => {
     try {
       return Either.right(inflateRawSync(bytes, { maxOutputLength: Xml.maxMessageBytes }).toString("utf8"))

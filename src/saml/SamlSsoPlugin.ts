@@ -85,8 +85,9 @@ export interface Options {
 export const defaultReplayTtlMs = 10 * 60_000
 const sessionSeconds = Session.defaultMaxAgeSeconds
 const sweepInterval = "5 minutes"
-// A posted message is base64 of at most `Xml.maxMessageBytes`: the body cap sits just above it.
-const maxPostBytes = Math.ceil(Xml.maxMessageBytes * 4 / 3) + 16 * 1024
+// A posted message is at most `Xml.maxMessageBytes` once decoded; base64 and form encoding stay
+// under twice that, so the body cap refuses anything larger before it is read.
+const maxPostBytes = Xml.maxMessageBytes * 2
 
 const reveal = (secret: Secret) => (typeof secret === "string" ? secret : Redacted.value(secret))
 
@@ -280,38 +281,50 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
     })
   }
 
-  /** Verifies and reads an SLO message; `Left` is the answer to give instead. */
-  const sloMessage = (binding: "redirect" | "post", settings: IdpSource.Idp) =>
+  /**
+   * The signed SLO message of the request, verified and read; `Left` is the answer to give instead.
+   * A message without any signature is refused first, before the IdP settings or the verification
+   * library are consulted.
+   */
+  const sloMessage = (binding: "redirect" | "post") =>
     Effect.gen(function*() {
+      type Read = Either.Either<
+        { readonly message: LogoutMessage.LogoutMessage; readonly relayState: string | undefined; readonly settings: IdpSource.Idp },
+        HttpServerResponse.HttpServerResponse
+      >
+      const fail = (error: SamlRejected): Read => Either.left(refused(error))
       let xml: string
       let relayState: string | undefined
+      let settings: IdpSource.Idp
       if (binding === "redirect") {
         const query = Signature.redirectQuery(rawQueryOf(yield* HttpServerRequest.HttpServerRequest))
-        if (Either.isLeft(query)) return Either.left(refused(query.left))
+        if (Either.isLeft(query)) return fail(query.left)
+        if (!Signature.hasRedirectSignature(query.right)) return fail(reject("signature_missing", "the message is not signed"))
+        settings = yield* idp.current
         // Checked over the raw query, before anything is decoded or parsed.
         const verified = Signature.verifyRedirect(query.right, settings.keys)
-        if (Either.isLeft(verified)) return Either.left(refused(verified.left))
+        if (Either.isLeft(verified)) return fail(verified.left)
         const decoded = Messages.decodeRedirected(query.right.message)
-        if (Either.isLeft(decoded)) return Either.left(refused(decoded.left))
+        if (Either.isLeft(decoded)) return fail(decoded.left)
         xml = decoded.right
-        relayState = query.right.relayState === undefined ? undefined : decodeURIComponent(query.right.relayState)
+        relayState = query.right.relayState === undefined ? undefined : Signature.decodeComponent(query.right.relayState)
       } else {
         const form = yield* formOf
         const posted = form.get("SAMLRequest") ?? form.get("SAMLResponse")
         if (posted === null) return Either.left(answer(400, "malformed", "SAMLRequest or SAMLResponse is missing"))
         const decoded = Messages.decodePosted(posted)
-        if (Either.isLeft(decoded)) return Either.left(refused(decoded.left))
-        // No signature at all: refused before the verification library is loaded or consulted.
-        if (!/<([\w.-]+:)?Signature[\s>]/.test(decoded.right)) return Either.left(refused(reject("signature_missing", "the message is not signed")))
+        if (Either.isLeft(decoded)) return fail(decoded.left)
+        if (!/<([\w.-]+:)?Signature[\s>]/.test(decoded.right)) return fail(reject("signature_missing", "the message is not signed"))
+        settings = yield* idp.current
         xml = decoded.right
         relayState = form.get("RelayState") ?? undefined
       }
       const libraries = yield* Libraries.load
       const document = Xml.parse(libraries, xml)
-      if (Either.isLeft(document)) return Either.left(refused(document.left))
+      if (Either.isLeft(document)) return fail(document.left)
       if (binding === "post") {
         const verified = yield* Effect.either(Signature.verifyEnveloped(libraries, document.right, document.right.documentElement, settings.keys))
-        if (Either.isLeft(verified)) return Either.left(refused(verified.left))
+        if (Either.isLeft(verified)) return fail(verified.left)
       }
       const message = yield* Effect.either(LogoutMessage.read(document.right, {
         idpEntityId: settings.entityId,
@@ -320,17 +333,14 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
         now: yield* Clock.currentTimeMillis,
         rememberMs: replayTtlMs
       }))
-      return Either.isLeft(message)
-        ? Either.left(refused(message.left))
-        : Either.right({ message: message.right, relayState })
+      return Either.isLeft(message) ? fail(message.left) : Either.right({ message: message.right, relayState, settings }) as Read
     })
 
   const slo = (binding: "redirect" | "post") =>
     Effect.gen(function*() {
-      const settings = yield* idp.current
-      const read = yield* sloMessage(binding, settings)
+      const read = yield* sloMessage(binding)
       if (Either.isLeft(read)) return read.left
-      const { message, relayState } = read.right
+      const { message, relayState, settings } = read.right
       const now = yield* Clock.currentTimeMillis
       if (message._tag === "LogoutResponse") {
         if (message.inResponseTo === undefined || !(yield* logoutIds.consume("logout", message.inResponseTo, now))) {

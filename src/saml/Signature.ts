@@ -170,13 +170,17 @@ export const redirectQuery = (rawQuery: string): Either.Either<RedirectQuery, Sa
   })
 }
 
-const decodeComponent = (raw: string) => {
+/** A percent-decoded query value (`+` is a space), undefined when the encoding is broken. */
+export const decodeComponent = (raw: string): string | undefined => {
   try {
     return decodeURIComponent(raw.replace(/\+/g, " "))
   } catch {
     return undefined
   }
 }
+
+/** Whether a redirect-binding query carries a signature at all (`Signature` and `SigAlg`). */
+export const hasRedirectSignature = (query: RedirectQuery): boolean => query.signature !== undefined && query.sigAlg !== undefined
 
 /** The octets a redirect-binding signature covers, in the binding's fixed order. */
 const signedOctets = (query: Pick<RedirectQuery, "parameter" | "message" | "relayState">, sigAlg: string) =>

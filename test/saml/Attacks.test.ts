@@ -203,10 +203,12 @@ describe("SAML attacks are refused and set no session", () => {
       }
     }))
 
-  it.scoped("oversize input (300 KiB)", () =>
-    refused((request) => Idp.validResponse(fields(request)).replace("</samlp:Response>", `<!--${"x".repeat(300 * 1024)}--></samlp:Response>`), {
-      status: 400,
-      reason: "too_large"
+  it.scoped("oversize input: 300 KiB of XML is refused after decoding, 2 MiB by the body cap before it is read", () =>
+    Effect.gen(function*() {
+      const padded = (request: { readonly id: string; readonly now: number }, bytes: number) =>
+        Idp.validResponse(fields(request)).replace("</samlp:Response>", `<!--${"x".repeat(bytes)}--></samlp:Response>`)
+      yield* refused((request) => padded(request, 300 * 1024), { status: 400, reason: "too_large" })
+      yield* refused((request) => padded(request, 2 * 1024 * 1024), { status: 413 })
     }))
 
   it.scoped("wrong audience, or a second AudienceRestriction that excludes this SP", () =>
