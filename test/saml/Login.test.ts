@@ -6,6 +6,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
+import { createVerify } from "node:crypto"
+import { defineApp } from "../../src/app/App.js"
+import { samlSsoPlugin } from "../../src/saml/SamlSsoPlugin.js"
+import * as Serve from "../support/Serve.js"
 import * as Idp from "./support/Idp.js"
 import * as Sp from "./support/Sp.js"
 
@@ -99,5 +103,69 @@ describe("SAML login", () => {
         const answer = yield* Sp.Browser.get(`${sp.served.url}/saml/login?returnTo=${encodeURIComponent(returnTo)}`)
         assert.strictEqual(answer.status, 400, returnTo)
       }
+    }))
+})
+
+describe("SAML signature and time options", () => {
+  const post = (overrides: Parameters<typeof Sp.serve>[1], build: (request: { readonly id: string; readonly now: number }) => string | Promise<string>) =>
+    Effect.gen(function*() {
+      const now = Date.UTC(2026, 10, 23, 12)
+      yield* TestClock.setTime(now)
+      const sp = yield* Sp.serve(memory, overrides)
+      const request = yield* Sp.startLogin(sp.served.url)
+      const xml = yield* Effect.promise(async () => build({ id: request.id, now }))
+      const answer = yield* Sp.postToAcs(sp.served.url, xml)
+      return answer.status === 302 ? "accepted" : JSON.parse(answer.body).reason as string
+    })
+  const signedTwice = (request: { readonly id: string; readonly now: number }, envelopeKeys: Idp.KeyPair) =>
+    Idp.signResponse(Idp.validResponse({ now: request.now, inResponseTo: request.id }), { keys: envelopeKeys })
+
+  it.scoped("wantAuthnResponseSigned requires a valid envelope signature; at the default a failing one is discarded", () =>
+    Effect.gen(function*() {
+      const assertionOnly = (request: { readonly id: string; readonly now: number }) => Idp.validResponse({ now: request.now, inResponseTo: request.id })
+      assert.strictEqual(yield* post({ wantAuthnResponseSigned: true }, assertionOnly), "signature_missing")
+      assert.strictEqual(yield* post({ wantAuthnResponseSigned: true }, (r) => signedTwice(r, Idp.evilKeys)), "signature")
+      assert.strictEqual(yield* post({ wantAuthnResponseSigned: true }, (r) => signedTwice(r, Idp.idpKeys)), "accepted")
+      assert.strictEqual(yield* post({}, (r) => signedTwice(r, Idp.evilKeys)), "accepted")
+    }))
+
+  it.scoped("an encrypted assertion without decryptionPvk is refused", () =>
+    Effect.gen(function*() {
+      const { decryptionPvk: _, ...withoutKey } = Sp.baseOptions
+      const reason = yield* Effect.gen(function*() {
+        yield* TestClock.setTime(Date.UTC(2026, 10, 23, 12))
+        const sp = yield* Serve.serve(defineApp({ plugins: [samlSsoPlugin(withoutKey)] }), memory)
+        const request = yield* Sp.startLogin(sp.url)
+        const xml = yield* Effect.promise(() => Idp.encryptAssertion(Idp.validResponse({ now: Date.UTC(2026, 10, 23, 12), inResponseTo: request.id })))
+        return JSON.parse((yield* Sp.postToAcs(sp.url, xml)).body).reason
+      })
+      assert.strictEqual(reason, "encrypted")
+    }))
+
+  it.scoped("acceptedClockSkewMs widens NotBefore and NotOnOrAfter on both sides", () =>
+    Effect.gen(function*() {
+      const skew = { acceptedClockSkewMs: 60_000 }
+      const at = (shift: Partial<Idp.ResponseFields>) => (r: { readonly id: string; readonly now: number }) =>
+        Idp.validResponse({ now: r.now, inResponseTo: r.id, ...shift })
+      assert.strictEqual(yield* post(skew, (r) => at({ notOnOrAfter: r.now - 30_000, confirmationNotOnOrAfter: r.now - 30_000 })(r)), "accepted")
+      assert.strictEqual(yield* post(skew, (r) => at({ notOnOrAfter: r.now - 90_000 })(r)), "expired")
+      assert.strictEqual(yield* post(skew, (r) => at({ notBefore: r.now + 30_000 })(r)), "accepted")
+      assert.strictEqual(yield* post(skew, (r) => at({ notBefore: r.now + 90_000 })(r)), "not_yet_valid")
+      assert.strictEqual(yield* post({}, (r) => at({ notBefore: r.now + 30_000 })(r)), "not_yet_valid")
+    }))
+
+  it.scoped("the AuthnRequest is signed over the raw query iff privateKey is set", () =>
+    Effect.gen(function*() {
+      const signing = yield* Sp.serve(memory, { privateKey: Idp.spKeys.key })
+      const signed = yield* Sp.startLogin(signing.served.url, "/after")
+      const raw = signed.location.search.slice(1)
+      const [octets, signature] = raw.split("&Signature=")
+      assert.isTrue(createVerify("sha256").update(octets!).verify(Idp.spKeys.cert, Buffer.from(decodeURIComponent(signature!), "base64")))
+      assert.match(octets!, /^SAMLRequest=[^&]+&RelayState=%2Fafter&SigAlg=/)
+      assert.include(signed.xml, `AssertionConsumerServiceURL="${Idp.acsUrl}"`)
+      const plain = yield* Sp.serve(memory)
+      const unsigned = yield* Sp.startLogin(plain.served.url)
+      assert.isNull(unsigned.location.searchParams.get("Signature"))
+      assert.isNull(unsigned.location.searchParams.get("SigAlg"))
     }))
 })
