@@ -374,7 +374,8 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
       return ours ? endSession(location) : HttpServerResponse.redirect(location, { status: 302 })
     }).pipe(Effect.catchTags({ SamlIdpUnavailable: unavailable, SamlLibraryUnavailable: unavailable }))
 
-  const storeBacked = typeof replay === "object" || options.sloStore?.store === true
+  // Spec 5.5: `store:write` unless replay protection is off and SLO state stays in-process.
+  const writesStore = replay !== false || options.sloStore?.store === true
   const metadataHost = options.idp.metadataUrl === undefined ? undefined : new URL(options.idp.metadataUrl).host
   const refreshMs = options.idp.metadataRefreshMs ?? 0
 
@@ -398,7 +399,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
   return Plugin.definePlugin({
     name: "saml",
     permissions: [
-      ...(storeBacked ? (["store:write"] as const) : []),
+      ...(writesStore ? (["store:write"] as const) : []),
       ...(metadataHost === undefined ? [] : [`network:outbound:${metadataHost}` as const])
     ],
     tables: [...(typeof replay === "object" ? [SamlReplay] : []), ...(options.sloStore?.store === true ? [SamlLogout] : [])],

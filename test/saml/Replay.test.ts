@@ -60,6 +60,7 @@ describe("SAML replay protection", () => {
       assert.deepStrictEqual(plugin.tables, [])
       assert.deepStrictEqual(samlSsoPlugin(Sp.baseOptions).permissions, ["store:write"])
       assert.deepStrictEqual(samlSsoPlugin(Sp.baseOptions).tables, [SamlReplay])
+      assert.deepStrictEqual(samlSsoPlugin({ ...Sp.baseOptions, replayProtection: false, sloStore: { store: true } }).permissions, ["store:write"])
       const logs: Array<string> = []
       const capture = Logger.replace(Logger.defaultLogger, Logger.make(({ message }) => logs.push(String(message))))
       const sp = yield* Sp.serve(Sp.memory, { replayProtection: false }).pipe(Effect.provide(capture))
