@@ -133,7 +133,7 @@ describe("JWKS cache", () => {
 })
 
 describe("key selection", () => {
-  it.scoped("a header already verified skips the key search, never the signature check", () =>
+  it.scoped("a forged payload under a header that verified before still fails the signature check", () =>
     Effect.gen(function*() {
       const { good, strategy } = yield* setup()
       expectSubject(yield* authenticate(strategy, bearer(good)), "t", "j")
