@@ -285,7 +285,14 @@ export const make = (options: Options): AuthStrategy.AuthStrategy => {
       if (found.length > 0) return yield* verified(token, found, now)
       const newer = yield* Jwks.keySetAfterUnknownKid(url, keySet, jwks)
       return yield* verified(token, newer === undefined ? [] : Jwks.candidates(newer, token.alg, token.kid), now)
-    }).pipe(Effect.catchAll((error) => Effect.succeed(AuthStrategy.Verdict.Failed({ reason: error.message }))))
+    }).pipe(Effect.catchAll((error) =>
+      // The verdict reason can reach the client: it names no URL; the log keeps the detail.
+      Effect.logWarning(`auth strategy "${options.id}": ${error.message}`).pipe(
+        Effect.as(failed({
+          reason: `the identity provider's ${error._tag === "JwksUnavailable" ? "key set" : "discovery document"} is unavailable: ${error.reason}`
+        }))
+      )
+    ))
 
   return {
     id: options.id,
