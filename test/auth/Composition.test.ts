@@ -8,6 +8,7 @@ import { defineApp } from "../../src/app/App.js"
 import { query } from "../../src/app/Procedure.js"
 import { jwtBearerStrategy } from "../../src/auth/IdentityProviders.js"
 import * as Session from "../../src/auth/Session.js"
+import { defineRestRoute } from "../../src/http/RestRoute.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
@@ -15,7 +16,7 @@ import * as Serve from "../support/Serve.js"
 import * as Idp from "./support/Idp.js"
 import { bearer } from "./support/Verdicts.js"
 
-describe("composed strategies over the rpc socket and POST /rpc", () => {
+describe("composed strategies over the rpc socket, POST /rpc and a REST route", () => {
   it.scopedLive("password session first, then a provider: the token rides in each message; a bad token stops the chain", () =>
     Effect.gen(function*() {
       const secret = "compose-session-secret-0123456789abcdef"
@@ -27,8 +28,16 @@ describe("composed strategies over the rpc socket and POST /rpc", () => {
         handler: (_, { subject }) =>
           Effect.succeed({ id: subject.id, provider: typeof subject.metadata.provider === "string" ? subject.metadata.provider : null })
       })
+      const restWhoAmI = defineRestRoute({
+        method: "GET",
+        path: "/whoami",
+        input: Schema.Struct({}),
+        output: Schema.Struct({ id: Schema.String }),
+        handler: (_, { subject }) => Effect.succeed({ id: subject.id })
+      })
       const app = defineApp({
         procedures: [whoAmI],
+        restRoutes: [restWhoAmI],
         auth: [
           Session.passwordSessionStrategy({ secret }),
           jwtBearerStrategy({ id: "idp", jwksUrl: jwks.url, issuer: "https://idp.test", audience: "api", tenantIdFromClaims: (c) => typeof c.org === "string" ? c.org : null })
@@ -50,5 +59,16 @@ describe("composed strategies over the rpc socket and POST /rpc", () => {
       // The same chain over HTTP (POST /rpc), where the headers are the request's own.
       assert.deepStrictEqual(yield* http.call(whoAmI, {}, { headers: bearer(token) }), { id: "idp-user", provider: "idp" })
       assert.strictEqual((yield* Effect.flip(http.call(whoAmI, {}, { headers: { cookie: `${cookie}x`, ...bearer(token) } })))._tag, "Unauthenticated")
+      // And on a REST route, resolved by the same chain.
+      const rest = (headers: Record<string, string>) =>
+        Effect.promise(async () => {
+          const response = await fetch(`${served.url}/whoami`, { headers })
+          return response.status === 200 ? ((await response.json()) as { id: string }).id : response.status
+        })
+      assert.strictEqual(yield* rest({ cookie }), "local-user")
+      assert.strictEqual(yield* rest(bearer(token)), "idp-user")
+      assert.strictEqual(yield* rest({ cookie, ...bearer(token) }), "local-user")
+      assert.strictEqual(yield* rest({ cookie: `${cookie}x`, ...bearer(token) }), 401)
+      assert.strictEqual(yield* rest({}), "anonymous")
     }))
 })
