@@ -1,7 +1,7 @@
 /**
  * The errors a procedure call can fail with on the wire, and their HTTP statuses.
  */
-import { Schema } from "effect"
+import { ParseResult, Schema } from "effect"
 import * as StoreErrors from "../kernel/Errors.js"
 import { GuardRefused } from "./Guard.js"
 
@@ -85,5 +85,20 @@ export const statusOf = (error: ProcedureError): number => {
     case "InternalError":
     case "ChangeDeliveryFailed":
       return 500
+  }
+}
+
+const maxDescriptionLength = 2000
+
+/**
+ * A decode failure as the message a client gets: bounded in size, and never a crash (formatting
+ * the value of a deeply nested input overflows the formatter's stack).
+ */
+export const describeParseError = (error: ParseResult.ParseError): string => {
+  try {
+    const text = ParseResult.TreeFormatter.formatErrorSync(error)
+    return text.length > maxDescriptionLength ? `${text.slice(0, maxDescriptionLength)}…` : text
+  } catch {
+    return "the input does not match its schema"
   }
 }

@@ -5,7 +5,7 @@
  */
 import type { Headers } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
-import { Cause, Context, Effect, Layer, Option, ParseResult, Queue, Ref, Schema, Stream } from "effect"
+import { Cause, Context, Effect, Layer, Option, Queue, Ref, Schema, Stream } from "effect"
 import * as AuthStrategy from "../auth/AuthStrategy.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
@@ -33,6 +33,11 @@ export interface RuntimeShape {
   readonly app: App
   /** Resolves the caller; a `Failed` verdict is `Unauthenticated`, no match is anonymous. */
   readonly resolveSubject: (headers: Headers.Headers) => Effect.Effect<Subject.Subject, Errors.Unauthenticated>
+  /**
+   * Resolves the caller, decodes the input and runs the guards, without the handler: what must hold
+   * before anything is claimed on the caller's behalf (an idempotency key).
+   */
+  readonly authorize: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<void, Errors.ProcedureError>
   /** Runs a procedure once; the output is decoded (the transport encodes it). */
   readonly call: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<unknown, Errors.ProcedureError>
   /** Runs a query, then re-runs it after every committed change to a table it read, emitting changed results. */
@@ -71,7 +76,7 @@ export const toProcedureError = (cause: Cause.Cause<unknown>, traceId: string, t
 const decodeInput = (procedure: Procedure.Any, input: unknown) =>
   Schema.decodeUnknown(procedure.input)(input, { errors: "all", onExcessProperty: "ignore" }).pipe(
     Effect.mapError((error) =>
-      new Errors.InputInvalid({ message: ParseResult.TreeFormatter.formatErrorSync(error) })
+      new Errors.InputInvalid({ message: Errors.describeParseError(error) })
     )
   )
 
@@ -156,6 +161,16 @@ export const make = (app: App) =>
       )
     }
 
+    const authorize = (procedure: Procedure.Any, invocation: Invocation): Effect.Effect<void, Errors.ProcedureError> => {
+      const traceId = traceIdOf(invocation.headers)
+      return Effect.gen(function*() {
+        const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
+        yield* decodeInput(procedure, invocation.input)
+        const ctx: Procedure.HandlerContext = { subject, store, headers: invocation.headers, traceId }
+        yield* acting(procedure, subject, traceId, Guard.runGuards(procedure.guards, ctx), invocation.crossTenant)
+      }).pipe(Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag)))
+    }
+
     const open = yield* Ref.make(0)
     const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.ProcedureError> => {
       const traceId = traceIdOf(invocation.headers)
@@ -192,7 +207,7 @@ export const make = (app: App) =>
       )
     }
 
-    return Runtime.of({ app, resolveSubject, call, live, liveSubscriptions: Ref.get(open) })
+    return Runtime.of({ app, resolveSubject, authorize, call, live, liveSubscriptions: Ref.get(open) })
   })
 
 /** The runtime layer of `app`. */

@@ -44,7 +44,7 @@ export const failure = (
 
 /** The 400 answer to an input that does not decode. */
 export const inputInvalid = (error: ParseResult.ParseError) =>
-  HttpResponses.error(400, "InputInvalid", ParseResult.TreeFormatter.formatErrorSync(error))
+  HttpResponses.error(400, "InputInvalid", Errors.describeParseError(error))
 
 /**
  * An encoder of handler results through `schema` to JSON text (compiled once per route). A result

@@ -32,9 +32,25 @@ export interface Endpoint {
   readonly serve: Serve
 }
 
-/** `GET /v2/items/:id` → `get_v2_items_id`. */
+/** `GET /v2/items/:id` → `get_v2_items_by_id`; `GET /files/*` → `get_files_rest`. */
 export const operationIdOf = (method: string, path: string): string =>
-  `${method.toLowerCase()}${path.replace(/[^A-Za-z0-9]+/g, "_").replace(/_+$/, "")}`
+  `${method.toLowerCase()}${
+    path.replace(/:([A-Za-z_][A-Za-z0-9_]*)/g, "by_$1").replace(/\*/g, "rest").replace(/[^A-Za-z0-9]+/g, "_").replace(/_+$/, "")
+  }`
+
+/**
+ * The endpoints with operation ids made unique (`/a-b` and `/a_b` read alike): the HttpApi keeps one
+ * endpoint per id, so a collision would silently drop an operation from the document.
+ */
+export const withUniqueOperationIds = (endpoints: ReadonlyArray<Endpoint>): ReadonlyArray<Endpoint> => {
+  const used = new Set<string>()
+  return endpoints.map((endpoint) => {
+    let operationId = endpoint.operationId
+    for (let n = 2; used.has(operationId); n++) operationId = `${endpoint.operationId}_${n}`
+    used.add(operationId)
+    return operationId === endpoint.operationId ? endpoint : { ...endpoint, operationId }
+  })
+}
 
 /** The endpoint of a hand-written route. */
 export const fromRoute = (route: RestRoute.Any): Endpoint => ({

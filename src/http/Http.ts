@@ -20,10 +20,11 @@ import * as RequestBody from "./RequestBody.js"
 import * as RestRoute from "./RestRoute.js"
 
 /** The endpoints of an app: its REST routes, then its projected procedures. */
-export const endpointsOf = (app: App): ReadonlyArray<Endpoint.Endpoint> => [
-  ...app.restRoutes.map(Endpoint.fromRoute),
-  ...Projection.endpoints(app.procedures.values())
-]
+export const endpointsOf = (app: App): ReadonlyArray<Endpoint.Endpoint> =>
+  Endpoint.withUniqueOperationIds([
+    ...app.restRoutes.map(Endpoint.fromRoute),
+    ...Projection.endpoints(app.procedures.values())
+  ])
 
 /** The HttpApi of an app's REST surface (its document is what `/openapi.json` serves). */
 export const api = (app: App) =>
@@ -114,7 +115,13 @@ export const routes = (app: App, maxBodyBytes: number) =>
           const method = endpoint.method as Exclude<RestRoute.Method, "HEAD">
           yield* router.add(method, endpoint.path, Pipeline.handler(endpoint, env, cap))
         }
-        for (const group of groups.values()) yield* router.addAll(MethodGate.routes(group.path, group.methods))
+        const mounted: ReadonlyArray<MethodGate.Mounted> = [
+          ...endpoints,
+          ...app.plugins.flatMap((plugin) => plugin.routes ?? [])
+        ]
+        for (const group of groups.values()) {
+          yield* router.addAll(MethodGate.routes(group.path, MethodGate.methodsOn(group.path, group.methods, mounted)))
+        }
         if (!groups.has("/rpc")) yield* router.addAll(rpcMethodGate)
         if (!groups.has("/form/*")) yield* router.addAll(formRoutes)
         yield* router.add("GET", "/openapi.json", Effect.succeed(HttpServerResponse.unsafeJson(document)))

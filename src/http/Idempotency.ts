@@ -8,7 +8,7 @@
  * handler that returned an undeclared stream: the claim is released and a retry runs again.
  */
 import { HttpServerResponse } from "@effect/platform"
-import { Effect, Exit } from "effect"
+import { Effect, Exit, Fiber } from "effect"
 import { createHash } from "node:crypto"
 import type { IdempotencyOption } from "../app/App.js"
 import * as HttpResponses from "../app/HttpResponses.js"
@@ -104,8 +104,8 @@ const replay = (stored: StoredResponse) => {
 
 /**
  * Runs `run` under the key: answers 422, 409 or the replay without running it, or claims the key,
- * runs it, and then completes the record (a handler's answer below 500 with a buffered body) or
- * releases it (anything else, including interruption).
+ * runs it to the end (in its own fiber: a client that disconnects does not interrupt it), and then
+ * completes the record (a handler's answer below 500 with a buffered body) or releases it.
  */
 export const guarded = <R>(
   store: IdempotencyStoreShape,
@@ -138,20 +138,22 @@ export const guarded = <R>(
         ))
       case "Completed":
         return Effect.succeed(replay(claim.response))
-      case "Claimed":
-        return Effect.uninterruptibleMask((restore) =>
-          Effect.flatMap(Effect.exit(restore(run)), (exit) => {
-            const stored = Exit.isSuccess(exit) && exit.value.handlerRan && exit.value.response.status < 500
-              ? toStored(exit.value.response)
-              : undefined
-            const settle = stored === undefined
-              ? store.release(scope, claim.owner)
-              : store.complete(scope, claim.owner, stored)
-            return Effect.zipRight(
-              Effect.catchAll(settle, (error) => Effect.logWarning("idempotency record not settled", error.message)),
-              Effect.map(exit, (outcome) => outcome.response)
-            )
-          })
-        )
+      case "Claimed": {
+        // Once claimed, the handler runs to the end and the record is settled even if the client
+        // goes away: a retry after a dropped connection must get the replay, not a second run.
+        const settled = Effect.flatMap(Effect.exit(run), (exit) => {
+          const stored = Exit.isSuccess(exit) && exit.value.handlerRan && exit.value.response.status < 500
+            ? toStored(exit.value.response)
+            : undefined
+          const settle = stored === undefined
+            ? store.release(scope, claim.owner)
+            : store.complete(scope, claim.owner, stored)
+          return Effect.zipRight(
+            Effect.catchAll(settle, (error) => Effect.logWarning("idempotency record not settled", error.message)),
+            Effect.map(exit, (outcome) => outcome.response)
+          )
+        })
+        return Effect.flatMap(Effect.forkDaemon(settled), Fiber.join)
+      }
     }
   })

@@ -4,7 +4,7 @@
  * the caller, decode, guards, row filter and tenant scoping are exactly the socket's. A live query
  * (`stream: 'sse'`) answers a `text/event-stream` (see `LiveQuery`).
  */
-import { HttpLayerRouter, HttpServerRequest } from "@effect/platform"
+import { Headers, HttpLayerRouter, HttpServerRequest } from "@effect/platform"
 import { Effect, Either } from "effect"
 import * as HttpResponses from "../app/HttpResponses.js"
 import type * as Procedure from "../app/Procedure.js"
@@ -58,21 +58,29 @@ export const make = (
     const subject = resolved.right
     const refusal = Steps.scopeRefusal(subject, scopes)
     if (refusal !== undefined) return HttpResponses.procedureError(refusal)
+    const traceId = Steps.traceIdOf(request.headers)
+    // The runtime and the encoder agree on the request's trace id.
+    const headers = Headers.set(request.headers, "x-fw-trace-id", traceId)
+    const invocation = { input, headers, subject }
     const run = () =>
-      Effect.matchEffect(env.runtime.call(procedure, { input, headers: request.headers, subject }), {
+      Effect.matchEffect(env.runtime.call(procedure, invocation), {
         onFailure: (error) =>
           Effect.succeed<Idempotency.Outcome>({
             response: HttpResponses.procedureError(error),
             handlerRan: !beforeHandler.has(error._tag)
           }),
         onSuccess: (output) =>
-          Effect.map(encode(output, "-"), (json): Idempotency.Outcome => ({
+          Effect.map(encode(output, traceId), (json): Idempotency.Outcome => ({
             response: typeof json === "string" ? Answer.json(json, false, undefined) : json,
             handlerRan: true
           }))
       })
     const claimed = Steps.underKey(env, endpoint, request, subject, bytes, run)
-    return claimed === undefined ? (yield* run()).response : yield* claimed
+    if (claimed === undefined) return (yield* run()).response
+    // Decode and guards hold before the key is looked up: a caller the procedure refuses gets its
+    // refusal, never another caller's stored answer (and refusals do not consume the key).
+    const authorized = yield* Effect.either(env.runtime.authorize(procedure, invocation))
+    return Either.isLeft(authorized) ? HttpResponses.procedureError(authorized.left) : yield* claimed
   })
 }
 
