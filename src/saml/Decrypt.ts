@@ -1,8 +1,13 @@
 /**
  * Decryption of `<saml:EncryptedAssertion>` with the SP's `decryptionPvk` (XML Encryption: an
- * RSA-OAEP wrapped key, AES-GCM or AES-CBC content), done with `node:crypto`. RSA 1.5 and
- * triple-DES are refused. The plaintext is parsed as strictly as the message and takes the
- * encrypted element's place, so the very same validation then runs over it.
+ * RSA-OAEP wrapped key, AES-GCM content), done with `node:crypto`. The plaintext is parsed as
+ * strictly as the message and takes the encrypted element's place, so the very same validation
+ * then runs over it.
+ *
+ * Only authenticated encryption is accepted: decryption runs before any signature has vouched for
+ * the ciphertext, and AES-CBC without integrity lets whoever holds a captured response decrypt it
+ * through the SP's answers (Jager & Somorovsky, "How to break XML Encryption", 2011). RSA 1.5,
+ * triple-DES and CBC are refused, and every failure from here on is one indistinguishable answer.
  */
 import { Either } from "effect"
 import { type CipherGCMTypes, constants, createDecipheriv, type KeyObject, privateDecrypt } from "node:crypto"
@@ -12,17 +17,10 @@ import * as Xml from "./Xml.js"
 
 const xenc11 = "http://www.w3.org/2009/xmlenc11#"
 
-type ContentCipher =
-  | { readonly mode: "gcm"; readonly cipher: CipherGCMTypes }
-  | { readonly mode: "cbc"; readonly cipher: string }
-
-const contentCiphers: Readonly<Record<string, ContentCipher>> = {
-  "http://www.w3.org/2009/xmlenc11#aes128-gcm": { cipher: "aes-128-gcm", mode: "gcm" },
-  "http://www.w3.org/2009/xmlenc11#aes192-gcm": { cipher: "aes-192-gcm", mode: "gcm" },
-  "http://www.w3.org/2009/xmlenc11#aes256-gcm": { cipher: "aes-256-gcm", mode: "gcm" },
-  "http://www.w3.org/2001/04/xmlenc#aes128-cbc": { cipher: "aes-128-cbc", mode: "cbc" },
-  "http://www.w3.org/2001/04/xmlenc#aes192-cbc": { cipher: "aes-192-cbc", mode: "cbc" },
-  "http://www.w3.org/2001/04/xmlenc#aes256-cbc": { cipher: "aes-256-cbc", mode: "cbc" }
+const contentCiphers: Readonly<Record<string, CipherGCMTypes>> = {
+  "http://www.w3.org/2009/xmlenc11#aes128-gcm": "aes-128-gcm",
+  "http://www.w3.org/2009/xmlenc11#aes192-gcm": "aes-192-gcm",
+  "http://www.w3.org/2009/xmlenc11#aes256-gcm": "aes-256-gcm"
 }
 
 const digests: Readonly<Record<string, string>> = {
@@ -44,7 +42,9 @@ const cipherValue = (parent: Element): Buffer | undefined => {
   return value === undefined ? undefined : Buffer.from((value.textContent ?? "").replace(/\s+/g, ""), "base64")
 }
 
-const failed = (detail: string) => Either.left(reject("decryption", detail))
+// One answer for every failure: which step failed must not be observable from outside.
+const undecryptable = reject("decryption", "the encrypted assertion could not be decrypted")
+const failed = (_why: string) => Either.left(undecryptable)
 
 /** The content key, unwrapped with RSA-OAEP; the OAEP digest and MGF1 hash must agree (Node uses one for both). */
 const unwrapKey = (encryptedKey: Element, key: KeyObject): Either.Either<Buffer, SamlRejected> => {
@@ -67,22 +67,14 @@ const unwrapKey = (encryptedKey: Element, key: KeyObject): Either.Either<Buffer,
 }
 
 const decryptContent = (algorithm: string, contentKey: Buffer, data: Buffer): Either.Either<string, SamlRejected> => {
-  const spec = contentCiphers[algorithm]
-  if (spec === undefined) return failed("the content encryption algorithm is not allowed")
+  const cipher = contentCiphers[algorithm]
+  if (cipher === undefined) return failed("the content encryption algorithm is not allowed (AES-GCM only)")
   try {
-    if (spec.mode === "gcm") {
-      const decipher = createDecipheriv(spec.cipher, contentKey, data.subarray(0, 12), { authTagLength: 16 })
-      decipher.setAuthTag(data.subarray(data.length - 16))
-      return Either.right(Buffer.concat([decipher.update(data.subarray(12, data.length - 16)), decipher.final()]).toString("utf8"))
-    }
-    const decipher = createDecipheriv(spec.cipher, contentKey, data.subarray(0, 16)).setAutoPadding(false)
-    const plain = Buffer.concat([decipher.update(data.subarray(16)), decipher.final()])
-    // XML Encryption padding: the last octet counts the padding octets, whose values are arbitrary.
-    const padding = plain[plain.length - 1] ?? 0
-    if (padding < 1 || padding > 16) return failed("bad padding")
-    return Either.right(plain.subarray(0, plain.length - padding).toString("utf8"))
+    const decipher = createDecipheriv(cipher, contentKey, data.subarray(0, 12), { authTagLength: 16 })
+    decipher.setAuthTag(data.subarray(data.length - 16))
+    return Either.right(Buffer.concat([decipher.update(data.subarray(12, data.length - 16)), decipher.final()]).toString("utf8"))
   } catch {
-    return failed("the assertion does not decrypt")
+    return failed("the assertion does not decrypt (or was altered)")
   }
 }
 
@@ -108,7 +100,11 @@ export const decryptAssertion = (
   const algorithm = Xml.only(data, Xml.ns.xenc, "EncryptionMethod")?.getAttribute("Algorithm") ?? ""
   return unwrapKey(encryptedKey, key).pipe(
     Either.flatMap((contentKey) => decryptContent(algorithm, contentKey, content)),
-    Either.flatMap((plaintext) => Xml.parse(libraries, `${wrapperOpen}${plaintext.replace(/^<\?xml[^>]*\?>/, "")}</fw-plaintext>`)),
+    Either.flatMap((plaintext) =>
+      Either.mapLeft(
+        Xml.parse(libraries, `${wrapperOpen}${plaintext.replace(/^<\?xml[^>]*\?>/, "")}</fw-plaintext>`),
+        () => undecryptable
+      )),
     Either.flatMap((wrapper) => {
       const root = wrapper.documentElement!
       const elements = Array.from(root.childNodes).filter((node) => node.nodeType === 1)

@@ -25,7 +25,7 @@ export interface Options {
   readonly entryPoint?: string
   /** One certificate, or several during a rotation (PEM or base64 body). */
   readonly idpCert?: string | ReadonlyArray<string>
-  /** The IdP entity id; read from the metadata when `metadataUrl` is set. */
+  /** The IdP entity id; with `metadataUrl`, it picks the IdP out of an aggregate (required when the document describes several). */
   readonly entityId?: string
   /** The IdP's single-logout service (redirect binding); read from the metadata when `metadataUrl` is set. */
   readonly sloUrl?: string
@@ -78,7 +78,7 @@ export const make = (options: Options): IdpSource => {
       Effect.scoped
     )
     if (Buffer.byteLength(xml) > maxMetadataBytes) return yield* Effect.fail("the metadata document is too large")
-    const metadata = yield* Libraries.load.pipe(Effect.flatMap((libraries) => Metadata.readIdp(libraries, xml)))
+    const metadata = yield* Libraries.load.pipe(Effect.flatMap((libraries) => Metadata.readIdp(libraries, xml, options.entityId)))
     const idp: Idp = {
       entityId: metadata.entityId,
       entryPoint: metadata.entryPoint,

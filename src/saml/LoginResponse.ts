@@ -1,7 +1,7 @@
 /**
  * Validation of a `samlp:Response` posted to the ACS (spec 5.3; DESIGN, "SAML"), in this order:
- * strict parse; Response and Status; the envelope signature (required with
- * `wantAuthnResponseSigned`, otherwise a failing one is discarded); decryption; exactly one
+ * strict parse; Response and Status; the envelope signature (only with `wantAuthnResponseSigned`;
+ * at the default it is not consulted, so a failing one is discarded); decryption; exactly one
  * Assertion, a direct child of the Response; its signature, always required; then, reading only
  * from that verified node: Issuer, Destination, bearer SubjectConfirmation (Recipient,
  * NotOnOrAfter, InResponseTo, no NotBefore), Conditions with skew, and every AudienceRestriction.
@@ -22,7 +22,7 @@ export interface Profile {
   readonly nameId: string
   readonly nameIdFormat: string | null
   readonly sessionIndex: string | null
-  /** From an email attribute, else the NameID when it is an address; null when neither. */
+  /** From an email attribute, else the NameID when its format is `emailAddress`; null when neither. */
   readonly email: string | null
   /** The IdP entity id. */
   readonly issuer: string
@@ -54,6 +54,7 @@ export interface Validated {
 
 const success = "urn:oasis:names:tc:SAML:2.0:status:Success"
 const bearer = "urn:oasis:names:tc:SAML:2.0:cm:bearer"
+const emailFormat = "urn:oasis:names:tc:SAML:1.1:nameid-format:emailAddress"
 
 const emailAttributes = [
   "email",
@@ -63,14 +64,22 @@ const emailAttributes = [
   "urn:oid:0.9.2342.19200300.100.1.3"
 ]
 
+/**
+ * The attributes, by name. A value holding elements (an `eduPersonTargetedID` as a NameID) is left
+ * out rather than failing the login; a value holding a comment or processing instruction fails it.
+ * The record has no prototype: an attribute named `constructor` or `__proto__` is just a name.
+ */
 const attributesOf = (assertion: Element): Either.Either<Record<string, Array<string>>, SamlRejected> =>
   Either.gen(function*() {
-    const attributes: Record<string, Array<string>> = {}
+    const attributes: Record<string, Array<string>> = Object.create(null)
     for (const statement of Xml.children(assertion, Xml.ns.assertion, "AttributeStatement")) {
       for (const attribute of Xml.children(statement, Xml.ns.assertion, "Attribute")) {
         const name = attribute.getAttribute("Name") ?? ""
         const values = (attributes[name] ??= [])
-        for (const value of Xml.children(attribute, Xml.ns.assertion, "AttributeValue")) values.push(yield* Xml.text(value))
+        for (const value of Xml.children(attribute, Xml.ns.assertion, "AttributeValue")) {
+          if (Array.from(value.childNodes).some((node) => node.nodeType === 1)) continue
+          values.push(yield* Xml.text(value))
+        }
       }
     }
     return attributes
@@ -117,11 +126,10 @@ export const validate = (
     const status = Xml.only(Xml.only(response, Xml.ns.protocol, "Status") ?? response, Xml.ns.protocol, "StatusCode")
     if (status?.getAttribute("Value") !== success) return yield* reject("status", "the IdP did not answer Success")
 
-    if (expected.wantAuthnResponseSigned || Signature.isSigned(response)) {
-      const envelope = Signature.verifyEnveloped(libraries, document, response, expected.keys)
-      // At the default a failing envelope signature is discarded; the assertion signature decides.
-      yield* expected.wantAuthnResponseSigned ? envelope : Effect.ignore(envelope)
-    }
+    // At the default the envelope signature is not consulted at all (a failing one would be
+    // discarded anyway, and checking it costs a second canonicalization of the whole message);
+    // the assertion signature decides.
+    if (expected.wantAuthnResponseSigned) yield* Signature.verifyEnveloped(libraries, document, response, expected.keys)
 
     const encrypted = Xml.children(response, Xml.ns.assertion, "EncryptedAssertion")
     if (Xml.count(document, Xml.ns.assertion, "EncryptedAssertion") !== encrypted.length || encrypted.length > 1) {
@@ -177,12 +185,15 @@ export const validate = (
     const attributes = yield* attributesOf(assertion)
     const emailAttribute = Object.entries(attributes).find(([name]) => emailAttributes.includes(name.toLowerCase()))?.[1][0]
     const statement = Xml.only(assertion, Xml.ns.assertion, "AuthnStatement")
+    const nameIdFormat = nameIdElement.getAttribute("Format") || null
     return {
       profile: {
         nameId,
-        nameIdFormat: nameIdElement.getAttribute("Format") || null,
+        nameIdFormat,
         sessionIndex: statement?.getAttribute("SessionIndex") || null,
-        email: emailAttribute ?? (nameId.includes("@") ? nameId : null),
+        // A NameID is an address only when its format says so: a username that merely contains
+        // an "@" must not pass for somebody's email.
+        email: emailAttribute ?? (nameIdFormat === emailFormat ? nameId : null),
         issuer,
         attributes
       },

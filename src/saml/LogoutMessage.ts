@@ -9,7 +9,15 @@ import * as Xml from "./Xml.js"
 
 /** A message the IdP sent to the SLO endpoint. */
 export type LogoutMessage =
-  | { readonly _tag: "LogoutRequest"; readonly id: string; readonly nameId: string; readonly expiresAt: number }
+  | {
+    readonly _tag: "LogoutRequest"
+    readonly id: string
+    readonly nameId: string
+    /** The IdP sessions it ends; empty means every session of the NameID. */
+    readonly sessionIndexes: ReadonlyArray<string>
+    /** Until when its id must be remembered (it is refused afterwards anyway). */
+    readonly expiresAt: number
+  }
   | { readonly _tag: "LogoutResponse"; readonly inResponseTo: string | undefined }
 
 /** What a logout message is checked against. */
@@ -18,7 +26,7 @@ export interface Expectations {
   readonly sloUrl: string
   readonly clockSkewMs: number
   readonly now: number
-  /** How long an IdP LogoutRequest id is remembered when the request names no NotOnOrAfter. */
+  /** How old a LogoutRequest may be (by its IssueInstant), and so how long its id is remembered. */
   readonly rememberMs: number
 }
 
@@ -32,20 +40,21 @@ export const read = (document: Document, expected: Expectations): Effect.Effect<
     if ((yield* Xml.childText(root, Xml.ns.assertion, "Issuer")) !== expected.idpEntityId) {
       return yield* reject("issuer", "the Issuer is not the configured IdP")
     }
-    const destination = root.getAttribute("Destination")
-    if (destination !== null && destination !== expected.sloUrl) return yield* reject("destination", "the Destination is not this SLO endpoint")
+    // A signed message over an HTTP binding must say where it is going (SAML bindings 3.4.5.2, 3.5.5.2).
+    if (root.getAttribute("Destination") !== expected.sloUrl) return yield* reject("destination", "the Destination is not this SLO endpoint")
     if (!isRequest) return { _tag: "LogoutResponse", inResponseTo: root.getAttribute("InResponseTo") || undefined } as const
+    // Without a bound, a captured request could end the session again once its id is forgotten.
+    const issued = yield* Xml.time(root, "IssueInstant")
     const notOnOrAfter = yield* Xml.time(root, "NotOnOrAfter")
-    if (notOnOrAfter !== undefined && expected.now >= notOnOrAfter + expected.clockSkewMs) {
-      return yield* reject("expired", "the LogoutRequest has expired")
+    if (issued === undefined || expected.now + expected.clockSkewMs < issued) {
+      return yield* reject("not_yet_valid", "the LogoutRequest has no IssueInstant, or one in the future")
     }
+    const expiresAt = Math.min(notOnOrAfter ?? Number.POSITIVE_INFINITY, issued + expected.rememberMs) + expected.clockSkewMs
+    if (expected.now >= expiresAt) return yield* reject("expired", "the LogoutRequest has expired")
     const nameId = Xml.only(root, Xml.ns.assertion, "NameID")
     const id = root.getAttribute("ID")
     if (nameId === undefined || !id) return yield* reject("malformed", "the LogoutRequest needs an ID and a NameID")
-    return {
-      _tag: "LogoutRequest",
-      id,
-      nameId: yield* Xml.text(nameId),
-      expiresAt: (notOnOrAfter ?? expected.now + expected.rememberMs) + expected.clockSkewMs
-    } as const
+    const sessionIndexes: Array<string> = []
+    for (const index of Xml.children(root, Xml.ns.protocol, "SessionIndex")) sessionIndexes.push(yield* Xml.text(index))
+    return { _tag: "LogoutRequest", id, nameId: yield* Xml.text(nameId), sessionIndexes, expiresAt } as const
   })

@@ -56,27 +56,38 @@ const location = (descriptor: Element, local: string) => {
   }
 }
 
-/** Reads an IdP metadata document (an EntityDescriptor, or the first IdP inside an EntitiesDescriptor). */
-export const readIdp = (libraries: Libraries.Libraries, xml: string): Either.Either<Idp, SamlRejected> =>
+/**
+ * Reads an IdP metadata document: an EntityDescriptor, or the IdP named `entityId` inside an
+ * EntitiesDescriptor. An aggregate (a federation's) with several IdPs and no `entityId` is refused:
+ * trusting whichever comes first would let any of them log in as anyone.
+ */
+export const readIdp = (
+  libraries: Libraries.Libraries,
+  xml: string,
+  entityId: string | undefined
+): Either.Either<Idp, SamlRejected> =>
   Either.flatMap(Xml.parse(libraries, xml), (document) => {
     const root = document.documentElement!
-    const entities = Xml.is(root, Xml.ns.metadata, "EntitiesDescriptor") ? Xml.children(root, Xml.ns.metadata, "EntityDescriptor") : [root]
-    for (const entity of entities) {
-      const descriptor = Xml.is(entity, Xml.ns.metadata, "EntityDescriptor")
-        ? Xml.only(entity, Xml.ns.metadata, "IDPSSODescriptor")
-        : undefined
-      if (descriptor === undefined) continue
-      const certificates = Xml.children(descriptor, Xml.ns.metadata, "KeyDescriptor")
-        .filter((key) => (key.getAttribute("use") || "signing") === "signing")
-        .flatMap((key) => Array.from(key.getElementsByTagNameNS(Xml.ns.dsig, "X509Certificate")))
-        .map((certificate) => Keys.certificateBody(certificate.textContent ?? ""))
-      const sso = location(descriptor, "SingleSignOnService")?.location
-      const slo = location(descriptor, "SingleLogoutService")
-      const entityId = entity.getAttribute("entityID")
-      if (entityId === null || sso === undefined || certificates.length === 0) {
-        return Either.left(reject("malformed", "the IdP metadata lacks an entityID, a redirect SSO service or a signing certificate"))
-      }
-      return Either.right({ entityId, entryPoint: sso, certificates, sloUrl: slo?.location, sloResponseUrl: slo?.response })
+    const entities = (Xml.is(root, Xml.ns.metadata, "EntitiesDescriptor") ? Xml.children(root, Xml.ns.metadata, "EntityDescriptor") : [root])
+      .filter((entity) => Xml.is(entity, Xml.ns.metadata, "EntityDescriptor") && Xml.only(entity, Xml.ns.metadata, "IDPSSODescriptor") !== undefined)
+      .filter((entity) => entityId === undefined || entity.getAttribute("entityID") === entityId)
+    if (entities.length !== 1) {
+      return Either.left(reject(
+        "malformed",
+        entities.length === 0 ? "the metadata describes no such IdP" : "the metadata describes several IdPs: set idp.entityId"
+      ))
     }
-    return Either.left(reject("malformed", "the metadata describes no IdP"))
+    const entity = entities[0]!
+    const descriptor = Xml.only(entity, Xml.ns.metadata, "IDPSSODescriptor")!
+    const certificates = Xml.children(descriptor, Xml.ns.metadata, "KeyDescriptor")
+      .filter((key) => (key.getAttribute("use") || "signing") === "signing")
+      .flatMap((key) => Array.from(key.getElementsByTagNameNS(Xml.ns.dsig, "X509Certificate")))
+      .map((certificate) => Keys.certificateBody(certificate.textContent ?? ""))
+    const sso = location(descriptor, "SingleSignOnService")?.location
+    const slo = location(descriptor, "SingleLogoutService")
+    const id = entity.getAttribute("entityID")
+    if (id === null || sso === undefined || certificates.length === 0) {
+      return Either.left(reject("malformed", "the IdP metadata lacks an entityID, a redirect SSO service or a signing certificate"))
+    }
+    return Either.right({ entityId: id, entryPoint: sso, certificates, sloUrl: slo?.location, sloResponseUrl: slo?.response })
   })

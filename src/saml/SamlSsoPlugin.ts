@@ -91,9 +91,12 @@ const maxPostBytes = Xml.maxMessageBytes * 2
 
 const reveal = (secret: Secret) => (typeof secret === "string" ? secret : Redacted.value(secret))
 
-/** Whether `path` is a path on this site (not `//host`, not a URL, no backslash tricks). */
+/**
+ * Whether `path` is a path on this site: not `//host`, not a URL, no backslash, and printable ASCII
+ * only (anything else cannot go into a `Location` header as it is).
+ */
 export const isLocalPath = (path: string): boolean => {
-  if (!path.startsWith("/") || path.startsWith("//") || /[\\\u0000-\u001f]/.test(path)) return false
+  if (!path.startsWith("/") || path.startsWith("//") || !/^[\x21-\x7e]*$/.test(path) || path.includes("\\")) return false
   try {
     return new URL(path, "http://local.invalid").origin === "http://local.invalid"
   } catch {
@@ -351,11 +354,13 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
       if (!(yield* logoutIds.firstSight("idp-logout", message.id, message.expiresAt, now))) {
         return refused(reject("replay", "the LogoutRequest was used before"))
       }
-      // The browser's session ends when it is the one the IdP names.
+      // The browser's session ends when it is the one the IdP names (its NameID, and its session
+      // index when the request lists some).
       const request = yield* HttpServerRequest.HttpServerRequest
       const cookie = readCookie(request.headers, Companion.cookieName)
       const name = cookie === undefined ? Option.none() : Companion.open(cookie, sessionSecret, now)
-      const ours = Option.isSome(name) && name.value.nameId === message.nameId
+      const ours = Option.isSome(name) && name.value.nameId === message.nameId &&
+        (message.sessionIndexes.length === 0 || name.value.sessionIndex === null || message.sessionIndexes.includes(name.value.sessionIndex))
       const destination = settings.sloResponseUrl ?? settings.sloUrl
       if (destination === undefined) {
         const done = HttpServerResponse.text("logged out")

@@ -47,9 +47,6 @@ const ecdsaSha256 = "http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha256"
 
 const nodeHash = (algorithm: SignatureAlgorithm) => algorithm.hash.replace("-", "").toLowerCase()
 
-/** Whether `element` carries a Signature child at all (checked before anything is verified). */
-export const isSigned = (element: Element): boolean => Xml.children(element, Xml.ns.dsig, "Signature").length > 0
-
 /**
  * The structure of an enveloped signature: the one Signature child of `element`, signing exactly
  * that element with allow-listed algorithms. Returns the Signature and its algorithm.

@@ -21,10 +21,38 @@ export const ns = {
 /** The largest message accepted, decoded. */
 export const maxMessageBytes = 256 * 1024
 
+/**
+ * Element count and depth limits. A real response has tens to a few hundred elements; without a
+ * bound, 256 KiB of empty elements costs seconds of canonicalization per signature check.
+ */
+export const maxElements = 4096
+export const maxDepth = 48
+
+const tooComplex = reject("too_large", `over ${maxElements} elements or ${maxDepth} levels`)
+
+/** Whether the document stays within the limits (walked without recursion). */
+const withinLimits = (root: Element): boolean => {
+  let elements = 0
+  const stack: Array<readonly [Node, number]> = [[root, 1]]
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!
+    if (++elements > maxElements || depth > maxDepth) return false
+    for (let child = node.firstChild; child !== null; child = child.nextSibling) {
+      if (child.nodeType === 1) stack.push([child, depth + 1])
+    }
+  }
+  return true
+}
+
 /** Parses `xml` strictly; the Document is xmldom's, typed with the DOM lib's interfaces. */
 export const parse = (libraries: Libraries.Libraries, xml: string): Either.Either<Document, SamlRejected> => {
   if (Buffer.byteLength(xml) > maxMessageBytes) return Either.left(reject("too_large", `over ${maxMessageBytes} bytes`))
   if (/<!DOCTYPE|<!ENTITY|<!ATTLIST/i.test(xml)) return Either.left(reject("dtd", "a DOCTYPE or entity declaration"))
+  let tags = 0
+  for (let i = xml.indexOf("<"); i !== -1; i = xml.indexOf("<", i + 1)) {
+    if (++tags > 2 * maxElements + 16) return Either.left(tooComplex)
+  }
+  let parsed: Document
   try {
     const document = new libraries.DOMParser({
       onError: (level, message) => {
@@ -32,13 +60,14 @@ export const parse = (libraries: Libraries.Libraries, xml: string): Either.Eithe
       }
     }).parseFromString(xml, "text/xml")
     // xmldom's Document implements the DOM interfaces xmldsigjs and the readers below use.
-    const parsed = document as unknown as Document
-    if (parsed.doctype !== null) return Either.left(reject("dtd", "a DOCTYPE"))
-    if (parsed.documentElement === null) return Either.left(reject("malformed", "no root element"))
-    return Either.right(parsed)
-  } catch (error) {
-    return Either.left(reject("malformed", error instanceof Error ? error.message.split("\n")[0]! : "not XML"))
+    parsed = document as unknown as Document
+  } catch {
+    // The parser's own words stay out of the answer: they can quote the input (or a plaintext).
+    return Either.left(reject("malformed", "not well-formed XML"))
   }
+  if (parsed.doctype !== null) return Either.left(reject("dtd", "a DOCTYPE"))
+  if (parsed.documentElement === null) return Either.left(reject("malformed", "no root element"))
+  return withinLimits(parsed.documentElement) ? Either.right(parsed) : Either.left(tooComplex)
 }
 
 /** Whether `node` is the element `{namespace}local`. */
@@ -92,10 +121,16 @@ export const escape = (value: string): string =>
 /** An `xs:dateTime` as SAML writes it (UTC, millisecond precision). */
 export const instant = (millis: number): string => new Date(millis).toISOString()
 
-/** Reads an `xs:dateTime` attribute; undefined when absent, a rejection when not a date. */
+const dateTime = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/
+
+/**
+ * Reads an `xs:dateTime` attribute with an explicit zone (`Z` or an offset), as SAML requires;
+ * undefined when absent, a rejection for anything else (`Date.parse` alone would read "2026" or a
+ * zone-less time in the server's local zone).
+ */
 export const time = (element: Element, attribute: string): Either.Either<number | undefined, SamlRejected> => {
   const value = element.getAttribute(attribute)
   if (value === null || value === "") return Either.right(undefined)
-  const millis = Date.parse(value)
-  return Number.isNaN(millis) ? Either.left(reject("malformed", `${attribute} is not a date`)) : Either.right(millis)
+  const millis = dateTime.test(value) ? Date.parse(value) : Number.NaN
+  return Number.isNaN(millis) ? Either.left(reject("malformed", `${attribute} is not an xs:dateTime with a zone`)) : Either.right(millis)
 }

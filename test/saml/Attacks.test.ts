@@ -241,4 +241,40 @@ describe("SAML attacks are refused and set no session", () => {
 
   it.scoped("a response answering a request the SP never issued", () =>
     refused((request) => Idp.validResponse(fields(request, { inResponseTo: "_forged" })), { reason: "in_response_to" }))
+
+  it.scoped("encrypted assertions: AES-CBC (no integrity) and altered AES-GCM get one indistinguishable answer", () =>
+    Effect.gen(function*() {
+      const answers: Array<string> = []
+      const capture = (build: Build) =>
+        Effect.gen(function*() {
+          yield* TestClock.setTime(Date.UTC(2026, 10, 23, 12))
+          const sp = yield* Sp.serve(Sp.memory)
+          const request = yield* Sp.startLogin(sp.served.url)
+          const answer = yield* Sp.postToAcs(sp.served.url, yield* Effect.promise(async () => build({ id: request.id, now: Date.UTC(2026, 10, 23, 12) })))
+          assert.isUndefined(Sp.Browser.setCookie(answer, "fw:session"))
+          answers.push(`${answer.status} ${answer.body}`)
+        })
+      const encrypted = (request: { readonly id: string; readonly now: number }, algorithm: "gcm" | "cbc") =>
+        Idp.encryptAssertion(Idp.validResponse(fields(request)), algorithm)
+      // Flips one bit of the content ciphertext (the last CipherValue).
+      const altered = async (request: { readonly id: string; readonly now: number }) => {
+        const xml = await encrypted(request, "gcm")
+        const values = [...xml.matchAll(/<xenc:CipherValue>([^<]+)<\/xenc:CipherValue>/g)]
+        const last = values.at(-1)!
+        const bytes = Buffer.from(last[1]!, "base64")
+        bytes[20]! ^= 1
+        return xml.replace(last[1]!, bytes.toString("base64"))
+      }
+      yield* capture((request) => encrypted(request, "cbc"))
+      yield* capture(altered)
+      assert.strictEqual(answers.length, 2)
+      assert.strictEqual(answers[0], answers[1])
+      assert.include(answers[0]!, `"reason":"decryption"`)
+    }))
+
+  it.scoped("more elements than a response ever has is refused before any signature work", () =>
+    refused((request) => Idp.validResponse(fields(request)).replace("</samlp:Response>", `${"<a/>".repeat(10_000)}</samlp:Response>`), {
+      status: 400,
+      reason: "too_large"
+    }))
 })

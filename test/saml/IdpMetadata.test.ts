@@ -111,4 +111,18 @@ describe("IdP metadata", () => {
       const answer = yield* Sp.Browser.get(`${without.served.url}/saml/login`)
       assert.strictEqual(answer.status, 503)
     }))
+
+  it.scoped("an aggregate with several IdPs is refused unless idp.entityId picks one", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(at)
+      const server = yield* metadataServer
+      const other = metadataOf([Idp.evilKeys.cert]).replace(`entityID="${Idp.idpEntityId}"`, `entityID="https://other.example.test/idp"`)
+      const entity = (xml: string) => xml.replace(/^<\?xml[^>]*\?>/, "")
+      server.serve(`<md:EntitiesDescriptor xmlns:md="urn:oasis:names:tc:SAML:2.0:metadata">${entity(other)}${entity(metadataOf([Idp.idpKeys.cert]))}</md:EntitiesDescriptor>`)
+      const unnamed = yield* Sp.serve(Sp.memory, { idp: { metadataUrl: server.url } })
+      assert.strictEqual((yield* Sp.Browser.get(`${unnamed.served.url}/saml/login`)).status, 503)
+      const named = yield* Sp.serve(Sp.memory, { idp: { metadataUrl: server.url, entityId: Idp.idpEntityId } })
+      assert.strictEqual((yield* logIn(named, Idp.idpKeys)).status, 302)
+      assert.strictEqual((yield* logIn(named, Idp.evilKeys)).status, 401)
+    }))
 })

@@ -74,15 +74,13 @@ describe("SAML login", () => {
       assert.strictEqual(caller.id, "bob@example.test")
     }))
 
-  it.scoped("an encrypted assertion (AES-256-GCM and AES-256-CBC, RSA-OAEP) logs in on SQLite", () =>
+  it.scoped("an encrypted assertion (AES-256-GCM, RSA-OAEP) logs in on SQLite", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(Date.now())
       const sp = yield* Sp.serve(Sp.sqlite())
-      for (const algorithm of ["gcm", "cbc"] as const) {
-        const { caller } = yield* logIn(sp, ({ id, now }) =>
-          Effect.promise(() => Idp.encryptAssertion(Idp.validResponse({ now, inResponseTo: id, assertionId: `_enc_${algorithm}` }), algorithm)))
-        assert.strictEqual(caller.id, "alice@example.test")
-      }
+      const { caller } = yield* logIn(sp, ({ id, now }) =>
+        Effect.promise(() => Idp.encryptAssertion(Idp.validResponse({ now, inResponseTo: id }))))
+      assert.strictEqual(caller.id, "alice@example.test")
     }))
 
   it.scoped("the IdP's EC key and a rotated certificate list both verify", () =>
@@ -99,7 +97,7 @@ describe("SAML login", () => {
   it.scoped("returnTo must be a local path", () =>
     Effect.gen(function*() {
       const sp = yield* Sp.serve(memory)
-      for (const returnTo of ["https://evil.test/", "//evil.test/x", "/\\evil.test", "javascript:alert(1)"]) {
+      for (const returnTo of ["https://evil.test/", "//evil.test/x", "/\\evil.test", "javascript:alert(1)", "/\u0100", "/a\u007f", "/\u2028x"]) {
         const answer = yield* Sp.Browser.get(`${sp.served.url}/saml/login?returnTo=${encodeURIComponent(returnTo)}`)
         assert.strictEqual(answer.status, 400, returnTo)
       }

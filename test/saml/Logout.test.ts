@@ -125,6 +125,27 @@ describe("SAML single logout", () => {
       assert.strictEqual((yield* whoAmI(sp, browser)).id, "alice@example.test")
     }))
 
+  it.scoped("an IdP LogoutRequest older than the replay window, or without a Destination, is refused; another session index leaves the session", () =>
+    Effect.gen(function*() {
+      const { browser, sp } = yield* loggedIn()
+      const slo = (query: string) => Sp.Browser.get(`${sp.served.url}/saml/slo?${query}`, browser.header())
+      const old = Idp.redirectLogoutRequest({ id: "_old", nameId: "alice@example.test", now: at - 11 * 60_000 })
+      assert.strictEqual(JSON.parse((yield* slo(old)).body).reason, "expired")
+      const xml = `<samlp:LogoutRequest xmlns:samlp="urn:oasis:names:tc:SAML:2.0:protocol" xmlns:saml="urn:oasis:names:tc:SAML:2.0:assertion"` +
+        ` ID="_nodest" Version="2.0" IssueInstant="${new Date(at).toISOString()}"><saml:Issuer>${Idp.idpEntityId}</saml:Issuer>` +
+        `<saml:NameID>alice@example.test</saml:NameID></samlp:LogoutRequest>`
+      assert.strictEqual(JSON.parse((yield* slo(Idp.redirectQuery("SAMLRequest", xml, {}))).body).reason, "destination")
+      const otherSession = Idp.redirectQuery(
+        "SAMLRequest",
+        Idp.logoutRequestXml({ id: "_other_session", nameId: "alice@example.test", now: at, sessionIndex: "_another" }),
+        {}
+      )
+      const answer = yield* slo(otherSession)
+      browser.take(answer)
+      assert.strictEqual(answer.status, 302)
+      assert.strictEqual((yield* whoAmI(sp, browser)).id, "alice@example.test")
+    }))
+
   if (Pg.serverUrl === null) {
     it("sloStore shared across replicas: skipped", () => console.warn(Pg.skipReason))
   } else {

@@ -177,11 +177,14 @@ export const redirectLogoutRequest = (options: {
   readonly relayState?: string
   readonly signed?: boolean
 }): string => {
-  const xml = `<samlp:LogoutRequest xmlns:samlp="${ns.protocol}" xmlns:saml="${ns.assertion}" ID="${options.id}" Version="2.0"` +
-    ` IssueInstant="${iso(options.now)}" Destination="${sloUrl}"><saml:Issuer>${idpEntityId}</saml:Issuer>` +
-    `<saml:NameID>${options.nameId}</saml:NameID><samlp:SessionIndex>_session1</samlp:SessionIndex></samlp:LogoutRequest>`
-  return redirectQuery("SAMLRequest", xml, options)
+  return redirectQuery("SAMLRequest", logoutRequestXml(options), options)
 }
+
+/** An IdP LogoutRequest naming `nameId` (and its session `_session1` unless told otherwise). */
+export const logoutRequestXml = (options: { readonly id: string; readonly nameId: string; readonly now: number; readonly sessionIndex?: string }) =>
+  `<samlp:LogoutRequest xmlns:samlp="${ns.protocol}" xmlns:saml="${ns.assertion}" ID="${options.id}" Version="2.0"` +
+  ` IssueInstant="${iso(options.now)}" Destination="${sloUrl}"><saml:Issuer>${idpEntityId}</saml:Issuer>` +
+  `<saml:NameID>${options.nameId}</saml:NameID><samlp:SessionIndex>${options.sessionIndex ?? "_session1"}</samlp:SessionIndex></samlp:LogoutRequest>`
 
 /** A redirect-binding query carrying `xml`, signed (RSA-SHA256) unless `signed: false`. */
 export const redirectQuery = (

@@ -1,0 +1,80 @@
+/**
+ * `LoginResponse.validate` on its own, for what a login round trip cannot show directly: what the
+ * profile is read as (attributes, email), strict dates, and the envelope signature's role at the
+ * default.
+ */
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Either } from "effect"
+import * as Keys from "../../src/saml/Keys.js"
+import * as Libraries from "../../src/saml/Libraries.js"
+import * as LoginResponse from "../../src/saml/LoginResponse.js"
+import * as Idp from "./support/Idp.js"
+
+const now = Date.UTC(2026, 10, 23, 12)
+
+const validate = (xml: string, wantAuthnResponseSigned = false) =>
+  Effect.flatMap(Libraries.load, (libraries) =>
+    Effect.either(LoginResponse.validate(libraries, xml, {
+      idpEntityId: Idp.idpEntityId,
+      spEntityId: Idp.spEntityId,
+      acsUrl: Idp.acsUrl,
+      keys: [Keys.trust(Idp.idpKeys.cert)],
+      decryptionKey: undefined,
+      wantAuthnResponseSigned,
+      clockSkewMs: 0,
+      now
+    })))
+
+/** A signed response whose assertion is changed by `edit` before signing. */
+const signedWith = (edit: (assertion: string) => string) =>
+  Idp.signAssertion(Idp.responseXml({ now, inResponseTo: "_r" }, edit(Idp.assertionXml({ now, inResponseTo: "_r" }))))
+
+const attribute = (name: string, value: string) =>
+  `<saml:Attribute Name="${name}"><saml:AttributeValue>${value}</saml:AttributeValue></saml:Attribute>`
+
+describe("SAML response validation", () => {
+  it.effect("attributes named like Object members are plain names; values holding elements are left out", () =>
+    Effect.gen(function*() {
+      const xml = signedWith((assertion) =>
+        assertion.replace(
+          "</saml:AttributeStatement>",
+          attribute("constructor", "c") + attribute("__proto__", "p") +
+            `<saml:Attribute Name="targetedId"><saml:AttributeValue><saml:NameID>opaque</saml:NameID></saml:AttributeValue>` +
+            `<saml:AttributeValue>kept</saml:AttributeValue></saml:Attribute></saml:AttributeStatement>`
+        ))
+      const result = yield* validate(xml)
+      assert.isTrue(Either.isRight(result), JSON.stringify(result))
+      const { attributes } = Either.getOrThrow(result).profile
+      assert.deepStrictEqual([attributes["constructor"], attributes["__proto__"], attributes["targetedId"]], [["c"], ["p"], ["kept"]])
+    }))
+
+  it.effect("email comes from an email attribute, else from a NameID whose format is emailAddress only", () =>
+    Effect.gen(function*() {
+      const withoutEmail = (format: string) =>
+        signedWith((assertion) =>
+          assertion
+            .replace(/<saml:AttributeStatement>.*<\/saml:AttributeStatement>/, "")
+            .replace("urn:oasis:names:tc:SAML:1.1:nameid-format:emailAddress", format))
+      const unspecified = yield* validate(withoutEmail("urn:oasis:names:tc:SAML:1.1:nameid-format:unspecified"))
+      assert.isNull(Either.getOrThrow(unspecified).profile.email)
+      const address = yield* validate(withoutEmail("urn:oasis:names:tc:SAML:1.1:nameid-format:emailAddress"))
+      assert.strictEqual(Either.getOrThrow(address).profile.email, "alice@example.test")
+    }))
+
+  it.effect("times must be xs:dateTime with a zone", () =>
+    Effect.gen(function*() {
+      for (const value of ["2030", "Nov 23 2030", "2030-11-23T12:00:00"]) {
+        const xml = signedWith((assertion) => assertion.replace(/(<saml:Conditions NotBefore="[^"]+" NotOnOrAfter=")[^"]+"/, `$1${value}"`))
+        const result = yield* validate(xml)
+        assert.isTrue(Either.isLeft(result) && result.left.reason === "malformed", `${value}: ${JSON.stringify(result)}`)
+      }
+    }))
+
+  it.effect("at the default the envelope signature is not consulted; wantAuthnResponseSigned requires it", () =>
+    Effect.gen(function*() {
+      const badEnvelope = Idp.signResponse(Idp.validResponse({ now, inResponseTo: "_r" }), { keys: Idp.evilKeys })
+      assert.isTrue(Either.isRight(yield* validate(badEnvelope)))
+      const refused = yield* validate(badEnvelope, true)
+      assert.isTrue(Either.isLeft(refused) && refused.left.reason === "signature")
+    }))
+})
