@@ -34,7 +34,9 @@ export const api = (app: App) =>
 interface PathGroup {
   readonly path: `/${string}`
   readonly methods: Set<string>
+  /** The widest `maxBodyBytes` a body-reading route of the group declares (spec 8), else the app's cap. */
   cap: number
+  hasOverride: boolean
 }
 
 /**
@@ -54,13 +56,17 @@ export const plan = (
     }
     const key = Endpoint.pathKey(endpoint.path)
     let group = groups.get(key)
-    if (group === undefined) groups.set(key, group = { path: endpoint.path, methods: new Set(), cap: 0 })
+    if (group === undefined) groups.set(key, group = { path: endpoint.path, methods: new Set(), cap: maxBodyBytes, hasOverride: false })
     const clashes = group.methods.has(endpoint.method) ||
       (endpoint.method === "HEAD" && group.methods.has("GET")) || (endpoint.method === "GET" && group.methods.has("HEAD"))
     if (clashes) throw new RestRoute.RestRouteInvalid(`${what}: declared twice (a route or a projected procedure already answers it)`)
     group.methods.add(endpoint.method)
-    // Routes sharing a path share one body read: the widest cap among the group's body-reading routes.
-    if (RestRoute.mutatingMethods.has(endpoint.method)) group.cap = Math.max(group.cap, endpoint.maxBodyBytes ?? maxBodyBytes)
+    // Routes sharing a path share one body read: the widest override among the group's
+    // body-reading routes (a sibling without one does not widen it back to the app's cap).
+    if (RestRoute.mutatingMethods.has(endpoint.method) && endpoint.maxBodyBytes !== undefined) {
+      group.cap = group.hasOverride ? Math.max(group.cap, endpoint.maxBodyBytes) : endpoint.maxBodyBytes
+      group.hasOverride = true
+    }
   }
   return groups
 }

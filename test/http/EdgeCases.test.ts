@@ -2,11 +2,12 @@
  * Edge cases of the REST surface over real sockets: an idempotent request whose client disconnects
  * still completes once; a projected procedure's guards hold before any replay; the method gate does
  * not hide routes with broader patterns (or a plugin's route on the same path); a deeply nested
- * body is a 400; every route keeps its own OpenAPI operation.
+ * body is a 400; every route keeps its own OpenAPI operation; a path's declared body cap is not
+ * widened by a sibling without one; a custom idempotency header and TTL.
  */
 import { HttpServerResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Layer, Schema } from "effect"
+import { Deferred, Effect, Layer, Schema, TestClock } from "effect"
 import { defineApp } from "../../src/app/App.js"
 import { requireScope } from "../../src/app/Guard.js"
 import { definePlugin } from "../../src/app/Plugin.js"
@@ -143,5 +144,50 @@ describe("REST edge cases", () => {
       const ids = Object.values(document.paths).flatMap((item) => item.get === undefined ? [] : [item.get.operationId])
       assert.strictEqual(ids.length, 4, JSON.stringify(Object.keys(document.paths)))
       assert.strictEqual(new Set(ids).size, 4)
+    }))
+
+  it.scopedLive("a sibling route without maxBodyBytes does not widen its path's declared cap", () =>
+    Effect.gen(function*() {
+      const route = <M extends "POST" | "DELETE">(method: M, maxBodyBytes?: number) =>
+        defineRestRoute({
+          method,
+          path: "/capped",
+          input: Schema.Struct({ body: Schema.Unknown }),
+          output: ok,
+          ...(maxBodyBytes === undefined ? {} : { maxBodyBytes }),
+          handler: () => Effect.succeed({ ok: true })
+        })
+      const { url } = yield* Serve.serve(defineApp({ restRoutes: [route("POST", 1024), route("DELETE")] }), memory())
+      const body = JSON.stringify({ text: "x".repeat(2048) })
+      for (const method of ["POST", "DELETE"]) {
+        const reply = yield* send(`${url}/capped`, { method, headers: { "content-type": "application/json" }, body })
+        assert.strictEqual(reply.status, 413, method)
+      }
+    }))
+
+  it.scoped("idempotency with a custom header and TTL: replay within it, a new run after it lapses", () =>
+    Effect.gen(function*() {
+      let runs = 0
+      const login = defineRestRoute({
+        method: "POST",
+        path: "/token",
+        input: Schema.Struct({ body: Schema.Struct({ user: Schema.String }) }),
+        output: Schema.Struct({ run: Schema.Number }),
+        handler: () => Effect.sync(() => ({ run: ++runs }))
+      })
+      const { url } = yield* Serve.serve(
+        defineApp({ restRoutes: [login], idempotency: { header: "X-Request-Key", ttlMs: 60_000 } }),
+        memory()
+      )
+      const request = jsonBody("POST", { user: "u" }, { "x-request-key": "k-1" })
+      const first = yield* send(`${url}/token`, request)
+      assert.deepStrictEqual([first.status, first.json()], [200, { run: 1 }])
+      const replayed = yield* send(`${url}/token`, request)
+      assert.deepStrictEqual([replayed.json(), replayed.headers.get("idempotency-replayed")], [{ run: 1 }, "true"])
+      // The default header is not the key here.
+      assert.deepStrictEqual((yield* send(`${url}/token`, jsonBody("POST", { user: "u" }, { "idempotency-key": "k-1" }))).json(), { run: 2 })
+      yield* TestClock.adjust("61 seconds")
+      const after = yield* send(`${url}/token`, request)
+      assert.deepStrictEqual([after.json(), after.headers.get("idempotency-replayed")], [{ run: 3 }, null])
     }))
 })
