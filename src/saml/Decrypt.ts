@@ -4,10 +4,11 @@
  * strictly as the message and takes the encrypted element's place, so the very same validation
  * then runs over it.
  *
- * Only authenticated encryption is accepted: decryption runs before any signature has vouched for
- * the ciphertext, and AES-CBC without integrity lets whoever holds a captured response decrypt it
- * through the SP's answers (Jager & Somorovsky, "How to break XML Encryption", 2011). RSA 1.5,
- * triple-DES and CBC are refused, and every failure from here on is one indistinguishable answer.
+ * The ciphertext must be authenticated before it is decrypted: AES-CBC without integrity lets
+ * whoever holds a captured response decrypt it through the SP's answers (Jager & Somorovsky, "How
+ * to break XML Encryption", 2011). AES-GCM authenticates itself; AES-CBC is decrypted only when the
+ * caller has verified a signature covering the ciphertext (the response envelope's). RSA 1.5 and
+ * triple-DES are refused, and every failure from here on is one indistinguishable answer.
  */
 import { Either } from "effect"
 import { type CipherGCMTypes, constants, createDecipheriv, type KeyObject, privateDecrypt } from "node:crypto"
@@ -17,11 +18,24 @@ import * as Xml from "./Xml.js"
 
 const xenc11 = "http://www.w3.org/2009/xmlenc11#"
 
-const contentCiphers: Readonly<Record<string, CipherGCMTypes>> = {
-  "http://www.w3.org/2009/xmlenc11#aes128-gcm": "aes-128-gcm",
-  "http://www.w3.org/2009/xmlenc11#aes192-gcm": "aes-192-gcm",
-  "http://www.w3.org/2009/xmlenc11#aes256-gcm": "aes-256-gcm"
+type ContentCipher =
+  | { readonly mode: "gcm"; readonly cipher: CipherGCMTypes }
+  | { readonly mode: "cbc"; readonly cipher: string }
+
+const contentCiphers: Readonly<Record<string, ContentCipher>> = {
+  "http://www.w3.org/2009/xmlenc11#aes128-gcm": { mode: "gcm", cipher: "aes-128-gcm" },
+  "http://www.w3.org/2009/xmlenc11#aes192-gcm": { mode: "gcm", cipher: "aes-192-gcm" },
+  "http://www.w3.org/2009/xmlenc11#aes256-gcm": { mode: "gcm", cipher: "aes-256-gcm" },
+  "http://www.w3.org/2001/04/xmlenc#aes128-cbc": { mode: "cbc", cipher: "aes-128-cbc" },
+  "http://www.w3.org/2001/04/xmlenc#aes192-cbc": { mode: "cbc", cipher: "aes-192-cbc" },
+  "http://www.w3.org/2001/04/xmlenc#aes256-cbc": { mode: "cbc", cipher: "aes-256-cbc" }
 }
+
+const contentAlgorithm = (encrypted: Element) =>
+  Xml.only(Xml.only(encrypted, Xml.ns.xenc, "EncryptedData") ?? encrypted, Xml.ns.xenc, "EncryptionMethod")?.getAttribute("Algorithm") ?? ""
+
+/** Whether decrypting `encrypted` needs a signature over its ciphertext first (its cipher has no integrity). */
+export const needsAuthenticatedCiphertext = (encrypted: Element): boolean => contentCiphers[contentAlgorithm(encrypted)]?.mode !== "gcm"
 
 const digests: Readonly<Record<string, string>> = {
   "http://www.w3.org/2000/09/xmldsig#sha1": "sha1",
@@ -66,13 +80,27 @@ const unwrapKey = (encryptedKey: Element, key: KeyObject): Either.Either<Buffer,
   }
 }
 
-const decryptContent = (algorithm: string, contentKey: Buffer, data: Buffer): Either.Either<string, SamlRejected> => {
-  const cipher = contentCiphers[algorithm]
-  if (cipher === undefined) return failed("the content encryption algorithm is not allowed (AES-GCM only)")
+const decryptContent = (
+  algorithm: string,
+  contentKey: Buffer,
+  data: Buffer,
+  ciphertextAuthenticated: boolean
+): Either.Either<string, SamlRejected> => {
+  const spec = contentCiphers[algorithm]
+  if (spec === undefined) return failed("the content encryption algorithm is not allowed")
+  if (spec.mode === "cbc" && !ciphertextAuthenticated) return failed("AES-CBC without a verified signature over the ciphertext")
   try {
-    const decipher = createDecipheriv(cipher, contentKey, data.subarray(0, 12), { authTagLength: 16 })
-    decipher.setAuthTag(data.subarray(data.length - 16))
-    return Either.right(Buffer.concat([decipher.update(data.subarray(12, data.length - 16)), decipher.final()]).toString("utf8"))
+    if (spec.mode === "gcm") {
+      const decipher = createDecipheriv(spec.cipher, contentKey, data.subarray(0, 12), { authTagLength: 16 })
+      decipher.setAuthTag(data.subarray(data.length - 16))
+      return Either.right(Buffer.concat([decipher.update(data.subarray(12, data.length - 16)), decipher.final()]).toString("utf8"))
+    }
+    const decipher = createDecipheriv(spec.cipher, contentKey, data.subarray(0, 16)).setAutoPadding(false)
+    const plain = Buffer.concat([decipher.update(data.subarray(16)), decipher.final()])
+    // XML Encryption padding: the last octet counts the padding octets, whose values are arbitrary.
+    const padding = plain[plain.length - 1] ?? 0
+    if (padding < 1 || padding > 16) return failed("bad padding")
+    return Either.right(plain.subarray(0, plain.length - padding).toString("utf8"))
   } catch {
     return failed("the assertion does not decrypt (or was altered)")
   }
@@ -84,12 +112,16 @@ const decryptContent = (algorithm: string, contentKey: Buffer, data: Buffer): Ei
 const wrapperOpen = `<fw-plaintext xmlns:saml="${Xml.ns.assertion}" xmlns:samlp="${Xml.ns.protocol}" xmlns:ds="${Xml.ns.dsig}" ` +
   `xmlns:xs="http://www.w3.org/2001/XMLSchema" xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance">`
 
-/** Replaces `encrypted` (an EncryptedAssertion in `document`) with its decrypted Assertion. */
+/**
+ * Replaces `encrypted` (an EncryptedAssertion in `document`) with its decrypted Assertion.
+ * `ciphertextAuthenticated`: a signature covering the ciphertext has been verified (required for CBC).
+ */
 export const decryptAssertion = (
   libraries: Libraries.Libraries,
   document: Document,
   encrypted: Element,
-  key: KeyObject
+  key: KeyObject,
+  ciphertextAuthenticated: boolean
 ): Either.Either<void, SamlRejected> => {
   const data = Xml.only(encrypted, Xml.ns.xenc, "EncryptedData")
   if (data === undefined) return failed("EncryptedAssertion needs exactly one EncryptedData")
@@ -97,9 +129,8 @@ export const decryptAssertion = (
   const encryptedKey = (keyInfo && Xml.only(keyInfo, Xml.ns.xenc, "EncryptedKey")) ?? Xml.only(encrypted, Xml.ns.xenc, "EncryptedKey")
   const content = cipherValue(data)
   if (encryptedKey === undefined || content === undefined) return failed("the encrypted key or content is missing")
-  const algorithm = Xml.only(data, Xml.ns.xenc, "EncryptionMethod")?.getAttribute("Algorithm") ?? ""
   return unwrapKey(encryptedKey, key).pipe(
-    Either.flatMap((contentKey) => decryptContent(algorithm, contentKey, content)),
+    Either.flatMap((contentKey) => decryptContent(contentAlgorithm(encrypted), contentKey, content, ciphertextAuthenticated)),
     Either.flatMap((plaintext) =>
       Either.mapLeft(
         Xml.parse(libraries, `${wrapperOpen}${plaintext.replace(/^<\?xml[^>]*\?>/, "")}</fw-plaintext>`),

@@ -126,9 +126,9 @@ export const validate = (
     const status = Xml.only(Xml.only(response, Xml.ns.protocol, "Status") ?? response, Xml.ns.protocol, "StatusCode")
     if (status?.getAttribute("Value") !== success) return yield* reject("status", "the IdP did not answer Success")
 
-    // At the default the envelope signature is not consulted at all (a failing one would be
-    // discarded anyway, and checking it costs a second canonicalization of the whole message);
-    // the assertion signature decides.
+    // At the default the envelope signature is not consulted (a failing one would be discarded
+    // anyway, and checking it costs a second canonicalization of the whole message); the
+    // assertion signature decides. The exception is an AES-CBC encrypted assertion, below.
     if (expected.wantAuthnResponseSigned) yield* Signature.verifyEnveloped(libraries, document, response, expected.keys)
 
     const encrypted = Xml.children(response, Xml.ns.assertion, "EncryptedAssertion")
@@ -137,7 +137,13 @@ export const validate = (
     }
     if (encrypted.length === 1) {
       if (expected.decryptionKey === undefined) return yield* reject("encrypted", "an encrypted assertion and no decryptionPvk")
-      yield* Decrypt.decryptAssertion(libraries, document, encrypted[0]!, expected.decryptionKey)
+      // A cipher without integrity is decrypted only under a verified envelope signature, which
+      // covers the ciphertext: otherwise the answers would be a decryption oracle.
+      const ciphertextAuthenticated = expected.wantAuthnResponseSigned || (
+        Decrypt.needsAuthenticatedCiphertext(encrypted[0]!) &&
+        Either.isRight(yield* Effect.either(Signature.verifyEnveloped(libraries, document, response, expected.keys)))
+      )
+      yield* Decrypt.decryptAssertion(libraries, document, encrypted[0]!, expected.decryptionKey, ciphertextAuthenticated)
     }
     const assertions = Xml.children(response, Xml.ns.assertion, "Assertion")
     if (assertions.length !== 1 || Xml.count(document, Xml.ns.assertion, "Assertion") !== 1) {

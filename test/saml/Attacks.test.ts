@@ -242,7 +242,7 @@ describe("SAML attacks are refused and set no session", () => {
   it.scoped("a response answering a request the SP never issued", () =>
     refused((request) => Idp.validResponse(fields(request, { inResponseTo: "_forged" })), { reason: "in_response_to" }))
 
-  it.scoped("encrypted assertions: AES-CBC (no integrity) and altered AES-GCM get one indistinguishable answer", () =>
+  it.scoped("encrypted assertions: AES-CBC without an envelope signature and altered AES-GCM get one indistinguishable answer", () =>
     Effect.gen(function*() {
       const answers: Array<string> = []
       const capture = (build: Build) =>

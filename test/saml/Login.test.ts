@@ -83,6 +83,20 @@ describe("SAML login", () => {
       assert.strictEqual(caller.id, "alice@example.test")
     }))
 
+  it.scoped("an AES-CBC encrypted assertion is decrypted only under a valid envelope signature (which covers the ciphertext)", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(Date.now())
+      const sp = yield* Sp.serve(memory)
+      const cbc = (request: { readonly id: string; readonly now: number }) =>
+        Idp.encryptAssertion(Idp.validResponse({ now: request.now, inResponseTo: request.id }), "cbc")
+      const { caller } = yield* logIn(sp, (request) => Effect.promise(async () => Idp.signResponse(await cbc(request))))
+      assert.strictEqual(caller.id, "alice@example.test")
+      const request = yield* Sp.startLogin(sp.served.url)
+      const forged = yield* Effect.promise(async () => Idp.signResponse(await cbc({ id: request.id, now: Date.now() }), { keys: Idp.evilKeys }))
+      const answer = yield* Sp.postToAcs(sp.served.url, forged)
+      assert.deepStrictEqual([answer.status, JSON.parse(answer.body).reason], [401, "decryption"])
+    }))
+
   it.scoped("the IdP's EC key and a rotated certificate list both verify", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(Date.now())
