@@ -19,12 +19,12 @@ export const run = async () => {
     }
     for (const url of Object.values(targets)) await load({ url, headers, duration: 2 })
     const results: Record<string, Array<number>> = Object.fromEntries(Object.keys(targets).map((name) => [name, []]))
-    for (let round = 0; round < 3; round++) {
+    for (let round = 0; round < 5; round++) {
       for (const [name, url] of Object.entries(targets)) results[name]!.push(await load({ url, headers }))
     }
     const bare = results["bare HttpLayerRouter route"]!
     table(
-      "GET route with decode, guard and ETag (32 connections; medians of 3 alternating 3 s rounds)",
+      "GET route with decode, guard and ETag (32 connections; medians of 5 alternating 3 s rounds)",
       Object.entries(results).map(([name, values]) => ({
         route: name,
         "req/s": perSecond(median(values)),
