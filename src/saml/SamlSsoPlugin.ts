@@ -4,7 +4,8 @@
  *
  * - `GET /saml/metadata`: the SP metadata (no XML library needed);
  * - `GET /saml/login?returnTo=`: an AuthnRequest by redirect, signed iff `privateKey`; its id is
- *   remembered for the ACS while replay protection is on; `returnTo` must be a local path;
+ *   remembered for the ACS while replay protection is on (and, with an https ACS, bound to the
+ *   browser by a cookie, against login CSRF); `returnTo` must be a local path;
  * - `POST /saml/acs`: the validated assertion becomes a Subject through `onLogin`, then the
  *   `fw:session` cookie every session strategy reads, a companion cookie naming the IdP session,
  *   and a redirect to `returnTo` or `successRedirect`;
@@ -152,6 +153,21 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
       secure
     })
 
+  // Login CSRF: the AuthnRequest id is bound to the browser that started the login, by a cookie
+  // the ACS requires. The ACS is reached by a cross-site POST, so the cookie must be
+  // `SameSite=None`, which browsers accept only with `Secure`: the binding is on when the ACS is
+  // https (and replay protection, which keeps the ids, is on).
+  const bindsBrowser = replayIds !== undefined && options.sp.acsUrl.startsWith("https:")
+  const requestCookieName = (id: string) => `fw_saml_req${id}`
+  const requestCookie = (id: string, maxAgeSeconds: number) =>
+    HttpServerResponse.unsafeSetCookie(requestCookieName(id), maxAgeSeconds > 0 ? "1" : "", {
+      path: "/",
+      maxAge: `${maxAgeSeconds} seconds`,
+      httpOnly: true,
+      sameSite: "none",
+      secure: true
+    })
+
   /** A redirect that ends the browser's session (both cookies). */
   const endSession = (location: string) =>
     HttpServerResponse.redirect(location, { status: 302, headers: { "set-cookie": Session.clearSessionCookie() } }).pipe(
@@ -191,19 +207,24 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
         acsUrl: options.sp.acsUrl,
         spEntityId: options.sp.entityId
       })
-      return HttpServerResponse.redirect(
+      const redirect = HttpServerResponse.redirect(
         Messages.redirectUrl({ location: settings.entryPoint, parameter: "SAMLRequest", xml, relayState: returnTo, key: signingKey }),
         { status: 302 }
       )
+      return bindsBrowser ? redirect.pipe(requestCookie(id, Math.ceil(replayTtlMs / 1000))) : redirect
     }).pipe(Effect.catchTags({ SamlIdpUnavailable: unavailable }))
   }
 
   /** The one-time checks of a valid response: it answers a request we issued, and is seen once. */
-  const checkOnce = (validated: LoginResponse.Validated, now: number) =>
+  const checkOnce = (validated: LoginResponse.Validated, now: number, headers: HttpServerRequest.HttpServerRequest["headers"]) =>
     Effect.gen(function*() {
       if (replayIds === undefined) return Either.right(undefined)
       if (validated.inResponseTo === undefined) {
         return Either.left(reject("unsolicited", "an unsolicited response (no InResponseTo) with replay protection on"))
+      }
+      // Checked before the id is consumed: a response carried into another browser does not spend it.
+      if (bindsBrowser && readCookie(headers, requestCookieName(validated.inResponseTo)) !== "1") {
+        return Either.left(reject("in_response_to", "the response answers a login this browser did not start"))
       }
       if (!(yield* replayIds.consume("request", validated.inResponseTo, now))) {
         return Either.left(reject("in_response_to", "the response answers no outstanding request"))
@@ -238,7 +259,8 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
         now
       }))
       if (Either.isLeft(validated)) return refused(validated.left)
-      const once = yield* checkOnce(validated.right, now)
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const once = yield* checkOnce(validated.right, now, request.headers)
       if (Either.isLeft(once)) return refused(once.left)
 
       const mapped = options.onLogin(validated.right.profile)
@@ -250,7 +272,10 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
       return HttpServerResponse.redirect(location, {
         status: 302,
         headers: { "set-cookie": Session.sessionCookie(session, { maxAgeSeconds: sessionSeconds, secure }) }
-      }).pipe(companionCookie(Companion.seal({ nameId, nameIdFormat, sessionIndex }, now + sessionSeconds * 1000, sessionSecret), sessionSeconds))
+      }).pipe(
+        companionCookie(Companion.seal({ nameId, nameIdFormat, sessionIndex }, now + sessionSeconds * 1000, sessionSecret), sessionSeconds),
+        (response) => bindsBrowser && validated.right.inResponseTo !== undefined ? requestCookie(validated.right.inResponseTo, 0)(response) : response
+      )
     }).pipe(Effect.catchTags({ SamlIdpUnavailable: unavailable, SamlLibraryUnavailable: unavailable }))
   }
 

@@ -63,7 +63,7 @@ const logIn = (sp: Effect.Effect.Success<ReturnType<typeof Sp.serve>>, keys: Idp
     const request = yield* Sp.startLogin(sp.served.url)
     const fields = { now: yield* Clock.currentTimeMillis, inResponseTo: request.id, assertionId: `_login${++logins}` }
     const xml = Idp.signAssertion(Idp.responseXml(fields, Idp.assertionXml(fields)), { keys })
-    const answer = yield* Sp.postToAcs(sp.served.url, xml)
+    const answer = yield* Sp.postToAcs(sp.served.url, xml, request)
     return { request, status: answer.status }
   })
 

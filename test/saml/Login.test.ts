@@ -26,7 +26,7 @@ const logIn = (
     const now = Date.now()
     const built = respond({ id: request.id, now })
     const xml = typeof built === "string" ? built : yield* built
-    const answer = yield* Sp.postToAcs(served.served.url, xml, request.relayState)
+    const answer = yield* Sp.postToAcs(served.served.url, xml, request)
     const browser = Sp.Browser.jar()
     browser.take(answer)
     const caller = yield* served.client.call(Sp.whoAmI, {}, { headers: { cookie: browser.header() } })
@@ -93,7 +93,7 @@ describe("SAML login", () => {
       assert.strictEqual(caller.id, "alice@example.test")
       const request = yield* Sp.startLogin(sp.served.url)
       const forged = yield* Effect.promise(async () => Idp.signResponse(await cbc({ id: request.id, now: Date.now() }), { keys: Idp.evilKeys }))
-      const answer = yield* Sp.postToAcs(sp.served.url, forged)
+      const answer = yield* Sp.postToAcs(sp.served.url, forged, request)
       assert.deepStrictEqual([answer.status, JSON.parse(answer.body).reason], [401, "decryption"])
     }))
 
@@ -126,7 +126,7 @@ describe("SAML signature and time options", () => {
       const sp = yield* Sp.serve(memory, overrides)
       const request = yield* Sp.startLogin(sp.served.url)
       const xml = yield* Effect.promise(async () => build({ id: request.id, now }))
-      const answer = yield* Sp.postToAcs(sp.served.url, xml)
+      const answer = yield* Sp.postToAcs(sp.served.url, xml, request)
       return answer.status === 302 ? "accepted" : JSON.parse(answer.body).reason as string
     })
   const signedTwice = (request: { readonly id: string; readonly now: number }, envelopeKeys: Idp.KeyPair) =>
@@ -149,7 +149,7 @@ describe("SAML signature and time options", () => {
         const sp = yield* Serve.serve(defineApp({ plugins: [samlSsoPlugin(withoutKey)] }), memory)
         const request = yield* Sp.startLogin(sp.url)
         const xml = yield* Effect.promise(() => Idp.encryptAssertion(Idp.validResponse({ now: Date.UTC(2026, 10, 23, 12), inResponseTo: request.id })))
-        return JSON.parse((yield* Sp.postToAcs(sp.url, xml)).body).reason
+        return JSON.parse((yield* Sp.postToAcs(sp.url, xml, request)).body).reason
       })
       assert.strictEqual(reason, "encrypted")
     }))

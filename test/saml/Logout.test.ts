@@ -21,7 +21,7 @@ const loggedIn = (overrides: Parameters<typeof Sp.serve>[1] = {}, storeLayer: Pa
     const sp = yield* Sp.serve(storeLayer, { privateKey: Idp.spKeys.key, logoutRedirect: "/bye", ...overrides })
     const request = yield* Sp.startLogin(sp.served.url)
     const browser = Sp.Browser.jar()
-    browser.take(yield* Sp.postToAcs(sp.served.url, Idp.validResponse({ now: at, inResponseTo: request.id })))
+    browser.take(yield* Sp.postToAcs(sp.served.url, Idp.validResponse({ now: at, inResponseTo: request.id }), request))
     assert.strictEqual((yield* whoAmI(sp, browser)).id, "alice@example.test")
     return { sp, browser }
   })

@@ -23,8 +23,8 @@ describe("SAML replay protection", () => {
       const sp = yield* Sp.serve(Sp.memory)
       const request = yield* Sp.startLogin(sp.served.url)
       const xml = Idp.validResponse({ now: at, inResponseTo: request.id })
-      assert.strictEqual(reasonOf(yield* Sp.postToAcs(sp.served.url, xml)), "accepted")
-      const again = yield* Sp.postToAcs(sp.served.url, xml)
+      assert.strictEqual(reasonOf(yield* Sp.postToAcs(sp.served.url, xml, request)), "accepted")
+      const again = yield* Sp.postToAcs(sp.served.url, xml, request)
       assert.strictEqual(reasonOf(again), "in_response_to")
       assert.isUndefined(Sp.Browser.setCookie(again, "fw:session"))
     }))
@@ -35,11 +35,41 @@ describe("SAML replay protection", () => {
       const sp = yield* Sp.serve(Sp.memory, { replayProtection: true })
       const post = (now: number) =>
         Effect.flatMap(Sp.startLogin(sp.served.url), (request) =>
-          Sp.postToAcs(sp.served.url, Idp.validResponse({ now, inResponseTo: request.id, assertionId: "_same" })))
+          Sp.postToAcs(sp.served.url, Idp.validResponse({ now, inResponseTo: request.id, assertionId: "_same" }), request))
       assert.strictEqual(reasonOf(yield* post(at)), "accepted")
       assert.strictEqual(reasonOf(yield* post(at)), "replay")
       yield* TestClock.adjust("6 minutes")
       assert.strictEqual(reasonOf(yield* post(at + 6 * 60_000)), "accepted")
+    }))
+
+  it.scoped("login CSRF: a response carried into a browser that did not start the login is refused, and does not spend the request", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(at)
+      const sp = yield* Sp.serve(Sp.memory)
+      const request = yield* Sp.startLogin(sp.served.url)
+      assert.match(request.cookie ?? "", /^fw_saml_req_[0-9a-f]{40}=1$/)
+      const xml = Idp.validResponse({ now: at, inResponseTo: request.id })
+      const elsewhere = yield* Sp.postToAcs(sp.served.url, xml)
+      assert.strictEqual(reasonOf(elsewhere), "in_response_to")
+      assert.isUndefined(Sp.Browser.setCookie(elsewhere, "fw:session"))
+      const home = yield* Sp.postToAcs(sp.served.url, xml, request)
+      assert.strictEqual(reasonOf(home), "accepted")
+      // The binding cookie is spent with the login.
+      assert.match(Sp.Browser.setCookie(home, request.cookie!.split("=")[0]!)!, /Max-Age=0/)
+    }))
+
+  it.scoped("the browser binding needs a SameSite=None cookie, so only an https ACS uses it", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(at)
+      const acsUrl = "http://app.example.test/saml/acs"
+      const sp = yield* Sp.serve(Sp.memory, { sp: { ...Sp.baseOptions.sp, acsUrl } })
+      const request = yield* Sp.startLogin(sp.served.url)
+      assert.isUndefined(request.cookie)
+      const xml = Idp.signAssertion(Idp.responseXml(
+        { now: at, inResponseTo: request.id, destination: acsUrl },
+        Idp.assertionXml({ now: at, inResponseTo: request.id, recipient: acsUrl })
+      ))
+      assert.strictEqual(reasonOf(yield* Sp.postToAcs(sp.served.url, xml)), "accepted")
     }))
 
   it.scoped("an AuthnRequest expires after the replay TTL", () =>
@@ -48,7 +78,7 @@ describe("SAML replay protection", () => {
       const sp = yield* Sp.serve(Sp.memory, { replayProtection: { store: true, ttlMs: 60_000 } })
       const request = yield* Sp.startLogin(sp.served.url)
       yield* TestClock.adjust("61 seconds")
-      const answer = yield* Sp.postToAcs(sp.served.url, Idp.validResponse({ now: at + 61_000, inResponseTo: request.id }))
+      const answer = yield* Sp.postToAcs(sp.served.url, Idp.validResponse({ now: at + 61_000, inResponseTo: request.id }), request)
       assert.strictEqual(reasonOf(answer), "in_response_to")
     }))
 
@@ -81,12 +111,12 @@ describe("SAML replay protection", () => {
         const request = yield* Sp.startLogin(one.served.url)
         const xml = Idp.validResponse({ now: at, inResponseTo: request.id })
         // The request was issued by instance one; instance two accepts its answer (shared store)…
-        assert.strictEqual(reasonOf(yield* Sp.postToAcs(two.served.url, xml)), "accepted")
+        assert.strictEqual(reasonOf(yield* Sp.postToAcs(two.served.url, xml, request)), "accepted")
         // …and neither accepts it again.
-        assert.strictEqual(reasonOf(yield* Sp.postToAcs(one.served.url, xml)), "in_response_to")
+        assert.strictEqual(reasonOf(yield* Sp.postToAcs(one.served.url, xml, request)), "in_response_to")
         const other = yield* Sp.startLogin(two.served.url)
         const replayed = Idp.validResponse({ now: at, inResponseTo: other.id })
-        assert.strictEqual(reasonOf(yield* Sp.postToAcs(one.served.url, replayed)), "replay")
+        assert.strictEqual(reasonOf(yield* Sp.postToAcs(one.served.url, replayed, other)), "replay")
       }))
   }
 })

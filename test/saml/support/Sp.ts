@@ -70,15 +70,34 @@ export const startLogin = (url: string, returnTo?: string) =>
     if (answer.status !== 302 || answer.location === null) return yield* Effect.dieMessage(`login answered ${answer.status}: ${answer.body}`)
     const location = new URL(answer.location)
     const xml = inflateRawSync(Buffer.from(location.searchParams.get("SAMLRequest")!, "base64")).toString("utf8")
-    return { location, xml, id: /ID="([^"]+)"/.exec(xml)![1]!, relayState: location.searchParams.get("RelayState") ?? undefined }
+    // The cookie binding the request to this browser (set when the ACS is https).
+    const cookie = answer.setCookies.find((line) => line.startsWith("fw_saml_req"))?.split(";")[0]
+    return {
+      location,
+      xml,
+      id: /ID="([^"]+)"/.exec(xml)![1]!,
+      relayState: location.searchParams.get("RelayState") ?? undefined,
+      cookie
+    }
   })
 
-/** Posts a response to the ACS as the IdP's auto-submitted form would. */
-export const postToAcs = (url: string, xml: string, relayState?: string) =>
+/** What the browser that started a login sends back with the IdP's answer. */
+export interface Started {
+  readonly relayState?: string | undefined
+  readonly cookie?: string | undefined
+}
+
+/** Posts a response to the ACS as the IdP's auto-submitted form would, from the browser that started the login. */
+export const postToAcs = (url: string, xml: string, started: Started = {}) =>
   Effect.promise(async (): Promise<Browser.Answer> => {
     const form = new URLSearchParams({ SAMLResponse: Buffer.from(xml).toString("base64") })
-    if (relayState !== undefined) form.set("RelayState", relayState)
-    const response = await fetch(`${url}/saml/acs`, { method: "POST", body: form, redirect: "manual" })
+    if (started.relayState !== undefined) form.set("RelayState", started.relayState)
+    const response = await fetch(`${url}/saml/acs`, {
+      method: "POST",
+      body: form,
+      redirect: "manual",
+      headers: started.cookie === undefined ? {} : { cookie: started.cookie }
+    })
     return {
       status: response.status,
       location: response.headers.get("location"),
