@@ -56,9 +56,10 @@ const cipherValue = (parent: Element): Buffer | undefined => {
   return value === undefined ? undefined : Buffer.from((value.textContent ?? "").replace(/\s+/g, ""), "base64")
 }
 
-// One answer for every failure: which step failed must not be observable from outside.
+// One answer for every failure: which step failed must not be observable from outside. The
+// argument names the step for the reader of this file; it is deliberately not reported.
 const undecryptable = reject("decryption", "the encrypted assertion could not be decrypted")
-const failed = (_why: string) => Either.left(undecryptable)
+const failed = (_step: string) => Either.left(undecryptable)
 
 /** The content key, unwrapped with RSA-OAEP; the OAEP digest and MGF1 hash must agree (Node uses one for both). */
 const unwrapKey = (encryptedKey: Element, key: KeyObject): Either.Either<Buffer, SamlRejected> => {

@@ -41,8 +41,8 @@ const canonicalizations = new Set([
 const enveloped = "http://www.w3.org/2000/09/xmldsig#enveloped-signature"
 const transforms = new Set([enveloped, ...canonicalizations])
 
-/** The algorithm our own redirect-binding signatures use. */
-export const rsaSha256 = "http://www.w3.org/2001/04/xmldsig-more#rsa-sha256"
+// The algorithms of the SP's own redirect-binding signatures.
+const rsaSha256 = "http://www.w3.org/2001/04/xmldsig-more#rsa-sha256"
 const ecdsaSha256 = "http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha256"
 
 const nodeHash = (algorithm: SignatureAlgorithm) => algorithm.hash.replace("-", "").toLowerCase()
