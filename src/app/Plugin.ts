@@ -68,6 +68,12 @@ export interface Route {
   readonly path: `/${string}`
   /** Body cap for this route, default the app's cap. */
   readonly maxBodyBytes?: number
+  /**
+   * Runs the route as the anonymous caller without consulting the app's strategies. For login
+   * routes: a stale or forged session cookie (a failed verdict, 401 elsewhere) must not lock the
+   * user out of the very route that replaces it.
+   */
+  readonly anonymous?: boolean
   readonly handler: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, RouteServices>
 }
 

@@ -94,6 +94,8 @@ const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
           // Inspect routes authenticate with the inspect token, not the app's strategies.
           const resolved = inspect
             ? Either.right(Inspect.inspectSubject)
+            : route.anonymous === true
+            ? Either.right(Subject.anonymous)
             : yield* Effect.either(runtime.resolveSubject(request.headers))
           if (Either.isLeft(resolved)) return HttpResponses.error(401, "Unauthenticated", resolved.left.reason)
           const params = yield* HttpRouter.params

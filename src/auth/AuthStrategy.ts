@@ -63,7 +63,9 @@ export const readCookie = (headers: Headers.Headers, name: string): string | und
     const eq = part.indexOf("=")
     if (eq === -1) continue
     if (part.slice(0, eq).trim() === name) {
-      const raw = part.slice(eq + 1).trim()
+      const value = part.slice(eq + 1).trim()
+      // RFC 6265 allows a value in double quotes; the quotes are not part of it.
+      const raw = value.length >= 2 && value.startsWith("\"") && value.endsWith("\"") ? value.slice(1, -1) : value
       try {
         return decodeURIComponent(raw)
       } catch {

@@ -38,12 +38,13 @@ const words = (value: unknown): ReadonlyArray<string> =>
 /**
  * The scopes a token grants, becoming `Subject.scopes`: the OAuth `scope` claim (space-separated),
  * `scp` (string or list, as some providers send it) and `permissions` (a list, as providers A, B
- * and D send RBAC permissions), deduplicated in that order.
+ * and D send RBAC permissions), deduplicated in that order; a `*` in them is dropped.
  */
 export const scopes = (claims: Claims): ReadonlyArray<string> => {
   const scope = words(claims.scope)
   const scp = words(claims.scp)
   const permissions = words(claims.permissions)
-  if (scp.length === 0 && permissions.length === 0) return scope
-  return [...new Set([...scope, ...scp, ...permissions])]
+  const all = scp.length === 0 && permissions.length === 0 ? scope : [...new Set([...scope, ...scp, ...permissions])]
+  // `*` bypasses every `requireScope`: it is the framework's to grant (inspect, system), not a token's.
+  return all.includes("*") ? all.filter((granted) => granted !== "*") : all
 }

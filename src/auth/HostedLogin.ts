@@ -36,6 +36,8 @@ export class IdpAExchangeFailed extends Schema.TaggedError<IdpAExchangeFailed>()
 export interface IdpAProfile {
   readonly idpAUserId: string
   readonly email: string
+  /** The provider's `email_verified` (false when it does not say). */
+  readonly emailVerified: boolean
   readonly firstName: string | null
   readonly lastName: string | null
   readonly organizationId: string | null
@@ -77,8 +79,10 @@ const sameState = (a: string, b: string) => {
 
 const AuthenticateResponse = Schema.Struct({
   user: Schema.Struct({
-    id: Schema.String,
-    email: Schema.String,
+    id: Schema.NonEmptyString,
+    // An empty or malformed address would merge distinct users on the email lookup.
+    email: Schema.String.pipe(Schema.pattern(/^[^@\s]+@[^@\s]+$/)),
+    email_verified: Schema.optional(Schema.Boolean),
     first_name: Schema.optional(Schema.NullOr(Schema.String)),
     last_name: Schema.optional(Schema.NullOr(Schema.String))
   }),
@@ -100,7 +104,8 @@ export const idpAAuthenticateWithCode = (options: {
   readonly apiBaseUrl?: string
 }): Effect.Effect<IdpAProfile, IdpAStateMismatchError | IdpAExchangeFailed, HttpClient.HttpClient> =>
   Effect.gen(function*() {
-    if (!sameState(options.state, options.expectedState)) return yield* new IdpAStateMismatchError()
+    // An empty state (a missing parameter against an emptied cookie) is never a match.
+    if (options.expectedState === "" || !sameState(options.state, options.expectedState)) return yield* new IdpAStateMismatchError()
     const client = yield* HttpClient.HttpClient
     const response = yield* HttpClientRequest.post(`${apiOf(options.apiBaseUrl)}/user_management/authenticate`).pipe(
       HttpClientRequest.acceptJson,
@@ -123,6 +128,7 @@ export const idpAAuthenticateWithCode = (options: {
     return {
       idpAUserId: body.user.id,
       email: body.user.email,
+      emailVerified: body.user.email_verified ?? false,
       firstName: body.user.first_name ?? null,
       lastName: body.user.last_name ?? null,
       organizationId: body.organization_id ?? null
@@ -137,6 +143,7 @@ export const provisionIdpAUser = (profile: IdpAProfile) =>
     provider: "idp_a",
     externalId: profile.idpAUserId,
     email: profile.email,
+    emailVerified: profile.emailVerified,
     firstName: profile.firstName,
     lastName: profile.lastName,
     organizationId: profile.organizationId
@@ -194,6 +201,7 @@ export const idpAHostedLoginRoutes = (options: RoutesOptions): ReadonlyArray<Plu
   const login: Plugin.Route = {
     method: "GET",
     path: "/auth/idp_a/login",
+    anonymous: true,
     handler: Effect.gen(function*() {
       const { apiKey, clientId, redirectUri } = yield* env
       if (Option.isNone(clientId) || Option.isNone(apiKey) || Option.isNone(redirectUri)) return notConfigured
@@ -209,6 +217,7 @@ export const idpAHostedLoginRoutes = (options: RoutesOptions): ReadonlyArray<Plu
   const callback: Plugin.Route = {
     method: "GET",
     path: "/auth/idp_a/callback",
+    anonymous: true,
     handler: Effect.gen(function*() {
       const { apiKey, clientId, redirectUri } = yield* env
       if (Option.isNone(clientId) || Option.isNone(apiKey)) return notConfigured
@@ -218,7 +227,7 @@ export const idpAHostedLoginRoutes = (options: RoutesOptions): ReadonlyArray<Plu
       if (code === null || code.length === 0) return text(400, "missing authorization code")
       const expectedState = readCookie(request.headers, stateCookie)
       const codeVerifier = readCookie(request.headers, verifierCookie)
-      if (expectedState === undefined || codeVerifier === undefined) return text(400, "the login state cookie is missing")
+      if (!expectedState || !codeVerifier) return text(400, "the login state cookie is missing")
       const profile = yield* Effect.either(idpAAuthenticateWithCode({
         clientId: clientId.value,
         apiKey: Redacted.value(apiKey.value),
@@ -229,11 +238,16 @@ export const idpAHostedLoginRoutes = (options: RoutesOptions): ReadonlyArray<Plu
         ...api
       }))
       if (profile._tag === "Left") {
-        return profile.left._tag === "IdpAStateMismatchError"
-          ? text(400, profile.left.message)
-          : text(502, "the identity provider could not complete the login")
+        if (profile.left._tag === "IdpAStateMismatchError") return text(400, profile.left.message)
+        yield* Effect.logWarning("hosted login: the code exchange failed", profile.left.reason)
+        return text(502, "the identity provider could not complete the login")
       }
-      const subject = yield* provision(profile.right)
+      const provisioned = yield* Effect.either(provision(profile.right))
+      if (provisioned._tag === "Left") {
+        if (provisioned.left instanceof Provisioning.ProvisioningRefused) return text(403, provisioned.left.message)
+        return yield* Effect.fail(provisioned.left)
+      }
+      const subject = provisioned.right
       const session = yield* Session.issueSession(subject, options.sessionSecret, { maxAgeSeconds: sessionSeconds })
       const secure = secureFor(redirectUri)
       // `fw:session` is not a valid cookie name for the platform's Cookies (the colon), so it is

@@ -1,9 +1,17 @@
 /**
  * The default find-or-provision of a local user after a login-only provider login (spec 5.2): the
- * first login creates the organisation and the user, later logins find the user by email. The
- * result is the Subject the app's session is minted for (`tenantId` = the organisation).
+ * first login creates the organisation and the user, later logins find the user (spec: by email).
+ * The result is the Subject the app's session is minted for (`tenantId` = the organisation).
+ *
+ * Decisions where the spec is silent, each against an account takeover or a split account:
+ * - a user is found first by the provider's own id, and by email only when the provider has
+ *   verified the address (an unverified address that belongs to an existing account is refused);
+ * - addresses are compared trimmed and lower-cased;
+ * - row ids derive from the provider's ids, so two first logins at once (another replica, a
+ *   double click) meet on one user and one organisation instead of creating two.
  */
-import { Effect } from "effect"
+import { Effect, Option, Schema } from "effect"
+import { createHash } from "node:crypto"
 import type { StoreError } from "../kernel/Errors.js"
 import { Store } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
@@ -16,43 +24,78 @@ export interface Profile {
   /** The provider's id of the user. */
   readonly externalId: string
   readonly email: string
+  /** Whether the provider verified the address: only a verified address finds an existing account. */
+  readonly emailVerified: boolean
   readonly firstName: string | null
   readonly lastName: string | null
   /** The provider's id of the user's organisation, when it has one. */
   readonly organizationId: string | null
 }
 
+/** A login the provisioner refuses (answered 403 by the login routes). */
+export class ProvisioningRefused extends Schema.TaggedError<ProvisioningRefused>()("ProvisioningRefused", {
+  reason: Schema.String
+}) {
+  get status() {
+    return 403
+  }
+  override get message() {
+    return this.reason
+  }
+}
+
+/** An address as it is compared and stored. */
+export const normalizeEmail = (email: string): string => email.trim().toLowerCase()
+
+const derivedId = (kind: string, ...parts: ReadonlyArray<string>) =>
+  `${kind}_${createHash("sha256").update(parts.join("\u0000")).digest("hex").slice(0, 32)}`
+
 /**
- * Finds the user by email, else creates them, with their organisation (found again by the
- * provider's organisation id, so colleagues land in one tenant; a user without one gets a fresh
- * organisation). Runs as the system in one transaction: provisioning reads across tenants.
+ * Finds the user (by the provider's id, else by a verified email), else creates them with their
+ * organisation (found again by the provider's organisation id, so colleagues land in one tenant; a
+ * user without one gets a fresh organisation). Runs as the system: provisioning reads across tenants.
  */
-export const findOrProvision = (profile: Profile): Effect.Effect<Subject.Subject, StoreError, Store> =>
+export const findOrProvision = (profile: Profile): Effect.Effect<Subject.Subject, StoreError | ProvisioningRefused, Store> =>
   Effect.gen(function*() {
     const store = yield* Store
-    const user = yield* store.transaction(Effect.gen(function*() {
-      const [existing] = yield* store.find(Users, { where: { email: profile.email }, limit: 1 })
-      if (existing !== undefined) return existing
-      const [known] = profile.organizationId === null
-        ? []
-        : yield* store.find(Organizations, {
-          where: { provider: profile.provider, externalId: profile.organizationId },
-          limit: 1
+    const email = normalizeEmail(profile.email)
+    const userId = derivedId("user", profile.provider, profile.externalId)
+    /** Inserts the row with this id, or reads the one a concurrent login inserted first. */
+    const insertOrGet = <T extends typeof Users | typeof Organizations>(table: T, row: Parameters<typeof store.insert<T>>[1] & { readonly id: string }) =>
+      store.insert(table, row).pipe(
+        Effect.catchTag("DuplicateRow", (duplicate) =>
+          Effect.flatMap(store.get(table, row.id), Option.match({ onNone: () => Effect.fail(duplicate), onSome: Effect.succeed })))
+      )
+    const user = yield* Option.match(yield* store.get(Users, userId), {
+      onSome: Effect.succeed,
+      onNone: () =>
+        Effect.gen(function*() {
+          const [sameEmail] = yield* store.find(Users, { where: { email }, limit: 1 })
+          if (sameEmail !== undefined) {
+            if (profile.emailVerified) return sameEmail
+            return yield* new ProvisioningRefused({
+              reason: "this email address belongs to an existing account and the provider has not verified it"
+            })
+          }
+          const organization = yield* insertOrGet(Organizations, {
+            id: profile.organizationId === null
+              ? derivedId("org", "personal", profile.provider, profile.externalId)
+              : derivedId("org", profile.provider, profile.organizationId),
+            name: email.split("@")[1] ?? email,
+            provider: profile.provider,
+            externalId: profile.organizationId
+          })
+          return yield* insertOrGet(Users, {
+            id: userId,
+            email,
+            firstName: profile.firstName,
+            lastName: profile.lastName,
+            organizationId: organization.id,
+            provider: profile.provider,
+            externalId: profile.externalId
+          })
         })
-      const organization = known ?? (yield* store.insert(Organizations, {
-        name: profile.email.split("@")[1] ?? profile.email,
-        provider: profile.provider,
-        externalId: profile.organizationId
-      }))
-      return yield* store.insert(Users, {
-        email: profile.email,
-        firstName: profile.firstName,
-        lastName: profile.lastName,
-        organizationId: organization.id,
-        provider: profile.provider,
-        externalId: profile.externalId
-      })
-    }))
+    })
     return Subject.make({
       type: "user",
       id: user.id,

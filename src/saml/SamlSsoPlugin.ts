@@ -15,7 +15,8 @@
  *   library is touched; a bad signature: 401, session untouched.
  *
  * Rejected messages answer 400 (not a SAML message) or 401 (refused), with a reason code and
- * nothing of the message or the configuration.
+ * nothing of the message or the configuration. The routes run as the anonymous caller: a stale
+ * session cookie must not block the login that replaces it.
  */
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Clock, Effect, Either, Layer, Option, Redacted, Schedule } from "effect"
@@ -177,6 +178,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
   const metadata: Plugin.Route = {
     method: "GET",
     path: "/saml/metadata",
+    anonymous: true,
     handler: Effect.succeed(HttpServerResponse.text(
       Metadata.sp({
         entityId: options.sp.entityId,
@@ -192,6 +194,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
   const login: Plugin.Route = {
     method: "GET",
     path: "/saml/login",
+    anonymous: true,
     handler: Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const returnTo = new URL(request.url, "http://local.invalid").searchParams.get("returnTo") ?? undefined
@@ -238,6 +241,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
   const acs: Plugin.Route = {
     method: "POST",
     path: "/saml/acs",
+    anonymous: true,
     maxBodyBytes: maxPostBytes,
     handler: Effect.gen(function*() {
       const form = yield* formOf
@@ -282,6 +286,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
   const logout: Plugin.Route = {
     method: "GET",
     path: "/saml/logout",
+    anonymous: true,
     handler: Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const now = yield* Clock.currentTimeMillis
@@ -439,8 +444,8 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
       login,
       acs,
       logout,
-      { method: "GET", path: "/saml/slo", handler: slo("redirect") },
-      { method: "POST", path: "/saml/slo", maxBodyBytes: maxPostBytes, handler: slo("post") }
+      { method: "GET", path: "/saml/slo", anonymous: true, handler: slo("redirect") },
+      { method: "POST", path: "/saml/slo", anonymous: true, maxBodyBytes: maxPostBytes, handler: slo("post") }
     ]
   })
 }

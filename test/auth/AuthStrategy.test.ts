@@ -2,6 +2,7 @@ import { FetchHttpClient, Headers } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as AuthStrategy from "../../src/auth/AuthStrategy.js"
+import * as Claims from "../../src/auth/Claims.js"
 import * as Subject from "../../src/kernel/Subject.js"
 
 const alice = Subject.make({ type: "user", id: "alice", tenantId: "t1" })
@@ -73,5 +74,13 @@ describe("token readers", () => {
     assert.strictEqual(AuthStrategy.readCookie(headers, "fw:session"), "v.s")
     assert.strictEqual(AuthStrategy.readCookie(headers, "__session"), "x=y")
     assert.isUndefined(AuthStrategy.readCookie(headers, "session"))
+    // A quoted value (RFC 6265) is read without its quotes.
+    assert.strictEqual(AuthStrategy.readCookie(Headers.fromInput({ cookie: `fw:session="v.s"` }), "fw:session"), "v.s")
+  })
+
+  it("token scopes never carry the * that bypasses every scope check", () => {
+    assert.deepStrictEqual(Claims.scopes({ scope: "* notes:read" }), ["notes:read"])
+    assert.deepStrictEqual(Claims.scopes({ scp: ["*"], permissions: ["a", "*", "b"] }), ["a", "b"])
+    assert.deepStrictEqual(Claims.scopes({ scope: "a b" }), ["a", "b"])
   })
 })

@@ -79,6 +79,7 @@ describe("provider A primitives", () => {
       assert.deepStrictEqual(yield* exchange({}), {
         idpAUserId: "user_01",
         email: "ada@acme.test",
+        emailVerified: true,
         firstName: "Ada",
         lastName: "Lovelace",
         organizationId: "org_01"

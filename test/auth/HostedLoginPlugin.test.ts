@@ -82,10 +82,22 @@ describe("idpAHostedLoginPlugin in an app", () => {
         assert.deepStrictEqual([callback.status, callback.location], [302, "/home"])
         return yield* client.call(whoAmI, {}, { headers: { cookie: `fw:session=${browser.get("fw:session")}` } })
       })
+      // A stale or forged session cookie does not lock the user out of the login routes.
+      const stale = "fw:session=signed.with-an-old-secret"
+      assert.strictEqual((yield* Browser.get(`${served.url}/auth/idp_a/login`, stale)).status, 302)
+      assert.strictEqual((yield* Browser.get(`${served.url}/auth/idp_a/callback?code=x&state=y`, stale)).status, 400)
       const first = yield* logIn
       assert.notStrictEqual(first.id, "anonymous")
       assert.isString(first.tenantId)
       assert.deepStrictEqual(yield* logIn, first)
+      // Another provider user claiming ada's address without the provider having verified it: 403.
+      standIn.logInAs({ id: "user_66", email: "ADA@acme.test", firstName: "Eve", lastName: "X", organizationId: "org_66", emailVerified: false })
+      const intruder = Browser.jar()
+      const begun = yield* Browser.get(`${served.url}/auth/idp_a/login`)
+      intruder.take(begun)
+      const refused = yield* Browser.get((yield* Browser.get(begun.location!)).location!, intruder.header())
+      assert.strictEqual(refused.status, 403)
+      assert.isUndefined(Browser.setCookie(refused, "fw:session"))
       standIn.failExchanges(true)
       const browser = Browser.jar()
       const started = yield* Browser.get(`${served.url}/auth/idp_a/login`)

@@ -1,8 +1,10 @@
 /**
- * The default find-or-provision over the Store, on the memory tier and on SQLite: the first login
- * creates the user and the organisation, later logins find the user by email, colleagues share the
- * provider's organisation, and a user without one gets a tenant of their own.
+ * The default find-or-provision over the Store, on the memory tier, SQLite and PostgreSQL: the first
+ * login creates the user and the organisation, later logins find the user (by the provider's id, or
+ * by a verified email), colleagues share the provider's organisation, a user without one gets a
+ * tenant of their own, and concurrent first logins meet on one user and one organisation.
  */
+import type { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
@@ -12,28 +14,31 @@ import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
+import * as Pg from "../support/Pg.js"
 
-const profile = (email: string, organizationId: string | null, externalId = email): Provisioning.Profile => ({
+const profile = (email: string, organizationId: string | null, externalId = email, emailVerified = true): Provisioning.Profile => ({
   provider: "idp_a",
   externalId,
   email,
+  emailVerified,
   firstName: "First",
   lastName: "Last",
   organizationId
 })
 
-const tiers = {
+const sqlTier = (client: Layer.Layer<SqlClient.SqlClient, unknown>) => () =>
+  Store.layerSql.pipe(
+    Layer.provide(ChangeTap.layerLocal),
+    Layer.provide(Layer.effectDiscard(SchemaDiffer.apply([Users, Organizations])).pipe(Layer.provideMerge(client))),
+    Layer.orDie
+  )
+
+const tiers: Record<string, () => Layer.Layer<Store.Store>> = {
   memory: () => Store.layerMemory.pipe(Layer.provide(ChangeTap.layerLocal)),
-  sqlite: () =>
-    Store.layerSql.pipe(
-      Layer.provide(ChangeTap.layerLocal),
-      Layer.provide(
-        Layer.effectDiscard(SchemaDiffer.apply([Users, Organizations])).pipe(
-          Layer.provideMerge(SqliteClient.layer({ filename: ":memory:" }))
-        )
-      )
-    )
+  sqlite: sqlTier(SqliteClient.layer({ filename: ":memory:" })),
+  ...(Pg.serverUrl === null ? {} : { postgresql: sqlTier(Pg.layerFreshClient) })
 }
+if (Pg.serverUrl === null) console.warn(Pg.skipReason)
 
 for (const [tier, store] of Object.entries(tiers)) {
   describe(`findOrProvision on ${tier}`, () => {
@@ -43,8 +48,8 @@ for (const [tier, store] of Object.entries(tiers)) {
         assert.deepStrictEqual([ada.type, ada.metadata.provider, ada.metadata.email], ["user", "idp_a", "ada@acme.test"])
         assert.isString(ada.tenantId)
         assert.deepStrictEqual(yield* Provisioning.findOrProvision(profile("ada@acme.test", "org_01")), ada)
-        // Found by email even when the provider's ids differ (another provider, a re-created account).
-        assert.deepStrictEqual(yield* Provisioning.findOrProvision(profile("ada@acme.test", null, "user_99")), ada)
+        // Found by a verified email even when the provider's ids differ (a re-created account), in any case.
+        assert.deepStrictEqual(yield* Provisioning.findOrProvision(profile(" Ada@ACME.test", null, "user_99")), ada)
         const store = yield* Store.Store
         const [users, organizations] = yield* Effect.all([store.count(Users), store.count(Organizations)]).pipe(Subject.asSystem)
         assert.deepStrictEqual([users, organizations], [1, 1])
@@ -71,6 +76,30 @@ for (const [tier, store] of Object.entries(tiers)) {
         const elsewhere = Subject.make({ type: "user", id: "someone", tenantId: "another-tenant" })
         const again = yield* Provisioning.findOrProvision(profile("ada@acme.test", "org_01")).pipe(Subject.actingAs(elsewhere))
         assert.deepStrictEqual(again, ada)
+      }).pipe(Effect.provide(store())))
+
+    it.effect("an unverified email that belongs to an existing account is refused; the provider's own id still finds its user", () =>
+      Effect.gen(function*() {
+        const ada = yield* Provisioning.findOrProvision(profile("ada@acme.test", "org_01", "user_01", false))
+        const intruder = yield* Effect.flip(Provisioning.findOrProvision(profile("ada@acme.test", "org_evil", "user_66", false)))
+        assert.instanceOf(intruder, Provisioning.ProvisioningRefused)
+        assert.deepStrictEqual(yield* Provisioning.findOrProvision(profile("ada@acme.test", "org_01", "user_01", false)), ada)
+      }).pipe(Effect.provide(store())))
+
+    it.effect("concurrent first logins meet on one user and one organisation", () =>
+      Effect.gen(function*() {
+        const logins = yield* Effect.all(
+          [
+            ...Array.from({ length: 4 }, () => profile("ada@acme.test", "org_01", "user_01")),
+            ...Array.from({ length: 4 }, () => profile("grace@acme.test", "org_01", "user_02"))
+          ].map(Provisioning.findOrProvision),
+          { concurrency: "unbounded" }
+        )
+        assert.strictEqual(new Set(logins.map((subject) => subject.id)).size, 2)
+        assert.strictEqual(new Set(logins.map((subject) => subject.tenantId)).size, 1)
+        const store = yield* Store.Store
+        const [users, organizations] = yield* Effect.all([store.count(Users), store.count(Organizations)]).pipe(Subject.asSystem)
+        assert.deepStrictEqual([users, organizations], [2, 1])
       }).pipe(Effect.provide(store())))
   })
 }

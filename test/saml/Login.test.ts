@@ -108,6 +108,19 @@ describe("SAML login", () => {
       assert.strictEqual(caller.id, "alice@example.test")
     }))
 
+  it.scoped("a stale or forged session cookie does not lock the browser out of login", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(Date.now())
+      const sp = yield* Sp.serve(memory)
+      const stale = "fw:session=signed.with-an-old-secret"
+      assert.strictEqual((yield* Sp.Browser.get(`${sp.served.url}/saml/login`, stale)).status, 302)
+      const request = yield* Sp.startLogin(sp.served.url)
+      const answer = yield* Sp.postToAcs(sp.served.url, Idp.validResponse({ now: Date.now(), inResponseTo: request.id }), {
+        cookie: `${request.cookie}; ${stale}`
+      })
+      assert.strictEqual(answer.status, 302, answer.body)
+    }))
+
   it.scoped("returnTo must be a local path", () =>
     Effect.gen(function*() {
       const sp = yield* Sp.serve(memory)

@@ -17,6 +17,8 @@ export interface User {
   readonly firstName: string
   readonly lastName: string
   readonly organizationId: string | null
+  /** What the provider says of the address (default verified). */
+  readonly emailVerified?: boolean
 }
 
 export const clientId = "client_1"
@@ -79,7 +81,7 @@ export const start = Effect.gen(function*() {
                   object: "user",
                   id: loggedIn.id,
                   email: loggedIn.email,
-                  email_verified: true,
+                  email_verified: loggedIn.emailVerified ?? true,
                   first_name: loggedIn.firstName,
                   last_name: loggedIn.lastName,
                   profile_picture_url: null,
