@@ -87,6 +87,7 @@ export const make = (app: App) =>
     const tap = yield* ChangeTap
     const httpClient = yield* HttpClient.HttpClient
     const strategy = AuthStrategy.composeAuthStrategies(app.auth)
+    const tenantFields = new Map(app.tables.map((table) => [table.name, table.tenantField]))
     const interceptors = app.plugins.flatMap((plugin) =>
       (plugin.interceptors ?? []).map((interceptor) => ({
         interceptor,
@@ -188,8 +189,15 @@ export const make = (app: App) =>
         const changes = yield* tap.events
         let current = yield* once
         let last = JSON.stringify(Schema.encodeUnknownSync(procedure.output)(current.result))
-        const relevant = (event: ChangeEvent) =>
-          current.tables.has(event.table) && (event.tenantId === null || event.tenantId === current.subject.tenantId)
+        // A change concerns the subscriber's tenant when the row belongs to it after the write, or
+        // did before (a row moved to another tenant must leave this tenant's result).
+        const relevant = (event: ChangeEvent) => {
+          if (!current.tables.has(event.table)) return false
+          const tenant = current.subject.tenantId
+          if (event.tenantId === null || event.tenantId === tenant) return true
+          const field = tenantFields.get(event.table)
+          return field !== undefined && event.before !== null && event.before[field] === tenant
+        }
         const next = Effect.gen(function*() {
           while (true) {
             const batch = [yield* Queue.take(changes), ...(yield* Queue.takeAll(changes))]

@@ -43,6 +43,37 @@ const canonical = (row: Record<string, unknown>, nullWhenAbsent: ReadonlyArray<s
   return row
 }
 
+const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
+
+/**
+ * What no tier can store faithfully, found anywhere in an encoded value: a non-finite number (JSON
+ * and SQLite store null, so the row would no longer decode), a NUL or an unpaired surrogate in text
+ * (PostgreSQL refuses them, SQLite rewrites them), a bigint, a cycle. Undefined when the value is fine.
+ */
+const unstorable = (value: unknown, seen: Set<object> = new Set()): string | undefined => {
+  switch (typeof value) {
+    case "number":
+      return Number.isFinite(value) ? undefined : "numbers must be finite"
+    case "string":
+      return value.includes("\u0000") || loneSurrogate.test(value) ? "text must not contain NUL or unpaired surrogates" : undefined
+    case "bigint":
+      return "bigint values cannot be stored"
+    case "object": {
+      if (value === null) return undefined
+      if (seen.has(value)) return "a value refers to itself"
+      seen.add(value)
+      for (const item of Array.isArray(value) ? value : Object.values(value)) {
+        const problem = unstorable(item, seen)
+        if (problem !== undefined) return problem
+      }
+      seen.delete(value)
+      return undefined
+    }
+    default:
+      return undefined
+  }
+}
+
 const compile = (table: Table.Any): RowCodec => {
   const invalid = (prefix: string) => (error: ParseResult.ParseError) =>
     new RowInvalid({ table: table.name, message: `${prefix}${describe(error)}` })
@@ -60,7 +91,13 @@ const compile = (table: Table.Any): RowCodec => {
       encoder = (value) =>
         Either.match(encodeOne({ [field]: value }), {
           onLeft: (error) => Either.left(onError(error)),
-          onRight: (encoded) => Either.right((encoded as Record<string, unknown>)[field])
+          onRight: (encoded) => {
+            const value = (encoded as Record<string, unknown>)[field]
+            const problem = unstorable(value)
+            return problem === undefined
+              ? Either.right(value)
+              : Either.left(new RowInvalid({ table: table.name, message: `where ${field}: ${problem}` }))
+          }
         })
       valueEncoders.set(field, encoder)
     }
@@ -74,7 +111,13 @@ const compile = (table: Table.Any): RowCodec => {
     encode: (row) =>
       Either.match(encodeRow(row), {
         onLeft: (error) => Either.left(onEncodeError(error)),
-        onRight: (encoded) => Either.right(canonical(encoded as Record<string, unknown>, nullWhenAbsent))
+        onRight: (encoded) => {
+          for (const [field, value] of Object.entries(encoded as Record<string, unknown>)) {
+            const problem = unstorable(value)
+            if (problem !== undefined) return Either.left(new RowInvalid({ table: table.name, message: `${field}: ${problem}` }))
+          }
+          return Either.right(canonical(encoded as Record<string, unknown>, nullWhenAbsent))
+        }
       }),
     decode: (row) => Either.mapLeft(decodeRow(row), onDecodeError),
     encodeValue: (field, value) => valueEncoder(field)(value)

@@ -19,14 +19,15 @@ import * as TenantScope from "./TenantScope.js"
 
 const operators: ReadonlySet<string> = new Set(["eq", "neq", "gt", "gte", "lt", "lte", "in", "nin"])
 
+/** The most values an `in`/`nin` may list: beyond it SQLite and PostgreSQL run out of statement parameters. */
+export const maxListedValues = 10_000
+
 const isOperatorObject = (value: unknown): value is Readonly<Record<string, unknown>> => {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return false
-  let keys = 0
-  for (const key in value) {
-    if (!operators.has(key)) return false
-    keys++
-  }
-  return keys > 0
+  // Own keys only: an operator inherited through the prototype would be counted here and then
+  // dropped by `Object.entries`, silently removing the condition.
+  const keys = Object.keys(value)
+  return keys.length > 0 && keys.every((key) => operators.has(key))
 }
 
 /** One operand of a condition, encoded like the field. `eq`/`neq` null on a nullable field test for null. */
@@ -40,6 +41,9 @@ const encodeOperand = (
   if (op === "in" || op === "nin") {
     if (!Array.isArray(value)) {
       return Either.left(new RowInvalid({ table: table.name, message: `where ${field}: "${op}" expects an array` }))
+    }
+    if (value.length > maxListedValues) {
+      return Either.left(new RowInvalid({ table: table.name, message: `where ${field}: "${op}" lists more than ${maxListedValues} values` }))
     }
     const encoded: Array<unknown> = []
     for (const element of value) {
@@ -93,9 +97,12 @@ const decodeAll = (table: Table.Any, rows: ReadonlyArray<Driver.Encoded>): Eithe
 
 const idOf = (row: Driver.Encoded): string => row.id as string
 
-/** A limit, offset or page size as a whole number ≥ 0 (`undefined` when absent or not finite). */
+/**
+ * A limit, offset or page size as a whole number from 0 to 2^53 − 1 (`undefined` when absent or not
+ * finite): larger values do not fit the SQL tiers' integer parameters.
+ */
 const wholeNumber = (n: number | undefined): number | undefined =>
-  n === undefined || !Number.isFinite(n) ? undefined : Math.max(0, Math.floor(n))
+  n === undefined || !Number.isFinite(n) ? undefined : Math.min(Number.MAX_SAFE_INTEGER, Math.max(0, Math.floor(n)))
 
 /** Builds the Store over `driver`, with the ChangeTap of the context. */
 export const make = (driver: Driver.Driver): Effect.Effect<StoreShape, never, ChangeTap> =>

@@ -3,6 +3,7 @@
  * and optional indexes; every row has a string primary key `id`.
  */
 import { Schema } from "effect"
+import * as Columns from "./Columns.js"
 
 /** The Schema.Struct fields a table declares (without `id`, which every table has). */
 export type Fields = Schema.Struct.Fields
@@ -78,7 +79,7 @@ export const defineTable = <const Name extends string, const F extends Fields>(
       }
     }
   }
-  return {
+  const table: Table<Name, F> = {
     _tag: "Table",
     name,
     fields: options.fields,
@@ -86,6 +87,12 @@ export const defineTable = <const Name extends string, const F extends Fields>(
     indexes: options.indexes ?? [],
     schema: Schema.Struct({ id: Schema.String, ...options.fields })
   }
+  // Tenant ids are strings: SQL would compare a number column loosely ("42.0" and " 42" match 42),
+  // and the tiers would disagree on who sees what.
+  if (options.tenantField !== undefined && Columns.of(table as unknown as Any).find((column) => column.name === options.tenantField)?.kind !== "text") {
+    throw new TableDefinitionError(`table "${name}": tenantField "${options.tenantField}" must be a string field`)
+  }
+  return table
 }
 
 /** True for framework tables (`_fw_*`), which plugins such as row history never record. */

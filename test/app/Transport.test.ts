@@ -1,10 +1,10 @@
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Either, Layer, Queue, Schedule, Stream } from "effect"
+import { Context, Effect, Either, Layer, Queue, Schedule, Stream } from "effect"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Serve from "../support/Serve.js"
-import { addNote, app, bearer, listNotes, whoAmI } from "./fixtures.js"
+import { addNote, app, bearer, listNotes, Notes, whoAmI } from "./fixtures.js"
 
 process.env.FW_INSPECT_TOKEN = "inspect-secret"
 
@@ -73,6 +73,21 @@ describe("transports", () => {
       yield* http.call(addNote, { text: "not mine", rank: 0 }, { headers: bearer("tok-bob") })
       yield* http.call(addNote, { text: "two", rank: 2 }, { headers: bearer("tok-alice") })
       assert.deepStrictEqual((yield* live.next).map((n) => n.text), ["one", "two"])
+    }))
+
+  it.scopedLive("a row moved to another tenant leaves the first tenant's live result", () =>
+    Effect.gen(function*() {
+      const context = yield* Layer.build(memory)
+      const store = Context.get(context, Store.Store)
+      const served = yield* Serve.serve(app, Layer.succeedContext(context))
+      const ws = yield* Serve.wsClient(served, app)
+      const http = yield* Serve.httpClient(served, app)
+      const note = yield* http.call(addNote, { text: "moving", rank: 1 }, { headers: bearer("tok-alice") })
+      const live = yield* subscribe(ws.live(listNotes, {}, { headers: bearer("tok-alice") }))
+      assert.deepStrictEqual(live.first.map((n) => n.text), ["moving"])
+      // System code hands the row to another tenant: alice's subscription must drop it.
+      yield* store.update(Notes, note.id, { tenantId: "globex" })
+      assert.deepStrictEqual(yield* live.next, [])
     }))
 
   it.scopedLive("unsubscribing and disconnecting release the live subscription", () =>

@@ -5,6 +5,7 @@
 import { layer } from "@effect/vitest"
 import { changes } from "./cases/Changes.js"
 import { crud } from "./cases/Crud.js"
+import { limits } from "./cases/Limits.js"
 import { queries } from "./cases/Queries.js"
 import { tenancy } from "./cases/Tenancy.js"
 import { transactions } from "./cases/Transactions.js"
@@ -18,4 +19,5 @@ export const conformance = (name: string, tier: Tier, options: { readonly timeou
     transactions(it)
     tenancy(it)
     changes(it)
+    limits(it)
   })
