@@ -3,7 +3,7 @@
  * permissions allow (a read-only Store without `store:write`, an HttpClient limited to the
  * declared `network:outbound:<host>` hosts).
  */
-import { HttpClient, HttpClientError } from "@effect/platform"
+import { FetchHttpClient, HttpClient, HttpClientError } from "@effect/platform"
 import { Context, Effect, Layer } from "effect"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import { StoreWriteDenied } from "../kernel/Errors.js"
@@ -55,26 +55,26 @@ export const readOnlyStore = (store: StoreShape, plugin: string): StoreShape => 
   }
 }
 
-/** An HttpClient that refuses any host the plugin did not declare. */
+/**
+ * An HttpClient that refuses any host the plugin did not declare. The check runs at the moment of
+ * sending, on the final URL (after any `mapRequest` the plugin adds), and redirects are not
+ * followed: a declared host answering 302 cannot carry the request to an undeclared one.
+ */
 export const restrictedHttpClient = (
   client: HttpClient.HttpClient,
   plugin: string,
   hosts: ReadonlySet<string>
 ): HttpClient.HttpClient =>
-  client.pipe(
-    HttpClient.mapRequestEffect((request) => {
-      const host = new URL(request.url).host
-      const hostname = new URL(request.url).hostname
-      return hosts.has(host) || hosts.has(hostname)
-        ? Effect.succeed(request)
-        : Effect.fail(
-          new HttpClientError.RequestError({
-            request,
-            reason: "Transport",
-            description: `plugin "${plugin}" did not declare "${outboundPrefix}${hostname}"`
-          })
-        )
-    })
+  HttpClient.make((request, url) =>
+    hosts.has(url.host) || hosts.has(url.hostname)
+      ? client.execute(request).pipe(Effect.provideService(FetchHttpClient.RequestInit, { redirect: "manual" }))
+      : Effect.fail(
+        new HttpClientError.RequestError({
+          request,
+          reason: "Transport",
+          description: `plugin "${plugin}" did not declare "${outboundPrefix}${url.hostname}"`
+        })
+      )
   )
 
 /** The services a plugin's code runs with, narrowed to its permissions. */

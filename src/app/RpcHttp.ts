@@ -9,6 +9,7 @@ import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Schema } from "effect"
 import { liveSuffix } from "./App.js"
 import { ProcedureError, ProcedureFailure, ProcedureNotFound } from "./Errors.js"
+import * as HttpResponses from "./HttpResponses.js"
 import type * as Procedure from "./Procedure.js"
 import type { RuntimeShape } from "./Runtime.js"
 
@@ -30,6 +31,10 @@ const failureExit = (error: ProcedureError) => ({ _tag: "Failure", cause: { _tag
 const outputDefect = { _tag: "Failure", cause: { _tag: "Die", defect: "the output failed its schema" } }
 
 const defect = (message: string) => ({ _tag: "Defect", defect: { name: "RpcProtocolError", message } })
+
+/** The most messages one `POST /rpc` body may carry (a client batches the calls of one tick). */
+export const maxMessagesPerBody = 1000
+const batchConcurrency = 16
 
 /** The `POST /rpc` handler over `runtime`, for a body already read within the cap. */
 export const make = (runtime: RuntimeShape) => {
@@ -73,7 +78,11 @@ export const make = (runtime: RuntimeShape) => {
         return HttpServerResponse.unsafeJson([defect(error instanceof Error ? error.message : "malformed JSON")])
       }
       const messages = Array.isArray(parsed) ? parsed : [parsed]
-      const answers = yield* Effect.forEach(messages, (message) => answer(message, request.headers), { concurrency: "unbounded" })
+      // One body is one client's batch: bounded, so a single request cannot occupy the server.
+      if (messages.length > maxMessagesPerBody) {
+        return HttpResponses.error(413, "BatchTooLarge", `at most ${maxMessagesPerBody} rpc messages per request`)
+      }
+      const answers = yield* Effect.forEach(messages, (message) => answer(message, request.headers), { concurrency: batchConcurrency })
       return HttpServerResponse.unsafeJson(answers)
     })
 }

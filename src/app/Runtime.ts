@@ -88,6 +88,12 @@ export const make = (app: App) =>
     const httpClient = yield* HttpClient.HttpClient
     const strategy = AuthStrategy.composeAuthStrategies(app.auth)
     const tenantFields = new Map(app.tables.map((table) => [table.name, table.tenantField]))
+    // A plugin's procedures get the plugin's store: read-only without `store:write`.
+    const pluginStores = new Map(app.plugins.flatMap((plugin) => {
+      const narrowed = Context.get(PluginHost.services(plugin, store, httpClient), Store)
+      return (plugin.procedures ?? []).map((procedure) => [procedure.tag, narrowed] as const)
+    }))
+    const storeOf = (procedure: Procedure.Any) => pluginStores.get(procedure.tag) ?? store
     const interceptors = app.plugins.flatMap((plugin) =>
       (plugin.interceptors ?? []).map((interceptor) => ({
         interceptor,
@@ -115,7 +121,7 @@ export const make = (app: App) =>
       Effect.gen(function*() {
         const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
         const input = yield* decodeInput(procedure, invocation.input)
-        const ctx: Procedure.HandlerContext = { subject, store, headers: invocation.headers, traceId }
+        const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers: invocation.headers, traceId }
         const guarded = Effect.zipRight(
           Guard.runGuards(procedure.guards, ctx),
           Effect.suspend(() => procedure.handler(input, ctx))
@@ -167,7 +173,7 @@ export const make = (app: App) =>
       return Effect.gen(function*() {
         const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
         yield* decodeInput(procedure, invocation.input)
-        const ctx: Procedure.HandlerContext = { subject, store, headers: invocation.headers, traceId }
+        const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers: invocation.headers, traceId }
         yield* acting(procedure, subject, traceId, Guard.runGuards(procedure.guards, ctx), invocation.crossTenant)
       }).pipe(Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag)))
     }

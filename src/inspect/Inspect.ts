@@ -3,7 +3,7 @@
  * compared in constant time; the surface is closed while it is unset). Core routes list the app's
  * procedures and tables and invoke a procedure; plugins add theirs under `/_fw/inspect/plugins/<name>`.
  */
-import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Headers, HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Config, Effect, Option, Redacted, Schema } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import * as Subject from "../kernel/Subject.js"
@@ -81,7 +81,9 @@ export const routes = (maxBodyBytes: number) =>
             scopes: ["*"]
           })
           const crossTenant = subject.tenantId === null
-          return yield* runtime.call(procedure, { input: body.input, headers: request.headers, subject, crossTenant }).pipe(
+          // The operator's credentials stay here: procedure code and plugin interceptors never see them.
+          const headers = Headers.remove(request.headers, ["authorization", "cookie"])
+          return yield* runtime.call(procedure, { input: body.input, headers, subject, crossTenant }).pipe(
             Effect.flatMap((output) => Schema.encodeUnknown(procedure.output)(output)),
             Effect.map((result) => HttpServerResponse.unsafeJson({ result })),
             Effect.catchTag("ParseError", () =>

@@ -86,6 +86,38 @@ describe("bad input", () => {
       assert.deepStrictEqual(yield* client.call(listNotes, {}, { headers: bearer("tok-alice") }), [])
     }))
 
+  it.scopedLive("frames of the wrong shape get a Defect and the socket keeps serving the next call", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      // (A bare `null` frame still closes its own socket: @effect/rpc's websocket protocol reads
+      // `_tag` from it before any guard can run. Other sockets are unaffected.)
+      const malformed = [
+        JSON.stringify({ id: "1", tag: "notes.list", payload: {}, headers: [] }),
+        JSON.stringify({ _tag: "Request", id: "abc", tag: "notes.list", payload: {}, headers: [] }),
+        JSON.stringify({ _tag: "Request", id: "1", tag: 5, payload: {}, headers: [] }),
+        JSON.stringify({ _tag: "Request", id: "1", tag: "notes.list", payload: {}, headers: null }),
+        JSON.stringify({ _tag: "Request", id: "1", tag: "notes.list", payload: {} }),
+        JSON.stringify({ _tag: "Interrupt", requestId: "zzz" })
+      ]
+      const answers = yield* wsExchange(
+        served.wsUrl,
+        [...malformed, frame("notes.list", {}, [["authorization", "Bearer tok-alice"]])],
+        malformed.length + 1
+      )
+      assert.deepStrictEqual(answers.slice(0, malformed.length).map((answer) => answer._tag), malformed.map(() => "Defect"))
+      assert.strictEqual(answers[malformed.length]!._tag, "Exit")
+    }))
+
+  it.scopedLive("a POST /rpc batch is bounded: more than 1,000 messages is a 413", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const message = { _tag: "Request", id: "1", tag: "notes.list", payload: {}, headers: [] }
+      const refused = yield* post(served.rpcUrl, JSON.stringify(Array.from({ length: 1001 }, () => message)))
+      assert.strictEqual(refused.status, 413)
+      const served1000 = yield* post(served.rpcUrl, JSON.stringify(Array.from({ length: 1000 }, () => message)))
+      assert.strictEqual(served1000.status, 200)
+    }))
+
   it.scopedLive("an oversize POST /rpc body is refused with 413 (declared and chunked)", () =>
     Effect.gen(function*() {
       const served = yield* Serve.serve(app, memory)

@@ -1,15 +1,18 @@
-import { HttpClient, HttpServerResponse } from "@effect/platform"
+import { HttpClient, HttpClientRequest, HttpServerResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Layer, Queue, Schema } from "effect"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
 import { defineApp } from "../../src/app/App.js"
 import * as Plugin from "../../src/app/Plugin.js"
+import { mutation } from "../../src/app/Procedure.js"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import { CurrentSubject } from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import * as Serve from "../support/Serve.js"
-import { addNote, app as notesApp, bearer, Notes, tokenStrategy } from "./fixtures.js"
+import { addNote, app as notesApp, bearer, listNotes, Notes, tokenStrategy } from "./fixtures.js"
 
 process.env.FW_INSPECT_TOKEN = "inspect-secret"
 
@@ -27,6 +30,18 @@ const post = (url: string, body: unknown, headers: Record<string, string> = {}) 
     const response = await fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) })
     return { status: response.status, body: await response.text() }
   })
+
+/** A loopback HTTP server for the scope. */
+const httpServer = (handle: (request: IncomingMessage, response: ServerResponse) => void) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<{ readonly port: number; readonly close: () => void }>((resolve) => {
+        const server = createServer(handle).listen(0, "127.0.0.1", () =>
+          resolve({ port: (server.address() as AddressInfo).port, close: () => server.close() }))
+      })
+    ),
+    (server) => Effect.sync(server.close)
+  )
 
 const withPlugins = (...plugins: ReadonlyArray<Plugin.Plugin>) =>
   defineApp({ name: "plugins", tables: [Notes], procedures: [addNote], auth: [tokenStrategy], plugins })
@@ -101,6 +116,49 @@ describe("plugins", () => {
       assert.deepStrictEqual(seen, ["allowed:attempted", "undeclared:refused"])
     }))
 
+  it.scopedLive("a plugin's procedures get its store: without store:write they cannot write", () =>
+    Effect.gen(function*() {
+      const sneaky = Plugin.definePlugin({
+        name: "sneaky",
+        permissions: [],
+        procedures: [mutation("sneaky.write", {
+          input: Schema.Struct({}),
+          output: Schema.Struct({ id: Schema.String }),
+          handler: (_, { store, subject }) =>
+            Effect.map(store.insert(Notes, { tenantId: subject.tenantId ?? "", text: "by a plugin", rank: 1 }), (n) => ({ id: n.id }))
+        })]
+      })
+      const app = defineApp({ name: "plugins", tables: [Notes], procedures: [addNote, listNotes], auth: [tokenStrategy], plugins: [sneaky] })
+      const served = yield* Serve.serve(app, memory)
+      const attempt = yield* post(served.rpcUrl, { _tag: "Request", id: "1", tag: "sneaky.write", payload: {}, headers: [["authorization", "Bearer tok-alice"]] })
+      assert.notInclude(attempt.body, `"Success"`)
+      const client = yield* Serve.httpClient(served, notesApp)
+      assert.deepStrictEqual(yield* client.call(listNotes, {}, { headers: bearer("tok-alice") }), [])
+    }))
+
+  it.scopedLive("outbound HTTP: the host is checked on the final URL, and redirects are not followed", () =>
+    Effect.gen(function*() {
+      const undeclaredHits = { count: 0 }
+      const undeclared = yield* httpServer((_, response) => void (undeclaredHits.count++, response.end("undeclared")))
+      const declared = yield* httpServer((_, response) => void response.writeHead(302, { location: `http://localhost:${undeclared.port}/x` }).end())
+      const results = yield* Queue.unbounded<string>()
+      const plugin = Plugin.definePlugin({
+        name: "prober",
+        permissions: [`network:outbound:127.0.0.1:${declared.port}`],
+        layer: Layer.effectDiscard(Effect.gen(function*() {
+          const client = yield* HttpClient.HttpClient
+          const redirected = yield* Effect.either(client.get(`http://127.0.0.1:${declared.port}/go`))
+          yield* Queue.offer(results, `redirect:${redirected._tag === "Right" ? redirected.right.status : "failed"}`)
+          const rewritten = client.pipe(HttpClient.mapRequest(HttpClientRequest.setUrl(`http://localhost:${undeclared.port}/y`)))
+          const outcome = yield* Effect.either(rewritten.get(`http://127.0.0.1:${declared.port}/go`))
+          yield* Queue.offer(results, `rewrite:${outcome._tag === "Left" && outcome.left.message.includes("did not declare") ? "refused" : "sent"}`)
+        }))
+      })
+      yield* Serve.serve(withPlugins(plugin), memory)
+      assert.deepStrictEqual([yield* Queue.take(results), yield* Queue.take(results)], ["redirect:302", "rewrite:refused"])
+      assert.strictEqual(undeclaredHits.count, 0)
+    }))
+
   it.scopedLive("plugin routes see the resolved caller; inspect routes sit behind the token", () =>
     Effect.gen(function*() {
       const greeter = Plugin.definePlugin({
@@ -170,6 +228,26 @@ describe("inspect surface", () => {
       assert.strictEqual((yield* post(`${served.url}/_fw/inspect/invoke`, { tag: "notes.list", input: {} })).status, 401)
       const procedures = JSON.parse((yield* get(`${served.url}/_fw/inspect/procedures`, token)).body)
       assert.includeMembers(procedures.procedures.map((p: { tag: string }) => p.tag), ["notes.add", "notes.list"])
+    }))
+
+  it.scopedLive("invoke keeps the operator's credentials from procedure code and interceptors", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const watcher = Plugin.definePlugin({
+        name: "watcher",
+        permissions: ["rpc:intercept:query"],
+        interceptors: [{
+          kind: "query",
+          intercept: (call, next) => Effect.suspend(() => (seen.push(`${call.headers["authorization"] ?? "-"}|${call.headers["cookie"] ?? "-"}`), next))
+        }]
+      })
+      const served = yield* Serve.serve(defineApp({ name: "watched", tables: [Notes], procedures: [listNotes], auth: [tokenStrategy], plugins: [watcher] }), memory)
+      const invoked = yield* post(`${served.url}/_fw/inspect/invoke`, { tag: "notes.list", input: {}, tenantId: "acme" }, {
+        authorization: "Bearer inspect-secret",
+        cookie: "fw:session=operator"
+      })
+      assert.strictEqual(invoked.status, 200)
+      assert.deepStrictEqual(seen, ["-|-"])
     }))
 
   it.scopedLive("the surface is closed while FW_INSPECT_TOKEN is unset", () =>
