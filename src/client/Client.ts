@@ -8,8 +8,8 @@ import type { Headers } from "@effect/platform"
 import { NodeSocket } from "@effect/platform-node"
 import { RpcClient, RpcSerialization } from "@effect/rpc"
 import type { RpcClientError } from "@effect/rpc/RpcClientError"
-import type { Scope, Stream } from "effect"
-import { Effect, Layer } from "effect"
+import type { Scope } from "effect"
+import { Effect, Layer, Stream } from "effect"
 import { liveSuffix } from "../app/App.js"
 import type { ProcedureError } from "../app/Errors.js"
 import type * as Procedure from "../app/Procedure.js"
@@ -46,14 +46,23 @@ export const make = (
   procedures: Iterable<Procedure.Any>
 ): Effect.Effect<Client, never, RpcClient.Protocol | Scope.Scope> =>
   Effect.gen(function*() {
-    const flat = yield* RpcClient.make(Rpc.group(procedures, "client"), { flatten: true, disableTracing: true })
+    const list = [...procedures]
+    const known = new Set(list.map((procedure) => procedure.tag))
+    const flat = yield* RpcClient.make(Rpc.group(list, "client"), { flatten: true, disableTracing: true })
     // The builder boundary: the flat client is typed over the erased group; types come from the procedure values.
     const invoke = flat as unknown as (tag: string, input: unknown, options?: CallOptions) => unknown
+    // A procedure the client was not connected with is a programming error: say so, instead of
+    // the rpc client's TypeError on its missing schema.
+    const unknownProcedure = (tag: string) => `procedure "${tag}" is not among the procedures this client was connected with`
     return {
       call: (procedure, input, options) =>
-        invoke(procedure.tag, input, options) as Effect.Effect<never, ProcedureError | RpcClientError>,
+        known.has(procedure.tag)
+          ? invoke(procedure.tag, input, options) as Effect.Effect<never, ProcedureError | RpcClientError>
+          : Effect.dieMessage(unknownProcedure(procedure.tag)),
       live: (procedure, input, options) =>
-        invoke(`${procedure.tag}${liveSuffix}`, input, options) as Stream.Stream<never, ProcedureError | RpcClientError>
+        known.has(procedure.tag)
+          ? invoke(`${procedure.tag}${liveSuffix}`, input, options) as Stream.Stream<never, ProcedureError | RpcClientError>
+          : Stream.dieMessage(unknownProcedure(procedure.tag))
     }
   })
 

@@ -1,6 +1,7 @@
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Either, Layer, Queue, Schedule, Stream } from "effect"
+import { Cause, Context, Effect, Either, Exit, Layer, Queue, Schedule, Stream } from "effect"
+import * as Client from "../../src/client/Client.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Serve from "../support/Serve.js"
@@ -45,6 +46,14 @@ describe("transports", () => {
       assert.deepStrictEqual(acmeHttp.map((n) => n.text), ["acme over http", "acme over ws"])
       assert.deepStrictEqual(acmeWs, acmeHttp)
       assert.deepStrictEqual(globex.map((n) => n.text), ["globex over ws"])
+    }))
+
+  it.scopedLive("calling a procedure the client was not connected with is a clear defect", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const client = yield* Client.connect([listNotes], Client.layerHttp(served.rpcUrl))
+      const exit = yield* Effect.exit(client.call(addNote, { text: "x", rank: 1 }))
+      assert.isTrue(Exit.isFailure(exit) && Cause.pretty(exit.cause).includes(`procedure "notes.add" is not among the procedures`))
     }))
 
   it.scopedLive("a token per message on one socket", () =>
