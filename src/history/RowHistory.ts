@@ -167,8 +167,9 @@ const makeRecorder = (options: Options) => {
 
 /**
  * Batched recording: changes are queued and written by one background fiber, many per statement,
- * off the writer's path. `drain` waits until everything queued is recorded; closing the scope
- * drains first. A crash loses what is still queued.
+ * off the writer's path. A batch that cannot be written is retried until it is (every 30 s at
+ * most). `drain` waits until everything queued is recorded; closing the scope drains first, for up
+ * to 30 s. A crash, or a shutdown while the database stays away, loses what is still queued.
  */
 const makeBatcher = (record: ReturnType<typeof makeRecorder>, batchSize: number) =>
   Effect.gen(function*() {
@@ -176,16 +177,26 @@ const makeBatcher = (record: ReturnType<typeof makeRecorder>, batchSize: number)
     const pending = yield* SubscriptionRef.make(0)
     const writeBatch = Effect.gen(function*() {
       const batch = Chunk.toReadonlyArray(yield* Queue.takeBetween(queue, 1, batchSize))
+      // Retried until it is recorded (the app's writes have committed: dropping the batch would
+      // leave a gap the version numbering hides), backing off to one attempt every 30 seconds.
       yield* record(batch).pipe(
         Effect.tapError((error) => Effect.logError("row history could not record a batch; retrying", error)),
-        Effect.retry(Schedule.exponential("100 millis").pipe(Schedule.upTo("30 seconds"))),
-        Effect.catchAll((error) => Effect.logError(`row history lost ${batch.length} versions`, error))
+        Effect.retry(Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("30 seconds")))),
+        Effect.orDie
       )
       yield* SubscriptionRef.update(pending, (n) => n - batch.length)
     })
     const drain = pending.changes.pipe(Stream.takeUntil((n) => n === 0), Stream.runDrain)
     yield* Effect.forever(writeBatch).pipe(Effect.forkScoped)
-    yield* Effect.addFinalizer(() => drain)
+    // Shutdown waits for the queue, but not forever while the database is away.
+    yield* Effect.addFinalizer(() =>
+      drain.pipe(
+        Effect.timeout("30 seconds"),
+        Effect.catchAll(() =>
+          Effect.flatMap(SubscriptionRef.get(pending), (n) => Effect.logError(`row history: shutting down with ${n} versions not recorded`))
+        )
+      )
+    )
     return {
       offer: (event: ChangeEvent) => Effect.zipRight(SubscriptionRef.update(pending, (n) => n + 1), Queue.offer(queue, event)),
       drain
@@ -208,7 +219,12 @@ export const sweep = (options: Options) =>
       )
       group = []
       removed += doomed.length
-      return Effect.forEach(doomed, (record) => store.delete(RowHistory, record.id), { discard: true })
+      // Another replica sweeping at the same time may have removed a version already.
+      return Effect.forEach(
+        doomed,
+        (record) => store.delete(RowHistory, record.id).pipe(Effect.catchTag("RowNotFound", () => Effect.void)),
+        { discard: true }
+      )
     })
     yield* store.walk(RowHistory, { pageSize: 1000 }).pipe(
       Stream.runForEach((record) =>

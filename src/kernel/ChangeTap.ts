@@ -165,6 +165,9 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
         id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL, created_at BIGINT NOT NULL)`
       const start = yield* pg<{ readonly max: string | null }>`SELECT MAX(id)::text AS max FROM _fw_change_outbox`
       let watermark = Number(start[0]?.max ?? 0)
+      // What was committed before this replica started is not news to it (its re-read window
+      // would otherwise replay the last rows written before start-up).
+      const floor = watermark
       const delivered = new Set<number>()
       const catchUpLock = yield* Effect.makeSemaphore(1)
 
@@ -175,7 +178,7 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
           SELECT id::text AS id, origin, changes FROM _fw_change_outbox WHERE id > ${Math.max(0, watermark - 100)} ORDER BY id`
         for (const row of rows) {
           const id = Number(row.id)
-          if (delivered.has(id)) continue
+          if (id <= floor || delivered.has(id)) continue
           delivered.add(id)
           watermark = Math.max(watermark, id)
           if (row.origin !== origin) {

@@ -126,7 +126,11 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
           return a
         })
       }
-      return Effect.tap(driver.transaction(Effect.tap(body, () => stage(own))), () => publish(own))
+      // Once committed, the changes are delivered even if the caller is interrupted meanwhile (a
+      // request timeout, a client that went away): listeners such as row history must not miss them.
+      return Effect.uninterruptibleMask((restore) =>
+        Effect.tap(restore(driver.transaction(Effect.tap(body, () => stage(own)))), () => publish(own))
+      )
     })
 
   /** A write of several statements: inside the caller's transaction, else in its own. */
@@ -143,7 +147,9 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       if (outer !== undefined) return effect
       if (tap.scope !== "local") return transaction(effect)
       const own: Array<PendingChange> = []
-      return Effect.tap(Effect.locally(effect, buffer, own), () => Effect.zipRight(stage(own), publish(own)))
+      return Effect.uninterruptibleMask((restore) =>
+        Effect.tap(restore(Effect.locally(effect, buffer, own)), () => Effect.zipRight(stage(own), publish(own)))
+      )
     })
 
   const record = (

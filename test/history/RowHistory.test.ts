@@ -142,6 +142,19 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         assert.deepStrictEqual((yield* rowHistory(store, Docs, "d", null)).map((v) => v.version), [5])
       }).pipe(Effect.provide(stack(client(), { excludeColumns: { docs: ["secret"] } }))))
 
+    it.scoped("two sweeps at once (two replicas) both finish, and keep the newest versions", () =>
+      Effect.gen(function*() {
+        const store = yield* Store.Store
+        for (const id of ["p", "q", "r"]) {
+          yield* store.insert(Docs, { id, tenantId: "acme", title: "a", secret: "s" })
+          for (const title of ["b", "c", "d", "e"]) yield* store.update(Docs, id, { title })
+        }
+        yield* Effect.all([sweep({ keepVersions: 1 }), sweep({ keepVersions: 1 })], { concurrency: 2 })
+        for (const id of ["p", "q", "r"]) {
+          assert.deepStrictEqual((yield* rowHistory(store, Docs, id, null)).map((v) => v.version), [5])
+        }
+      }).pipe(Effect.provide(stack(client()))))
+
     it.scoped("the retention sweep runs in the background on its interval", () =>
       Effect.gen(function*() {
         const store = yield* Store.Store

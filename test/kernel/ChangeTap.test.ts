@@ -135,6 +135,23 @@ describe.skipIf(Pg.serverUrl === null)("ChangeTap (fleet, PostgreSQL)", () => {
       const next = yield* Queue.take(received).pipe(Effect.timeout("10 seconds"))
       assert.strictEqual(next.id, "again")
     }))
+
+  it.scopedLive("a replica that starts later is not handed what was committed before it started", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const a = yield* Layer.build(replica(url))
+      yield* SchemaDiffer.apply([Notes]).pipe(Effect.provide(a))
+      const storeA = yield* Effect.provide(Store.Store, a)
+      for (let i = 0; i < 5; i++) yield* storeA.insert(Notes, { id: `before${i}`, text: "old" })
+      const b = yield* Layer.build(replica(url))
+      const received = yield* Queue.unbounded<ChangeEvent>()
+      yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) =>
+        tap.subscribe({ name: "b", onEvent: (event) => Queue.offer(received, event) })).pipe(Effect.provide(b))
+      yield* storeA.insert(Notes, { id: "after", text: "new" })
+      const first = yield* Queue.take(received).pipe(Effect.timeout("10 seconds"))
+      assert.strictEqual(first.id, "after")
+      assert.strictEqual(yield* Queue.size(received), 0)
+    }))
 })
 
 if (Pg.serverUrl === null) console.warn(Pg.skipReason)
