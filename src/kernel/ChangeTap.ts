@@ -7,7 +7,7 @@
 import { PgClient } from "@effect/sql-pg"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Queue, Scope } from "effect"
-import { Cause, Clock, Context, Deferred, Effect, FiberRef, Layer, PubSub, Ref, Schedule, Stream } from "effect"
+import { Cause, Clock, Context, Deferred, Effect, Fiber, FiberRef, Layer, PubSub, Ref, Schedule, Stream } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
 import { ChangeDeliveryFailed, StoreUnavailable } from "./Errors.js"
 import * as Subject from "./Subject.js"
@@ -145,6 +145,11 @@ export interface FleetOptions {
   readonly retainMs?: number
   /** A catch-up read runs this often even without a notification (default 5 s). */
   readonly pollMs?: number
+  /**
+   * How often the LISTEN connection is checked with a ping to itself (default 10 s). A connection
+   * that no longer hears it (a PostgreSQL restart, a failover, an idle kill) is replaced.
+   */
+  readonly listenCheckMs?: number
 }
 
 /**
@@ -192,19 +197,45 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
       // so no commit after construction can slip between start-up and LISTEN.
       const listening = yield* Deferred.make<void>()
       const ping = `ready:${origin}`
-      yield* pg.listen(fleetChannel).pipe(
+      const heartbeat = `alive:${origin}`
+      const heard = yield* Ref.make(0)
+      const listen = pg.listen(fleetChannel).pipe(
         Stream.runForEach((from) =>
-          from === ping ? Deferred.succeed(listening, undefined) : from === origin ? Effect.void : catchUp
+          from === ping
+            ? Deferred.succeed(listening, undefined)
+            : from === heartbeat
+            ? Ref.update(heard, (n) => n + 1)
+            // Our own commits, and other replicas' pings, announce nothing to read.
+            : from === origin || from.startsWith("ready:") || from.startsWith("alive:")
+            ? Effect.void
+            : catchUp
         ),
-        Effect.catchAll((error) => Effect.logError("fleet change listener stopped", error)),
-        Effect.forkScoped
+        Effect.catchAll((error) => Effect.logError("fleet change listener stopped", error))
       )
+      const listener = yield* Ref.make(yield* Effect.forkScoped(listen))
+      // The pg driver swallows the LISTEN connection's errors, so a dead connection looks like a
+      // quiet one: ping it, and replace it (then catch up) when the ping does not come back.
+      const checkListener = Effect.gen(function*() {
+        const before = yield* Ref.get(heard)
+        yield* pg`SELECT pg_notify(${fleetChannel}, ${heartbeat})`
+        const answered = yield* Ref.get(heard).pipe(
+          Effect.repeat({ until: (n) => n > before, schedule: Schedule.spaced("50 millis") }),
+          Effect.timeout("2 seconds"),
+          Effect.isSuccess
+        )
+        if (answered) return
+        yield* Effect.logWarning("fleet change listener went deaf; reconnecting")
+        yield* Effect.flatMap(Ref.get(listener), (fiber) => Fiber.interrupt(fiber).pipe(Effect.ignore))
+        yield* Ref.set(listener, yield* Effect.forkScoped(listen))
+        yield* catchUp
+      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("fleet change listener check failed", cause)))
       yield* pg`SELECT pg_notify(${fleetChannel}, ${ping})`.pipe(
         Effect.zipRight(Deferred.await(listening).pipe(Effect.timeout("100 millis"))),
         Effect.retry({ times: 50 }),
         Effect.catchAll((error) => Effect.logWarning("fleet change listener not confirmed; catch-up polling covers it", error))
       )
       yield* catchUp.pipe(Effect.repeat(Schedule.spaced(options.pollMs ?? 5_000)), Effect.forkScoped)
+      yield* Effect.delay(checkListener, options.listenCheckMs ?? 10_000).pipe(Effect.forever, Effect.forkScoped)
       const retainMs = options.retainMs ?? 3_600_000
       yield* Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis

@@ -1,5 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
+import pg from "pg"
 import { Deferred, Effect, Exit, Layer, Option, Queue, Redacted, Schema } from "effect"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
@@ -105,9 +106,9 @@ describe("ChangeTap (local)", () => {
 
 describe.skipIf(Pg.serverUrl === null)("ChangeTap (fleet, PostgreSQL)", () => {
   /** One "process": its own PgClient pool, fleet tap and store, on the shared database. */
-  const replica = (url: string) =>
+  const replica = (url: string, options: ChangeTap.FleetOptions = { pollMs: 2_000 }) =>
     Store.layerSql.pipe(
-      Layer.provideMerge(ChangeTap.layerFleet({ pollMs: 2_000 })),
+      Layer.provideMerge(ChangeTap.layerFleet(options)),
       Layer.provideMerge(PgClient.layer({ url: Redacted.make(url) }))
     )
 
@@ -134,6 +135,35 @@ describe.skipIf(Pg.serverUrl === null)("ChangeTap (fleet, PostgreSQL)", () => {
       yield* storeA.insert(Notes, { id: "again", text: "a" })
       const next = yield* Queue.take(received).pipe(Effect.timeout("10 seconds"))
       assert.strictEqual(next.id, "again")
+    }))
+
+  it.scopedLive("a LISTEN connection the server killed is replaced: changes arrive again without waiting for the poll", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      // Polling every 10 minutes: within the test only LISTEN can deliver.
+      const options = { pollMs: 600_000, listenCheckMs: 300 }
+      const a = yield* Layer.build(replica(url, options))
+      const b = yield* Layer.build(replica(url, options))
+      yield* SchemaDiffer.apply([Notes]).pipe(Effect.provide(a))
+      const received = yield* Queue.unbounded<ChangeEvent>()
+      yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) =>
+        tap.subscribe({ name: "b", onEvent: (event) => Queue.offer(received, event) })).pipe(Effect.provide(b))
+      const storeA = yield* Effect.provide(Store.Store, a)
+      yield* storeA.insert(Notes, { id: "before", text: "x" })
+      assert.strictEqual((yield* Queue.take(received).pipe(Effect.timeout("5 seconds"))).id, "before")
+      const database = new URL(url).pathname.slice(1)
+      yield* Effect.promise(async () => {
+        const admin = new pg.Client({ connectionString: Pg.serverUrl! })
+        await admin.connect()
+        await admin.query(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND query ILIKE 'LISTEN%'`,
+          [database]
+        )
+        await admin.end()
+      })
+      yield* Effect.sleep("2 seconds")
+      yield* storeA.insert(Notes, { id: "after", text: "y" })
+      assert.strictEqual((yield* Queue.take(received).pipe(Effect.timeout("5 seconds"))).id, "after")
     }))
 
   it.scopedLive("a replica that starts later is not handed what was committed before it started", () =>
