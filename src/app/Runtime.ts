@@ -49,8 +49,6 @@ export interface RuntimeShape {
 /** The procedure runtime of the served app. */
 export class Runtime extends Context.Tag("@fw/framework/Runtime")<Runtime, RuntimeShape>() {}
 
-const traceHeader = "x-fw-trace-id"
-const traceIdPattern = /^[A-Za-z0-9-]{8,64}$/
 
 const isProcedureError = Schema.is(Errors.ProcedureError)
 
@@ -155,13 +153,8 @@ export const make = (app: App) =>
         Provenance.withProvenance({ traceId, subjectId: subject.id, procedure: procedure.tag }),
       )
 
-    const traceIdOf = (headers: Headers.Headers) => {
-      const given = headers[traceHeader]
-      return given !== undefined && traceIdPattern.test(given) ? given : Provenance.newTraceId()
-    }
-
     const call = (procedure: Procedure.Any, invocation: Invocation): Effect.Effect<unknown, Errors.ProcedureError> => {
-      const traceId = traceIdOf(invocation.headers)
+      const traceId = Provenance.traceIdOf(invocation.headers)
       return prepare(procedure, invocation, traceId).pipe(
         Effect.flatMap(({ run, subject }) => acting(procedure, subject, traceId, run, invocation.crossTenant)),
         Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag))
@@ -169,7 +162,7 @@ export const make = (app: App) =>
     }
 
     const authorize = (procedure: Procedure.Any, invocation: Invocation): Effect.Effect<void, Errors.ProcedureError> => {
-      const traceId = traceIdOf(invocation.headers)
+      const traceId = Provenance.traceIdOf(invocation.headers)
       return Effect.gen(function*() {
         const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
         yield* decodeInput(procedure, invocation.input)
@@ -180,7 +173,7 @@ export const make = (app: App) =>
 
     const open = yield* Ref.make(0)
     const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.ProcedureError> => {
-      const traceId = traceIdOf(invocation.headers)
+      const traceId = Provenance.traceIdOf(invocation.headers)
       // The caller is re-resolved and the guards re-run before every push, so a revoked scope ends the stream.
       const once = prepare(procedure, invocation, traceId).pipe(
         Effect.flatMap(({ run, subject }) =>

@@ -8,6 +8,7 @@ import { Headers, HttpLayerRouter, HttpServerRequest } from "@effect/platform"
 import { Effect, Either } from "effect"
 import * as HttpResponses from "../app/HttpResponses.js"
 import type * as Procedure from "../app/Procedure.js"
+import * as Provenance from "../kernel/Provenance.js"
 import * as Answer from "./Answer.js"
 import type * as Endpoint from "./Endpoint.js"
 import type * as Idempotency from "./Idempotency.js"
@@ -58,9 +59,9 @@ export const make = (
     const subject = resolved.right
     const refusal = Steps.scopeRefusal(subject, scopes)
     if (refusal !== undefined) return HttpResponses.procedureError(refusal)
-    const traceId = Steps.traceIdOf(request.headers)
+    const traceId = Provenance.traceIdOf(request.headers)
     // The runtime and the encoder agree on the request's trace id.
-    const headers = Headers.set(request.headers, "x-fw-trace-id", traceId)
+    const headers = Headers.set(request.headers, Provenance.traceHeader, traceId)
     const invocation = { input, headers, subject }
     const run = () =>
       Effect.matchEffect(env.runtime.call(procedure, invocation), {

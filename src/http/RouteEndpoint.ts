@@ -11,6 +11,7 @@ import { Cause, Effect, Either, Option, Stream } from "effect"
 import * as Errors from "../app/Errors.js"
 import * as Guard from "../app/Guard.js"
 import * as HttpResponses from "../app/HttpResponses.js"
+import * as Provenance from "../kernel/Provenance.js"
 import * as Answer from "./Answer.js"
 import * as Bytes from "./Bytes.js"
 import * as Codec from "./Codec.js"
@@ -90,7 +91,7 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
     const resolved = yield* Effect.either(env.runtime.resolveSubject(request.headers))
     if (Either.isLeft(resolved)) return HttpResponses.procedureError(resolved.left)
     const subject = resolved.right
-    const traceId = Steps.traceIdOf(request.headers)
+    const traceId = Provenance.traceIdOf(request.headers)
     const ctx: RestRoute.Context = { subject, headers: request.headers, store: env.store, traceId }
     if (route.guards.length > 0) {
       const checked = Steps.checkGuards(route.guards, ctx)

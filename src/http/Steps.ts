@@ -37,9 +37,10 @@ export type Handler = Effect.Effect<
 /**
  * The steps before anything endpoint-specific: the sunset gate (410), then for body methods the
  * multipart refusal (415) and the body read within `bodyCap` (413). Right: the body (`undefined`
- * when empty or not read); left: the answer. `undefined` when the endpoint has neither step (GET
- * routes without a sunset skip it entirely).
+ * when empty or not read); left: the answer. `undefined` when the endpoint has neither step: GET
+ * routes without a sunset skip it entirely (measurably faster than yielding a no-op per request).
  */
+
 export const prologue = (endpoint: Endpoint.Endpoint, bodyCap: number) => {
   const gate = endpoint.lifecycle.sunset === undefined ? undefined : Lifecycle.gate(endpoint.lifecycle)
   const readsBody = RestRoute.mutatingMethods.has(endpoint.method)
@@ -59,14 +60,6 @@ export const prologue = (endpoint: Endpoint.Endpoint, bodyCap: number) => {
     })
 }
 
-const traceHeader = "x-fw-trace-id"
-const traceIdPattern = /^[A-Za-z0-9-]{8,64}$/
-
-/** The request's trace id: a well-formed `x-fw-trace-id`, or a fresh one. */
-export const traceIdOf = (headers: Readonly<Record<string, string | undefined>>): string => {
-  const given = headers[traceHeader]
-  return given !== undefined && traceIdPattern.test(given) ? given : Provenance.newTraceId()
-}
 
 /**
  * Runs guards synchronously while they answer synchronously (the common case), falling back to

@@ -25,3 +25,13 @@ export const withProvenance = (provenance: Provenance) => <A, E, R>(effect: Effe
 
 /** A fresh random trace id (122 random bits, 32 hex digits). */
 export const newTraceId = (): string => crypto.randomUUID().replaceAll("-", "")
+
+/** The header a caller may name its trace id in. */
+export const traceHeader = "x-fw-trace-id"
+const traceIdPattern = /^[A-Za-z0-9-]{8,64}$/
+
+/** The trace id of a request: a well-formed `x-fw-trace-id` header, or a fresh one. */
+export const traceIdOf = (headers: Readonly<Record<string, string | undefined>>): string => {
+  const given = headers[traceHeader]
+  return given !== undefined && traceIdPattern.test(given) ? given : newTraceId()
+}

@@ -25,17 +25,17 @@ import * as Plugin from "../app/Plugin.js"
 import { readCookie } from "../auth/AuthStrategy.js"
 import * as Session from "../auth/Session.js"
 import * as Subject from "../kernel/Subject.js"
+import * as Answers from "./Answers.js"
 import * as Companion from "./Companion.js"
-import { reject, SamlConfigInvalid, type SamlIdpUnavailable, type SamlLibraryUnavailable, type SamlRejected } from "./Errors.js"
+import { reject, SamlConfigInvalid } from "./Errors.js"
 import * as IdpSource from "./IdpSource.js"
+import * as InboundLogout from "./InboundLogout.js"
 import * as Keys from "./Keys.js"
 import * as Libraries from "./Libraries.js"
 import * as LoginResponse from "./LoginResponse.js"
-import * as LogoutMessage from "./LogoutMessage.js"
 import * as Messages from "./Messages.js"
 import * as Metadata from "./Metadata.js"
 import * as OneTimeIds from "./OneTimeIds.js"
-import * as Signature from "./Signature.js"
 import { SamlLogout, SamlReplay } from "./tables.js"
 import * as Xml from "./Xml.js"
 
@@ -92,38 +92,6 @@ const sweepInterval = "5 minutes"
 const maxPostBytes = Xml.maxMessageBytes * 2
 
 const reveal = (secret: Secret) => (typeof secret === "string" ? secret : Redacted.value(secret))
-
-/**
- * Whether `path` is a path on this site: not `//host`, not a URL, no backslash, and printable ASCII
- * only (anything else cannot go into a `Location` header as it is).
- */
-export const isLocalPath = (path: string): boolean => {
-  if (!path.startsWith("/") || path.startsWith("//") || !/^[\x21-\x7e]*$/.test(path) || path.includes("\\")) return false
-  try {
-    return new URL(path, "http://local.invalid").origin === "http://local.invalid"
-  } catch {
-    return false
-  }
-}
-
-const answer = (status: number, reason: string, message: string) =>
-  HttpServerResponse.unsafeJson({ error: "SamlRejected", reason, message }, { status })
-
-/** 400 for what is not a SAML message at all, 401 for a message refused. */
-const refused = (error: SamlRejected) =>
-  answer(error.reason === "malformed" || error.reason === "too_large" || error.reason === "dtd" ? 400 : 401, error.reason, error.message)
-
-const unavailable = (error: SamlIdpUnavailable | SamlLibraryUnavailable) =>
-  Effect.logError("SAML is unavailable", error.message).pipe(
-    Effect.as(HttpServerResponse.text("SAML single sign-on is unavailable", { status: 503 }))
-  )
-
-const formOf = Effect.map(Plugin.readBody, (body) => new URLSearchParams(Buffer.from(body).toString("utf8")))
-
-const rawQueryOf = (request: HttpServerRequest.HttpServerRequest) => {
-  const mark = request.url.indexOf("?")
-  return mark === -1 ? "" : request.url.slice(mark + 1)
-}
 
 /** The SAML plugin. Throws `SamlConfigInvalid` (or `SessionSecretTooShort`) for a configuration it cannot run with. */
 export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
@@ -198,7 +166,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
     handler: Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const returnTo = new URL(request.url, "http://local.invalid").searchParams.get("returnTo") ?? undefined
-      if (returnTo !== undefined && !isLocalPath(returnTo)) return answer(400, "return_to", "returnTo must be a local path")
+      if (returnTo !== undefined && !Answers.isLocalPath(returnTo)) return Answers.answer(400, "return_to", "returnTo must be a local path")
       const settings = yield* idp.current
       const id = Messages.newId()
       const now = yield* Clock.currentTimeMillis
@@ -215,7 +183,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
         { status: 302 }
       )
       return bindsBrowser ? redirect.pipe(requestCookie(id, Math.ceil(replayTtlMs / 1000))) : redirect
-    }).pipe(Effect.catchTags({ SamlIdpUnavailable: unavailable }))
+    }).pipe(Effect.catchTags({ SamlIdpUnavailable: Answers.unavailable }))
   }
 
   /** The one-time checks of a valid response: it answers a request we issued, and is seen once. */
@@ -244,11 +212,11 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
     anonymous: true,
     maxBodyBytes: maxPostBytes,
     handler: Effect.gen(function*() {
-      const form = yield* formOf
+      const form = yield* Answers.formOf
       const posted = form.get("SAMLResponse")
-      if (posted === null) return answer(400, "malformed", "SAMLResponse is missing")
+      if (posted === null) return Answers.answer(400, "malformed", "SAMLResponse is missing")
       const xml = Messages.decodePosted(posted)
-      if (Either.isLeft(xml)) return refused(xml.left)
+      if (Either.isLeft(xml)) return Answers.refused(xml.left)
       const libraries = yield* Libraries.load
       const settings = yield* idp.current
       const now = yield* Clock.currentTimeMillis
@@ -262,17 +230,17 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
         clockSkewMs,
         now
       }))
-      if (Either.isLeft(validated)) return refused(validated.left)
+      if (Either.isLeft(validated)) return Answers.refused(validated.left)
       const request = yield* HttpServerRequest.HttpServerRequest
       const once = yield* checkOnce(validated.right, now, request.headers)
-      if (Either.isLeft(once)) return refused(once.left)
+      if (Either.isLeft(once)) return Answers.refused(once.left)
 
       const mapped = options.onLogin(validated.right.profile)
       const subject = Subject.make(Effect.isEffect(mapped) ? yield* mapped : mapped)
       const session = yield* Session.issueSession(subject, sessionSecret, { maxAgeSeconds: sessionSeconds })
       const { nameId, nameIdFormat, sessionIndex } = validated.right.profile
       const relayState = form.get("RelayState")
-      const location = relayState !== null && isLocalPath(relayState) ? relayState : options.successRedirect ?? "/"
+      const location = relayState !== null && Answers.isLocalPath(relayState) ? relayState : options.successRedirect ?? "/"
       return HttpServerResponse.redirect(location, {
         status: 302,
         headers: { "set-cookie": Session.sessionCookie(session, { maxAgeSeconds: sessionSeconds, secure }) }
@@ -280,7 +248,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
         companionCookie(Companion.seal({ nameId, nameIdFormat, sessionIndex }, now + sessionSeconds * 1000, sessionSecret), sessionSeconds),
         (response) => bindsBrowser && validated.right.inResponseTo !== undefined ? requestCookie(validated.right.inResponseTo, 0)(response) : response
       )
-    }).pipe(Effect.catchTags({ SamlIdpUnavailable: unavailable, SamlLibraryUnavailable: unavailable }))
+    }).pipe(Effect.catchTags({ SamlIdpUnavailable: Answers.unavailable, SamlLibraryUnavailable: Answers.unavailable }))
   }
 
   const logout: Plugin.Route = {
@@ -314,75 +282,25 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
     })
   }
 
-  /**
-   * The signed SLO message of the request, verified and read; `Left` is the answer to give instead.
-   * A message without any signature is refused first, before the IdP settings or the verification
-   * library are consulted.
-   */
-  const sloMessage = (binding: "redirect" | "post") =>
-    Effect.gen(function*() {
-      type Read = Either.Either<
-        { readonly message: LogoutMessage.LogoutMessage; readonly relayState: string | undefined; readonly settings: IdpSource.Idp },
-        HttpServerResponse.HttpServerResponse
-      >
-      const fail = (error: SamlRejected): Read => Either.left(refused(error))
-      let xml: string
-      let relayState: string | undefined
-      let settings: IdpSource.Idp
-      if (binding === "redirect") {
-        const query = Signature.redirectQuery(rawQueryOf(yield* HttpServerRequest.HttpServerRequest))
-        if (Either.isLeft(query)) return fail(query.left)
-        if (!Signature.hasRedirectSignature(query.right)) return fail(reject("signature_missing", "the message is not signed"))
-        settings = yield* idp.current
-        // Checked over the raw query, before anything is decoded or parsed.
-        const verified = Signature.verifyRedirect(query.right, settings.keys)
-        if (Either.isLeft(verified)) return fail(verified.left)
-        const decoded = Messages.decodeRedirected(query.right.message)
-        if (Either.isLeft(decoded)) return fail(decoded.left)
-        xml = decoded.right
-        relayState = query.right.relayState === undefined ? undefined : Signature.decodeComponent(query.right.relayState)
-      } else {
-        const form = yield* formOf
-        const posted = form.get("SAMLRequest") ?? form.get("SAMLResponse")
-        if (posted === null) return Either.left(answer(400, "malformed", "SAMLRequest or SAMLResponse is missing"))
-        const decoded = Messages.decodePosted(posted)
-        if (Either.isLeft(decoded)) return fail(decoded.left)
-        if (!/<([\w.-]+:)?Signature[\s>]/.test(decoded.right)) return fail(reject("signature_missing", "the message is not signed"))
-        settings = yield* idp.current
-        xml = decoded.right
-        relayState = form.get("RelayState") ?? undefined
-      }
-      const libraries = yield* Libraries.load
-      const document = Xml.parse(libraries, xml)
-      if (Either.isLeft(document)) return fail(document.left)
-      if (binding === "post") {
-        const verified = yield* Effect.either(Signature.verifyEnveloped(libraries, document.right, document.right.documentElement, settings.keys))
-        if (Either.isLeft(verified)) return fail(verified.left)
-      }
-      const message = yield* Effect.either(LogoutMessage.read(document.right, {
-        idpEntityId: settings.entityId,
-        sloUrl,
-        clockSkewMs,
-        now: yield* Clock.currentTimeMillis,
-        rememberMs: replayTtlMs
-      }))
-      return Either.isLeft(message) ? fail(message.left) : Either.right({ message: message.right, relayState, settings }) as Read
-    })
-
   const slo = (binding: "redirect" | "post") =>
     Effect.gen(function*() {
-      const read = yield* sloMessage(binding)
+      const read = yield* InboundLogout.receive(binding, {
+        idp,
+        sloUrl,
+        clockSkewMs,
+        rememberMs: replayTtlMs
+      })
       if (Either.isLeft(read)) return read.left
       const { message, relayState, settings } = read.right
       const now = yield* Clock.currentTimeMillis
       if (message._tag === "LogoutResponse") {
         if (message.inResponseTo === undefined || !(yield* logoutIds.consume("logout", message.inResponseTo, now))) {
-          return refused(reject("in_response_to", "the LogoutResponse answers no outstanding LogoutRequest"))
+          return Answers.refused(reject("in_response_to", "the LogoutResponse answers no outstanding LogoutRequest"))
         }
         return endSession(options.logoutRedirect ?? "/")
       }
       if (!(yield* logoutIds.firstSight("idp-logout", message.id, message.expiresAt, now))) {
-        return refused(reject("replay", "the LogoutRequest was used before"))
+        return Answers.refused(reject("replay", "the LogoutRequest was used before"))
       }
       // The browser's session ends when it is the one the IdP names (its NameID, and its session
       // index when the request lists some).
@@ -407,7 +325,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
       })
       const location = Messages.redirectUrl({ location: destination, parameter: "SAMLResponse", xml, relayState, key: signingKey })
       return ours ? endSession(location) : HttpServerResponse.redirect(location, { status: 302 })
-    }).pipe(Effect.catchTags({ SamlIdpUnavailable: unavailable, SamlLibraryUnavailable: unavailable }))
+    }).pipe(Effect.catchTags({ SamlIdpUnavailable: Answers.unavailable, SamlLibraryUnavailable: Answers.unavailable }))
 
   // Spec 5.5: `store:write` unless replay protection is off and SLO state stays in-process.
   const writesStore = replay !== false || options.sloStore?.store === true
