@@ -3,4 +3,4 @@
 import { register } from "tsx/esm/api"
 
 register()
-await import("../src/app/bin.ts")
+await import("../src/server/bin.ts")

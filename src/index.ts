@@ -1,7 +1,8 @@
 /**
  * fw: an Effect-native framework for multi-tenant API apps. This entry exports the kernel
- * (tables, subjects, the store and its change tap) and the app layer (procedures, plugins, the
- * server, the client). Areas have their own entries: `@fw/framework/auth`, `/http`, `/saml`, `/history`.
+ * (tables, subjects, the store and its change tap), the app's definitions (procedures, guards,
+ * plugins, the procedure runtime), the server that serves them, and the client. Areas have their
+ * own entries: `@fw/framework/auth`, `/http`, `/saml`, `/history`.
  */
 export * as ChangeEvent from "./kernel/ChangeEvent.js"
 export * as ChangeTap from "./kernel/ChangeTap.js"
@@ -15,8 +16,8 @@ export { defineTable } from "./kernel/Table.js"
 
 export * as App from "./app/App.js"
 export { defineApp } from "./app/App.js"
-export * as Entry from "./app/Entry.js"
-export { defineEntry } from "./app/Entry.js"
+export * as Entry from "./server/Entry.js"
+export { defineEntry } from "./server/Entry.js"
 export * as Errors from "./app/Errors.js"
 export * as Guard from "./app/Guard.js"
 export { requireAuthenticated, requireScope } from "./app/Guard.js"
@@ -25,6 +26,6 @@ export { definePlugin } from "./app/Plugin.js"
 export * as Procedure from "./app/Procedure.js"
 export { action, mutation, query } from "./app/Procedure.js"
 export * as Runtime from "./app/Runtime.js"
-export * as Server from "./app/Server.js"
+export * as Server from "./server/Server.js"
 export * as Client from "./client/Client.js"
-export * as Inspect from "./inspect/Inspect.js"
+export { Inspect } from "./inspect/index.js"

@@ -8,7 +8,7 @@ import { Effect, Layer, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { defineApp } from "../../src/app/App.js"
 import { requireScope } from "../../src/app/Guard.js"
-import * as AuthStrategy from "../../src/auth/AuthStrategy.js"
+import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineRestRoute } from "../../src/http/RestRoute.js"
 import * as Subject from "../../src/kernel/Subject.js"
 

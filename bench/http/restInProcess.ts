@@ -9,7 +9,7 @@
 import { FetchHttpClient, HttpLayerRouter } from "@effect/platform"
 import { Layer } from "effect"
 import * as Runtime from "../../src/app/Runtime.js"
-import * as Server from "../../src/app/Server.js"
+import * as Server from "../../src/server/Server.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import { perSecond, table } from "./harness.js"

@@ -2,15 +2,24 @@
  * `defineApp`: the description of an app — its tables, procedures, REST routes, plugins, auth and
  * HTTP options. It is inert: serving it is `Server.layer(app)` composed with a store and an HTTP server.
  */
-import type * as AuthStrategy from "../auth/AuthStrategy.js"
-import type * as RestRoute from "../http/RestRoute.js"
-import { IdempotencyRecords } from "../http/tables.js"
+import type * as AuthStrategy from "./AuthStrategy.js"
 import type * as Table from "../kernel/Table.js"
 import type * as Plugin from "./Plugin.js"
 import type * as Procedure from "./Procedure.js"
+import { IdempotencyRecords } from "./tables.js"
 
 /** Idempotency of mutating REST requests (spec 3.6): `true` or `{header, ttlMs}`. */
 export type IdempotencyOption = boolean | { readonly header?: string; readonly ttlMs?: number }
+
+/**
+ * A REST route as the app holds it. `defineRestRoute` (`@fw/framework/http`) makes them and the
+ * REST area serves them; the app only carries them to the server.
+ */
+export interface RestRouteDeclaration {
+  readonly _tag: "RestRoute"
+  readonly method: string
+  readonly path: `/${string}`
+}
 
 /** The options of `defineApp`. */
 export interface Options {
@@ -18,7 +27,7 @@ export interface Options {
   readonly tables?: ReadonlyArray<Table.Any>
   readonly procedures?: ReadonlyArray<Procedure.Any>
   /** REST route descriptors (`defineRestRoute`), one per file, listed explicitly. */
-  readonly restRoutes?: ReadonlyArray<RestRoute.Any>
+  readonly restRoutes?: ReadonlyArray<RestRouteDeclaration>
   readonly plugins?: ReadonlyArray<Plugin.Plugin>
   /** Strategies tried in order (see `composeAuthStrategies`); none means every caller is anonymous. */
   readonly auth?: AuthStrategy.AuthStrategy | ReadonlyArray<AuthStrategy.AuthStrategy>
@@ -34,7 +43,7 @@ export interface App {
   readonly tables: ReadonlyArray<Table.Any>
   /** App procedures followed by every plugin's procedures, keyed by tag. */
   readonly procedures: ReadonlyMap<string, Procedure.Any>
-  readonly restRoutes: ReadonlyArray<RestRoute.Any>
+  readonly restRoutes: ReadonlyArray<RestRouteDeclaration>
   readonly plugins: ReadonlyArray<Plugin.Plugin>
   readonly auth: ReadonlyArray<AuthStrategy.AuthStrategy>
   readonly maxBodyBytes: number | undefined

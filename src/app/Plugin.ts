@@ -9,11 +9,11 @@ import type { HttpClient, HttpServerResponse } from "@effect/platform"
 import { HttpServerRequest } from "@effect/platform"
 import type { Cause, Layer, Scope } from "effect"
 import { Context, Effect, Schema } from "effect"
-import * as BodyLimits from "../http/BodyLimit.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import type { Store } from "../kernel/Store.js"
 import type { CurrentSubject } from "../kernel/Subject.js"
 import type * as Table from "../kernel/Table.js"
+import * as BodyRead from "./BodyRead.js"
 import type * as Procedure from "./Procedure.js"
 
 /** The permissions a plugin may declare. */
@@ -38,6 +38,7 @@ export type RouteServices =
   | RouteParams
   | CurrentSubject
   | BodyLimit
+  | BodyRead.BodyReader
 
 /** The body cap of the route being served: its own `maxBodyBytes`, else the app's. */
 export class BodyLimit extends Context.Tag("@fw/framework/Plugin/BodyLimit")<BodyLimit, number>() {}
@@ -48,11 +49,11 @@ export class BodyLimit extends Context.Tag("@fw/framework/Plugin/BodyLimit")<Bod
  */
 export const readBody: Effect.Effect<
   Uint8Array,
-  BodyLimits.PayloadTooLarge | BodyLimits.BodyReadFailed,
-  HttpServerRequest.HttpServerRequest | BodyLimit
+  BodyRead.PayloadTooLarge | BodyRead.BodyReadFailed,
+  HttpServerRequest.HttpServerRequest | BodyLimit | BodyRead.BodyReader
 > = Effect.flatMap(
-  Effect.all([HttpServerRequest.HttpServerRequest, BodyLimit]),
-  ([request, limit]) => BodyLimits.readCapped(request, limit)
+  Effect.all([HttpServerRequest.HttpServerRequest, BodyLimit, BodyRead.BodyReader]),
+  ([request, limit, read]) => read(request, limit)
 )
 
 /** Path parameters of the matched route (`:name` segments). */

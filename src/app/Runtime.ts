@@ -6,7 +6,7 @@
 import type { Headers } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
 import { Cause, Context, Effect, Layer, Option, Queue, Ref, Schema, Stream } from "effect"
-import * as AuthStrategy from "../auth/AuthStrategy.js"
+import * as AuthStrategy from "./AuthStrategy.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import * as Provenance from "../kernel/Provenance.js"
@@ -15,7 +15,7 @@ import * as Subject from "../kernel/Subject.js"
 import type { App } from "./App.js"
 import * as Errors from "./Errors.js"
 import * as Guard from "./Guard.js"
-import * as PluginHost from "./PluginHost.js"
+import * as PluginServices from "./PluginServices.js"
 import type * as Procedure from "./Procedure.js"
 
 /** How a call arrives: its raw input, the request headers, and optionally an already-resolved subject. */
@@ -88,14 +88,14 @@ export const make = (app: App) =>
     const tenantFields = new Map(app.tables.map((table) => [table.name, table.tenantField]))
     // A plugin's procedures get the plugin's store: read-only without `store:write`.
     const pluginStores = new Map(app.plugins.flatMap((plugin) => {
-      const narrowed = Context.get(PluginHost.services(plugin, store, httpClient), Store)
+      const narrowed = Context.get(PluginServices.services(plugin, store, httpClient), Store)
       return (plugin.procedures ?? []).map((procedure) => [procedure.tag, narrowed] as const)
     }))
     const storeOf = (procedure: Procedure.Any) => pluginStores.get(procedure.tag) ?? store
     const interceptors = app.plugins.flatMap((plugin) =>
       (plugin.interceptors ?? []).map((interceptor) => ({
         interceptor,
-        services: PluginHost.services(plugin, store, httpClient)
+        services: PluginServices.services(plugin, store, httpClient)
       }))
     )
 

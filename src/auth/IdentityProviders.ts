@@ -7,7 +7,7 @@
  */
 import { Option, Schema } from "effect"
 import type * as Subject from "../kernel/Subject.js"
-import type * as AuthStrategy from "./AuthStrategy.js"
+import type * as AuthStrategy from "../app/AuthStrategy.js"
 import * as Claims from "./Claims.js"
 import type * as Jwks from "./Jwks.js"
 import * as JwtStrategy from "./JwtStrategy.js"

@@ -8,7 +8,7 @@
 import { Clock, Effect, Schema } from "effect"
 import { createHmac, timingSafeEqual } from "node:crypto"
 import * as Subject from "../kernel/Subject.js"
-import * as AuthStrategy from "./AuthStrategy.js"
+import * as AuthStrategy from "../app/AuthStrategy.js"
 
 /** The session cookie's name. */
 export const cookieName = "fw:session"

@@ -6,7 +6,7 @@
  */
 import { Clock, Effect } from "effect"
 import * as jose from "jose"
-import * as AuthStrategy from "./AuthStrategy.js"
+import * as AuthStrategy from "../app/AuthStrategy.js"
 import * as JwtStrategy from "./JwtStrategy.js"
 
 /** A shorter secret is refused: HS256 is only as strong as its key. */

@@ -2,8 +2,8 @@
  * `@fw/framework/auth`: the AuthStrategy contract and its composition, the framework session, the
  * identity-provider strategies (JWKS-verified JWTs), and hosted login for provider A.
  */
-export * as AuthStrategy from "./AuthStrategy.js"
-export { composeAuthStrategies, readBearer, readCookie, Verdict } from "./AuthStrategy.js"
+export * as AuthStrategy from "../app/AuthStrategy.js"
+export { composeAuthStrategies, readBearer, readCookie, Verdict } from "../app/AuthStrategy.js"
 export * as Claims from "./Claims.js"
 export * as Discovery from "./Discovery.js"
 export * as HostedLogin from "./HostedLogin.js"

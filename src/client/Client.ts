@@ -3,9 +3,8 @@
  * `POST /rpc` (`layerHttp`) or one WebSocket (`layerWebSocket`). Procedures are passed as values,
  * so inputs and outputs are typed by their schemas.
  */
-import { FetchHttpClient } from "@effect/platform"
+import { FetchHttpClient, Socket } from "@effect/platform"
 import type { Headers } from "@effect/platform"
-import { NodeSocket } from "@effect/platform-node"
 import { RpcClient, RpcSerialization } from "@effect/rpc"
 import type { RpcClientError } from "@effect/rpc/RpcClientError"
 import type { Scope } from "effect"
@@ -13,7 +12,7 @@ import { Effect, Layer, Stream } from "effect"
 import { liveSuffix } from "../app/App.js"
 import type { ProcedureError } from "../app/Errors.js"
 import type * as Procedure from "../app/Procedure.js"
-import * as Rpc from "../app/Rpc.js"
+import * as RpcGroup from "../app/RpcGroup.js"
 
 /** Per-call options: headers ride in the rpc message (an auth token on the socket, for example). */
 export interface CallOptions {
@@ -48,7 +47,7 @@ export const make = (
   Effect.gen(function*() {
     const list = [...procedures]
     const known = new Set(list.map((procedure) => procedure.tag))
-    const flat = yield* RpcClient.make(Rpc.group(list, "client"), { flatten: true, disableTracing: true })
+    const flat = yield* RpcClient.make(RpcGroup.group(list, "client"), { flatten: true, disableTracing: true })
     // The builder boundary: the flat client is typed over the erased group; types come from the procedure values.
     const invoke = flat as unknown as (tag: string, input: unknown, options?: CallOptions) => unknown
     // A procedure the client was not connected with is a programming error: say so, instead of
@@ -82,8 +81,26 @@ export const layerHttp = (url: string): Layer.Layer<RpcClient.Protocol> =>
     Layer.provide([FetchHttpClient.layer, RpcSerialization.layerJson])
   )
 
+/**
+ * The platform's WebSocket: the global one (browsers, Node 22+), else the `ws` package, loaded
+ * only then so that a browser bundle never contains it.
+ */
+const webSocketConstructor: Layer.Layer<Socket.WebSocketConstructor> = Layer.effect(
+  Socket.WebSocketConstructor,
+  "WebSocket" in globalThis
+    ? Effect.succeed((url: string, protocols?: string | Array<string>) => new globalThis.WebSocket(url, protocols))
+    : Effect.promise(() => import("ws")).pipe(
+      Effect.map(({ WebSocket }) => (url: string, protocols?: string | Array<string>) =>
+        new WebSocket(url, protocols) as unknown as globalThis.WebSocket
+      )
+    )
+)
+
 /** The WebSocket transport to `url` (for example `ws://127.0.0.1:3000/rpc`). */
 export const layerWebSocket = (url: string): Layer.Layer<RpcClient.Protocol> =>
   RpcClient.layerProtocolSocket({ retryTransientErrors: false }).pipe(
-    Layer.provide([NodeSocket.layerWebSocket(url), RpcSerialization.layerJson])
+    Layer.provide([
+      Layer.scoped(Socket.Socket, Socket.makeWebSocket(url)).pipe(Layer.provide(webSocketConstructor)),
+      RpcSerialization.layerJson
+    ])
   )

@@ -6,26 +6,15 @@
 import type { HttpServerRequest } from "@effect/platform"
 import { HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Config, Effect, Option, Schema } from "effect"
+import { Config, Effect, Option } from "effect"
+import { BodyReadFailed, PayloadTooLarge } from "../app/BodyRead.js"
 import type { IncomingMessage } from "node:http"
 import type { Socket } from "node:net"
 
 /** The default cap: 8 MiB. */
 export const defaultMaxBodyBytes = 8 * 1024 * 1024
 
-/** The body exceeded the cap (answered 413). */
-export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", {
-  limit: Schema.Number
-}) {
-  override get message() {
-    return `request body exceeds the limit of ${this.limit} bytes`
-  }
-}
-
-/** The client went away or sent a broken body. */
-export class BodyReadFailed extends Schema.TaggedError<BodyReadFailed>()("BodyReadFailed", {
-  message: Schema.String
-}) {}
+export { BodyReadFailed, PayloadTooLarge } from "../app/BodyRead.js"
 
 /**
  * The app-wide cap: env `FW_MAX_BODY_BYTES` overrides the app's `http.maxBodyBytes`, which

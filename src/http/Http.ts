@@ -22,7 +22,7 @@ import * as RestRoute from "./RestRoute.js"
 /** The endpoints of an app: its REST routes, then its projected procedures. */
 export const endpointsOf = (app: App): ReadonlyArray<Endpoint.Endpoint> =>
   Endpoint.withUniqueOperationIds([
-    ...app.restRoutes.map(Endpoint.fromRoute),
+    ...app.restRoutes.map((declaration) => Endpoint.fromRoute(RestRoute.fromDeclaration(declaration))),
     ...Projection.endpoints(app.procedures.values())
   ])
 

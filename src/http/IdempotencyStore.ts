@@ -14,7 +14,7 @@ import { Clock, Context, Data, Effect, Layer, Option, Schedule, Schema } from "e
 import { createHash, randomUUID } from "node:crypto"
 import * as SchemaDiffer from "../kernel/SchemaDiffer.js"
 import { Store } from "../kernel/Store.js"
-import { IdempotencyRecords } from "./tables.js"
+import { IdempotencyRecords } from "../app/tables.js"
 
 /** Which requests share a key. */
 export interface Scope {

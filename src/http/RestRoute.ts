@@ -19,6 +19,7 @@
  */
 import type { Effect } from "effect"
 import { Schema } from "effect"
+import type * as App from "../app/App.js"
 import type * as Guard from "../app/Guard.js"
 import type * as Bytes from "./Bytes.js"
 import type * as Sse from "./Sse.js"
@@ -44,9 +45,11 @@ export interface RawInput {
   readonly body?: unknown
 }
 
+const TypeId: unique symbol = Symbol.for("@fw/framework/http/RestRoute")
+
 /** A declared REST route. `path` is the mounted path, with its version prefix. */
-export interface RestRoute<I, IE extends RawInput, O, OE> {
-  readonly _tag: "RestRoute"
+export interface RestRoute<I, IE extends RawInput, O, OE> extends App.RestRouteDeclaration {
+  readonly [TypeId]: typeof TypeId
   readonly method: Method
   readonly path: `/${string}`
   /** The path as declared (without the version prefix). */
@@ -153,6 +156,7 @@ export const defineRestRoute = <I = {}, IE extends RawInput = {}, O = unknown, O
     throw new RestRouteInvalid(`${what}: maxBodyBytes must be a positive integer`)
   }
   return {
+    [TypeId]: TypeId,
     _tag: "RestRoute",
     method: options.method,
     path,
@@ -171,4 +175,13 @@ export const defineRestRoute = <I = {}, IE extends RawInput = {}, O = unknown, O
     etag: options.etag === true && options.method === "GET",
     streaming: options.streaming === true
   }
+}
+
+/**
+ * The route behind an app's REST route declaration. Only `defineRestRoute` makes routes; anything
+ * else in `restRoutes` is refused when the app is mounted.
+ */
+export const fromDeclaration = (declaration: App.RestRouteDeclaration): Any => {
+  if (TypeId in declaration) return declaration as Any
+  throw new RestRouteInvalid(`route ${declaration.method} ${declaration.path}: not made by defineRestRoute`)
 }

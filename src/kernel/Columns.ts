@@ -2,8 +2,8 @@
  * How a table's fields map to SQL columns, derived from the encoded side of each field's schema:
  * strings are text, numbers are numbers, booleans are booleans, anything else is JSON.
  */
+import type { Schema } from "effect"
 import { SchemaAST } from "effect"
-import type * as Table from "./Table.js"
 
 /** The storage kind of a column. */
 export type Kind = "text" | "number" | "boolean" | "json"
@@ -46,10 +46,16 @@ const kindOf = (ast: SchemaAST.AST): Kind => {
   }
 }
 
-const cache = new WeakMap<Table.Any, ReadonlyArray<Column>>()
+/** What columns are read from: a table's name and its row schema. */
+export interface Source {
+  readonly name: string
+  readonly schema: Schema.Schema.Any
+}
+
+const cache = new WeakMap<Source, ReadonlyArray<Column>>()
 
 /** The columns of a table, `id` first. */
-export const of = (table: Table.Any): ReadonlyArray<Column> => {
+export const of = (table: Source): ReadonlyArray<Column> => {
   const cached = cache.get(table)
   if (cached) return cached
   const ast = SchemaAST.encodedAST(table.schema.ast)

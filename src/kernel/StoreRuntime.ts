@@ -13,7 +13,7 @@ import type { StoreError } from "./Errors.js"
 import * as Provenance from "./Provenance.js"
 import { noteRead } from "./ReadTracking.js"
 import * as RowCodec from "./RowCodec.js"
-import type { StoreShape } from "./Store.js"
+import type { StoreShape } from "./StoreShape.js"
 import type * as Table from "./Table.js"
 import * as TenantScope from "./TenantScope.js"
 

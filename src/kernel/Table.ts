@@ -89,7 +89,7 @@ export const defineTable = <const Name extends string, const F extends Fields>(
   }
   // Tenant ids are strings: SQL would compare a number column loosely ("42.0" and " 42" match 42),
   // and the tiers would disagree on who sees what.
-  if (options.tenantField !== undefined && Columns.of(table as unknown as Any).find((column) => column.name === options.tenantField)?.kind !== "text") {
+  if (options.tenantField !== undefined && Columns.of(table).find((column) => column.name === options.tenantField)?.kind !== "text") {
     throw new TableDefinitionError(`table "${name}": tenantField "${options.tenantField}" must be a string field`)
   }
   return table

@@ -3,7 +3,7 @@
  * to fixed subjects ("bad" is a token of the right kind that fails verification).
  */
 import { Effect, Schema } from "effect"
-import * as AuthStrategy from "../../src/auth/AuthStrategy.js"
+import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { requireScope } from "../../src/app/Guard.js"
 import { action, mutation, query } from "../../src/app/Procedure.js"

@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, TestClock } from "effect"
 import * as jose from "jose"
-import type * as AuthStrategy from "../../src/auth/AuthStrategy.js"
+import type * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { jwtBearerStrategy } from "../../src/auth/IdentityProviders.js"
 import * as Jwks from "../../src/auth/Jwks.js"
 import * as Idp from "./support/Idp.js"

@@ -1,7 +1,7 @@
 import { FetchHttpClient, Headers } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
-import * as AuthStrategy from "../../src/auth/AuthStrategy.js"
+import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import * as Session from "../../src/auth/Session.js"
 import * as Subject from "../../src/kernel/Subject.js"
 

@@ -4,7 +4,7 @@
  * mutable so a test can revoke a scope mid-stream.
  */
 import { Effect, FiberRef, Option, Schema, Stream } from "effect"
-import * as AuthStrategy from "../../src/auth/AuthStrategy.js"
+import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import type { IdempotencyOption } from "../../src/app/App.js"
 import { requireScope } from "../../src/app/Guard.js"

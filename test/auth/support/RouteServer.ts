@@ -10,7 +10,9 @@ import { NodeHttpServer } from "@effect/platform-node"
 import type { ConfigProvider, Scope } from "effect"
 import { Context, Effect, Layer } from "effect"
 import { createServer } from "node:http"
+import * as BodyRead from "../../../src/app/BodyRead.js"
 import * as Plugin from "../../../src/app/Plugin.js"
+import * as BodyLimit from "../../../src/http/BodyLimit.js"
 import { Store } from "../../../src/kernel/Store.js"
 import * as Subject from "../../../src/kernel/Subject.js"
 
@@ -38,6 +40,7 @@ export const serveRoutes = <E>(
                 Effect.provideService(HttpClient.HttpClient, client),
                 Effect.provideService(Plugin.RouteParams, defined),
                 Effect.provideService(Plugin.BodyLimit, route.maxBodyBytes ?? 8 * 1024 * 1024),
+                Effect.provideService(BodyRead.BodyReader, BodyLimit.readCapped),
                 Effect.provideService(Subject.CurrentSubject, Subject.anonymous),
                 Effect.withConfigProvider(options.config())
               )

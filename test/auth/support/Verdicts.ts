@@ -4,7 +4,7 @@
 import { FetchHttpClient, Headers } from "@effect/platform"
 import { assert } from "@effect/vitest"
 import { Effect } from "effect"
-import type * as AuthStrategy from "../../../src/auth/AuthStrategy.js"
+import type * as AuthStrategy from "../../../src/app/AuthStrategy.js"
 
 /** Runs `strategy` on a request with `headers`, over a fetch HttpClient. */
 export const authenticate = (strategy: AuthStrategy.AuthStrategy, headers: Record<string, string>) =>

@@ -28,14 +28,17 @@ import * as Inspect from "../inspect/Inspect.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import { Store } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
-import type { App } from "./App.js"
-import * as HttpResponses from "./HttpResponses.js"
-import * as Plugin from "./Plugin.js"
+import type { App } from "../app/App.js"
+import * as HttpResponses from "../app/HttpResponses.js"
+import * as Plugin from "../app/Plugin.js"
+import * as BodyRead from "../app/BodyRead.js"
+import * as PluginServices from "../app/PluginServices.js"
 import * as PluginHost from "./PluginHost.js"
+import * as RpcGroup from "../app/RpcGroup.js"
 import * as Rpc from "./Rpc.js"
 import * as RpcHttp from "./RpcHttp.js"
 import * as RpcProtocol from "./RpcProtocol.js"
-import * as Runtime from "./Runtime.js"
+import * as Runtime from "../app/Runtime.js"
 import * as SchemaApply from "./SchemaApply.js"
 
 /** Serving options. */
@@ -55,7 +58,7 @@ export const rpcPath = "/rpc"
  * Both rpc transports: the WebSocket upgrade on `GET /rpc` (the `@effect/rpc` server, answering
  * unknown tags with a typed error), and `POST /rpc` answered by `RpcHttp` within the body cap.
  */
-const rpcRoutes = (serverGroup: Rpc.Group, maxBodyBytes: number) =>
+const rpcRoutes = (serverGroup: RpcGroup.Group, maxBodyBytes: number) =>
   Layer.mergeAll(
     RpcServer.layer(serverGroup, { disableTracing: true }).pipe(
       Layer.provide(
@@ -87,7 +90,7 @@ const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
   HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
       const runtime = yield* Runtime.Runtime
-      const services = PluginHost.services(plugin, yield* Store, yield* HttpClient.HttpClient)
+      const services = PluginServices.services(plugin, yield* Store, yield* HttpClient.HttpClient)
       const mount = (route: Plugin.Route, path: `/${string}`, inspect: boolean) => {
         const handler = Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
@@ -106,6 +109,7 @@ const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
             Effect.provide(services),
             Effect.provideService(Plugin.RouteParams, defined),
             Effect.provideService(Plugin.BodyLimit, route.maxBodyBytes ?? maxBodyBytes),
+            Effect.provideService(BodyRead.BodyReader, BodyLimit.readCapped),
             Effect.provideService(Subject.CurrentSubject, resolved.right)
           )
         }).pipe(
@@ -136,7 +140,7 @@ export const routes = (app: App) =>
   Layer.unwrapEffect(Effect.gen(function*() {
     for (const plugin of app.plugins) yield* PluginHost.validate(plugin)
     const maxBodyBytes = yield* BodyLimit.appMaxBodyBytes(app.maxBodyBytes)
-    const serverGroup = Rpc.group(app.procedures.values(), "server")
+    const serverGroup = RpcGroup.group(app.procedures.values(), "server")
     const rpc = rpcRoutes(serverGroup, maxBodyBytes).pipe(
       Layer.provide(Rpc.handlersLayer(serverGroup)),
       Layer.provide(RpcSerialization.layerJson)

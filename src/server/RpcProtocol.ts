@@ -6,7 +6,7 @@
  */
 import { RpcServer } from "@effect/rpc"
 import { Effect, Exit, Layer, Schema } from "effect"
-import { ProcedureError, ProcedureNotFound } from "./Errors.js"
+import { ProcedureError, ProcedureNotFound } from "../app/Errors.js"
 
 const encodeExit = Schema.encodeSync(Schema.Exit({ success: Schema.Unknown, failure: ProcedureError, defect: Schema.Defect }))
 

@@ -7,11 +7,11 @@
 import { Headers } from "@effect/platform"
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Schema } from "effect"
-import { liveSuffix } from "./App.js"
-import { ProcedureError, ProcedureFailure, ProcedureNotFound } from "./Errors.js"
-import * as HttpResponses from "./HttpResponses.js"
-import type * as Procedure from "./Procedure.js"
-import type { RuntimeShape } from "./Runtime.js"
+import { liveSuffix } from "../app/App.js"
+import { ProcedureError, ProcedureFailure, ProcedureNotFound } from "../app/Errors.js"
+import * as HttpResponses from "../app/HttpResponses.js"
+import type * as Procedure from "../app/Procedure.js"
+import type { RuntimeShape } from "../app/Runtime.js"
 
 const RequestMessage = Schema.Struct({
   _tag: Schema.Literal("Request"),

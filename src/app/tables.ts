@@ -1,6 +1,7 @@
 /**
- * The REST area's tables. `IdempotencyRecords` is among the app's tables when idempotency is on,
- * so the schema differ creates it with the rest (`IdempotencyStore.layerSql` also applies it at boot).
+ * Framework tables that the app declares through its own options. `IdempotencyRecords` is among
+ * the app's tables when `idempotency` is on, so the schema differ creates it with the rest
+ * (`IdempotencyStore.layerSql` also applies it at boot).
  */
 import { Schema } from "effect"
 import { defineTable } from "../kernel/Table.js"

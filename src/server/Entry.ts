@@ -6,7 +6,7 @@ import type { SqlClient } from "@effect/sql"
 import type { Layer } from "effect"
 import type { ChangeTap } from "../kernel/ChangeTap.js"
 import type { Store } from "../kernel/Store.js"
-import type { App } from "./App.js"
+import type { App } from "../app/App.js"
 
 /** What an entry module exports by default. */
 export interface Entry {

@@ -1,0 +1,61 @@
+/**
+ * The house rule for imports (checked by `npm run check:deps`, part of `npm test`):
+ *   kernel ← app ← areas ← server ← src/index.ts
+ * with no import circles, and `client` importing definitions (app, kernel) only. What the client
+ * loads at run time is checked separately by `.dependency-cruiser-client.cjs`.
+ */
+const areas = "(auth|http|history|saml|search|flags|aggregates|standing|inspect)"
+
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: "no-circular",
+      severity: "error",
+      comment: "No import circles anywhere in src/ (type-only imports included).",
+      from: { path: "^src/" },
+      to: { circular: true }
+    },
+    {
+      name: "kernel-is-the-ground",
+      severity: "error",
+      comment: "The kernel imports nothing of the framework above it.",
+      from: { path: "^src/kernel/" },
+      to: { path: "^src/", pathNot: "^src/kernel/" }
+    },
+    {
+      name: "app-only-on-kernel",
+      severity: "error",
+      comment: "app (definitions and the procedure runtime) builds on the kernel only.",
+      from: { path: "^src/app/" },
+      to: { path: "^src/", pathNot: "^src/(app|kernel)/" }
+    },
+    {
+      name: "areas-below-the-server",
+      severity: "error",
+      comment: "An area never imports the server, the client or the package entry: it contributes, the server collects.",
+      from: { path: `^src/${areas}/` },
+      to: { path: "^src/(server|client|react)/|^src/index\\.ts$" }
+    },
+    {
+      name: "server-below-the-entry",
+      severity: "error",
+      comment: "The server is assembled from the floors below it; only src/index.ts sits above it.",
+      from: { path: "^src/server/" },
+      to: { path: "^src/(client|react)/|^src/index\\.ts$" }
+    },
+    {
+      name: "client-only-definitions",
+      severity: "error",
+      comment: "The browser client imports definitions (app, kernel) and itself, nothing else of src/.",
+      from: { path: "^src/(client|react)/" },
+      to: { path: "^src/", pathNot: "^src/(app|kernel|client|react)/" }
+    }
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.src.json" },
+    enhancedResolveOptions: { exportsFields: ["exports"], conditionNames: ["import", "types", "default"] }
+  }
+}
