@@ -8,16 +8,7 @@
 import type { HttpClient } from "@effect/platform"
 import { Clock, Effect, Schema } from "effect"
 import * as Jwks from "./Jwks.js"
-
-/** The discovery document could not be used. */
-export class DiscoveryUnavailable extends Schema.TaggedError<DiscoveryUnavailable>()("DiscoveryUnavailable", {
-  url: Schema.String,
-  reason: Schema.String
-}) {
-  override get message() {
-    return `the discovery document at ${this.url} is unavailable: ${this.reason}`
-  }
-}
+import { DiscoveryUnavailable } from "./Errors.js"
 
 /** The standard document URL of `issuer`, unless `discoveryUrl` overrides it. */
 export const documentUrl = (issuer: string, discoveryUrl?: string): string =>
@@ -78,3 +69,5 @@ export const jwksUri = (
 /** How many times this document was fetched by this process (tests and metrics). */
 export const fetchCount = (issuer: string, discoveryUrl?: string): number =>
   entries.get(documentUrl(issuer, discoveryUrl))?.fetches ?? 0
+
+export { DiscoveryUnavailable } from "./Errors.js"

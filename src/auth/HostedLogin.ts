@@ -14,23 +14,7 @@ import { idpADefaultApi } from "./IdentityProviders.js"
 import * as Provisioning from "./Provisioning.js"
 import * as Session from "./Session.js"
 import { Organizations, Users } from "./tables.js"
-
-/** The state returned to the callback is not the one this browser was given (spec 7.1). */
-export class IdpAStateMismatchError extends Schema.TaggedError<IdpAStateMismatchError>()("IdpAStateMismatchError", {}) {
-  override get message() {
-    return "the login state does not match"
-  }
-}
-
-/** The provider refused or failed the code exchange. Carries no response body. */
-export class IdpAExchangeFailed extends Schema.TaggedError<IdpAExchangeFailed>()("IdpAExchangeFailed", {
-  status: Schema.NullOr(Schema.Number),
-  reason: Schema.String
-}) {
-  override get message() {
-    return `the code exchange failed: ${this.reason}`
-  }
-}
+import { IdpAExchangeFailed, IdpAStateMismatchError } from "./Errors.js"
 
 /** The profile of a user who logged in with provider A. */
 export interface IdpAProfile {
@@ -276,3 +260,5 @@ export const idpAHostedLoginPlugin = (options: RoutesOptions): Plugin.Plugin =>
     tables: [Users, Organizations],
     routes: idpAHostedLoginRoutes(options)
   })
+
+export { IdpAExchangeFailed, IdpAStateMismatchError } from "./Errors.js"

@@ -19,16 +19,7 @@
 import { FetchHttpClient, HttpClient, HttpClientResponse } from "@effect/platform"
 import { Clock, Duration, Effect, Option, Schema } from "effect"
 import { createPublicKey, type JsonWebKey, type KeyObject } from "node:crypto"
-
-/** Fetching a key set (or a discovery document) failed. Carries no response body. */
-export class JwksUnavailable extends Schema.TaggedError<JwksUnavailable>()("JwksUnavailable", {
-  url: Schema.String,
-  reason: Schema.String
-}) {
-  override get message() {
-    return `the key set at ${this.url} is unavailable: ${this.reason}`
-  }
-}
+import { JwksUnavailable } from "./Errors.js"
 
 /** Cache tuning, per strategy. */
 export interface Options {
@@ -236,3 +227,5 @@ export const keySetAfterUnknownKid = (
 
 /** How many times `url` was fetched by this process (tests and metrics). */
 export const fetchCount = (url: string): number => entries.get(url)?.fetches ?? 0
+
+export { JwksUnavailable } from "./Errors.js"

@@ -12,7 +12,7 @@
  * against Effect `Clock` time.
  */
 import type { HttpClient } from "@effect/platform"
-import { Effect, Schema } from "effect"
+import { Effect } from "effect"
 import * as jose from "jose"
 import { constants, type KeyObject, verify, type VerifyKeyObjectInput } from "node:crypto"
 import * as Subject from "../kernel/Subject.js"
@@ -20,6 +20,7 @@ import * as AuthStrategy from "../app/AuthStrategy.js"
 import * as Claims from "./Claims.js"
 import * as Discovery from "./Discovery.js"
 import * as Jwks from "./Jwks.js"
+import { StrategyConfigInvalid } from "./Errors.js"
 
 /** Asymmetric algorithms accepted on the JWKS path. */
 export type Algorithm = "RS256" | "ES256" | "PS256" | "EdDSA"
@@ -35,16 +36,6 @@ export const maxTokenBytes = 16 * 1024
 
 /** Default tolerance on `exp` and `nbf`, in seconds. */
 export const defaultClockToleranceSeconds = 5
-
-/** A strategy configuration refused at construction (thrown: it is a programming error). */
-export class StrategyConfigInvalid extends Schema.TaggedError<StrategyConfigInvalid>()("StrategyConfigInvalid", {
-  strategy: Schema.String,
-  reason: Schema.String
-}) {
-  override get message() {
-    return `auth strategy "${this.strategy}": ${this.reason}`
-  }
-}
 
 /** Where a strategy's keys come from. */
 export type KeySource =
@@ -315,3 +306,5 @@ export const make = (options: Options): AuthStrategy.AuthStrategy => {
     }
   }
 }
+
+export { StrategyConfigInvalid } from "./Errors.js"

@@ -10,12 +10,13 @@
  * - row ids derive from the provider's ids, so two first logins at once (another replica, a
  *   double click) meet on one user and one organisation instead of creating two.
  */
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option } from "effect"
 import { createHash } from "node:crypto"
 import type { StoreError } from "../kernel/Errors.js"
 import { Store } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import { Organizations, Users } from "./tables.js"
+import { ProvisioningRefused } from "./Errors.js"
 
 /** Who logged in, as the provider describes them. */
 export interface Profile {
@@ -30,18 +31,6 @@ export interface Profile {
   readonly lastName: string | null
   /** The provider's id of the user's organisation, when it has one. */
   readonly organizationId: string | null
-}
-
-/** A login the provisioner refuses (answered 403 by the login routes). */
-export class ProvisioningRefused extends Schema.TaggedError<ProvisioningRefused>()("ProvisioningRefused", {
-  reason: Schema.String
-}) {
-  get status() {
-    return 403
-  }
-  override get message() {
-    return this.reason
-  }
 }
 
 /** An address as it is compared and stored. */
@@ -103,3 +92,5 @@ export const findOrProvision = (profile: Profile): Effect.Effect<Subject.Subject
       metadata: { provider: profile.provider, email: user.email }
     })
   }).pipe(Subject.asSystem)
+
+export { ProvisioningRefused } from "./Errors.js"

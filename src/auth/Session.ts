@@ -9,30 +9,13 @@ import { Clock, Effect, Schema } from "effect"
 import { createHmac, timingSafeEqual } from "node:crypto"
 import * as Subject from "../kernel/Subject.js"
 import * as AuthStrategy from "../app/AuthStrategy.js"
+import { SessionInvalid, SessionSecretTooShort } from "./Errors.js"
 
 /** The session cookie's name. */
 export const cookieName = "fw:session"
 
 /** Default lifetime: 7 days. */
 export const defaultMaxAgeSeconds = 604_800
-
-/** A secret shorter than 32 bytes cannot sign sessions. */
-export class SessionSecretTooShort extends Schema.TaggedError<SessionSecretTooShort>()("SessionSecretTooShort", {
-  bytes: Schema.Number
-}) {
-  override get message() {
-    return `the session secret has ${this.bytes} bytes; at least 32 are required`
-  }
-}
-
-/** Why a session value was refused. */
-export class SessionInvalid extends Schema.TaggedError<SessionInvalid>()("SessionInvalid", {
-  reason: Schema.Literal("malformed", "signature", "expired")
-}) {
-  override get message() {
-    return `invalid session: ${this.reason}`
-  }
-}
 
 const Payload = Schema.Struct({
   subject: Schema.Struct({
@@ -130,3 +113,5 @@ export const passwordSessionStrategy = (options: {
     }
   }
 }
+
+export { SessionInvalid, SessionSecretTooShort } from "./Errors.js"

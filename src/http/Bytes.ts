@@ -14,6 +14,7 @@ import { HttpServerResponse } from "@effect/platform"
 import { NodeStream } from "@effect/platform-node"
 import { Predicate, Stream } from "effect"
 import { Readable } from "node:stream"
+import { BytesSourceFailed } from "./Errors.js"
 
 /** What a binary body may come from. */
 export type Source =
@@ -47,11 +48,6 @@ export const bytes = (source: Source | (() => Source), options: Options = {}): B
   open: typeof source === "function" ? source : () => source,
   options
 })
-
-/** Reading the binary source failed mid-response (the response is cut short). */
-export class BytesSourceFailed extends Error {
-  override readonly name = "BytesSourceFailed"
-}
 
 const isStream = (source: Source): source is Stream.Stream<Uint8Array, unknown> =>
   Predicate.hasProperty(source, Stream.StreamTypeId)
@@ -95,3 +91,5 @@ export const head = (answer: Bytes): HttpServerResponse.HttpServerResponse =>
       ...headersOf(answer.options)
     }
   })
+
+export { BytesSourceFailed } from "./Errors.js"

@@ -10,11 +10,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Context, Data, Effect, Layer, Option, Schedule, Schema } from "effect"
+import { Clock, Context, Data, Effect, Layer, Option, Schedule } from "effect"
 import { createHash, randomUUID } from "node:crypto"
 import * as SchemaDiffer from "../kernel/SchemaDiffer.js"
 import { Store } from "../kernel/Store.js"
 import { IdempotencyRecords } from "../app/tables.js"
+import { IdempotencyStoreMissing, IdempotencyUnavailable } from "./Errors.js"
 
 /** Which requests share a key. */
 export interface Scope {
@@ -44,11 +45,6 @@ export type Claim = Data.TaggedEnum<{
 }>
 /** Constructors of `Claim`. */
 export const Claim = Data.taggedEnum<Claim>()
-
-/** The record store could not be reached. */
-export class IdempotencyUnavailable extends Schema.TaggedError<IdempotencyUnavailable>()("IdempotencyUnavailable", {
-  message: Schema.String
-}) {}
 
 /** The store operations. */
 export interface IdempotencyStoreShape {
@@ -220,11 +216,6 @@ export const layerSql: Layer.Layer<IdempotencyStore, SqlError, SqlClient.SqlClie
   })
 )
 
-/** The app's store is SQL but no `SqlClient` is in context to keep idempotency records in. */
-export class IdempotencyStoreMissing extends Error {
-  override readonly name = "IdempotencyStoreMissing"
-}
-
 /**
  * The tier matching the app's store: memory for the memory store, SQL over the `SqlClient` in
  * context for a SQL store (dies with `IdempotencyStoreMissing` when there is none: provide
@@ -245,3 +236,5 @@ export const layerFromStore: Layer.Layer<IdempotencyStore, SqlError, Store> = La
     return layerSql.pipe(Layer.provide(Layer.succeed(SqlClient.SqlClient, sql.value)))
   })
 )
+
+export { IdempotencyStoreMissing, IdempotencyUnavailable } from "./Errors.js"

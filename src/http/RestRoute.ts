@@ -23,6 +23,7 @@ import type * as App from "../app/App.js"
 import type * as Guard from "../app/Guard.js"
 import type * as Bytes from "./Bytes.js"
 import type * as Sse from "./Sse.js"
+import { RestRouteInvalid } from "./Errors.js"
 
 /** The methods a route may declare. `HEAD` is also served wherever `GET` is, without a second route. */
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "HEAD" | "OPTIONS"
@@ -96,11 +97,6 @@ export interface Options<I, IE extends RawInput, O, OE> {
   readonly maxBodyBytes?: number
   readonly etag?: boolean
   readonly streaming?: boolean
-}
-
-/** A route declaration refused at definition or mount time. */
-export class RestRouteInvalid extends Error {
-  override readonly name = "RestRouteInvalid"
 }
 
 const methods: ReadonlySet<string> = new Set(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
@@ -185,3 +181,5 @@ export const fromDeclaration = (declaration: App.RestRouteDeclaration): Any => {
   if (TypeId in declaration) return declaration as Any
   throw new RestRouteInvalid(`route ${declaration.method} ${declaration.path}: not made by defineRestRoute`)
 }
+
+export { RestRouteInvalid } from "./Errors.js"

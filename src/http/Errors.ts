@@ -1,0 +1,25 @@
+/**
+ * The typed errors of the REST area: route declarations, idempotency records, binary answers. (The
+ * body-cap errors are shared with plugin routes and live in `app/BodyRead`.)
+ */
+import { Schema } from "effect"
+
+/** Reading the binary source failed mid-response (the response is cut short). */
+export class BytesSourceFailed extends Error {
+  override readonly name = "BytesSourceFailed"
+}
+
+/** The record store could not be reached. */
+export class IdempotencyUnavailable extends Schema.TaggedError<IdempotencyUnavailable>()("IdempotencyUnavailable", {
+  message: Schema.String
+}) {}
+
+/** The app's store is SQL but no `SqlClient` is in context to keep idempotency records in. */
+export class IdempotencyStoreMissing extends Error {
+  override readonly name = "IdempotencyStoreMissing"
+}
+
+/** A route declaration refused at definition or mount time. */
+export class RestRouteInvalid extends Error {
+  override readonly name = "RestRouteInvalid"
+}
