@@ -1,7 +1,7 @@
 /**
  * The errors a procedure call can fail with on the wire, and their HTTP statuses.
  */
-import { ParseResult, Schema } from "effect"
+import { Effect, ParseResult, Schema } from "effect"
 import * as StoreErrors from "../kernel/Errors.js"
 import { GuardRefused } from "./Guard.js"
 
@@ -59,6 +59,18 @@ export const ProcedureError = Schema.Union(
 )
 /** @see ProcedureError */
 export type ProcedureError = typeof ProcedureError.Type
+
+/**
+ * A procedure error as the client may see it. A `StoreUnavailable` carries the database's own words
+ * (driver message, SQLSTATE): those are logged with the trace id, and the client gets a fixed message.
+ */
+export const forClient = (error: ProcedureError, traceId: string): Effect.Effect<ProcedureError> =>
+  error._tag === "StoreUnavailable"
+    ? Effect.as(
+      Effect.annotateLogs(Effect.logWarning(`store unavailable: ${error.message}`), { traceId }),
+      new StoreErrors.StoreUnavailable({ message: "the database is unavailable; retry later" })
+    )
+    : Effect.succeed(error)
 
 /** The HTTP status of a procedure error. */
 export const statusOf = (error: ProcedureError): number => {

@@ -62,7 +62,7 @@ export const toProcedureError = (cause: Cause.Cause<unknown>, traceId: string, t
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
-    if (isProcedureError(error)) return Effect.fail(error)
+    if (isProcedureError(error)) return Effect.flatMap(Errors.forClient(error, traceId), Effect.fail)
     if (isStatusError(error)) return Effect.fail(new Errors.ProcedureFailure({ status: error.status, message: error.message }))
   }
   return Effect.logError(`procedure "${tag}" failed unexpectedly`, cause).pipe(

@@ -31,7 +31,7 @@ export const failure = (
   if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
   const error = Cause.failureOption(cause)
   if (Option.isSome(error)) {
-    if (isProcedureError(error.value)) return Effect.succeed(HttpResponses.procedureError(error.value))
+    if (isProcedureError(error.value)) return Effect.map(Errors.forClient(error.value, traceId), HttpResponses.procedureError)
     if (isStatusError(error.value)) {
       return Effect.succeed(HttpResponses.error(error.value.status, "ProcedureFailure", error.value.message))
     }

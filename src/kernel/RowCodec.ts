@@ -74,6 +74,19 @@ const unstorable = (value: unknown, seen: Set<object> = new Set()): string | und
   }
 }
 
+/**
+ * The longest id a row may have: PostgreSQL cannot index a key much over 2 KiB, and an id is a key
+ * everywhere. 512 UTF-16 units encode to at most 2,048 bytes of UTF-8.
+ */
+export const maxIdLength = 512
+
+/**
+ * Whether some row could have this id. One that no row can have (not text, NUL, an unpaired
+ * surrogate, too long) is simply not found, and no statement is sent for it.
+ */
+export const isStorableId = (id: unknown): id is string =>
+  typeof id === "string" && id.length <= maxIdLength && unstorable(id) === undefined
+
 const compile = (table: Table.Any): RowCodec => {
   const invalid = (prefix: string) => (error: ParseResult.ParseError) =>
     new RowInvalid({ table: table.name, message: `${prefix}${describe(error)}` })
@@ -113,7 +126,9 @@ const compile = (table: Table.Any): RowCodec => {
         onLeft: (error) => Either.left(onEncodeError(error)),
         onRight: (encoded) => {
           for (const [field, value] of Object.entries(encoded as Record<string, unknown>)) {
-            const problem = unstorable(value)
+            const problem = field === "id" && typeof value === "string" && value.length > maxIdLength
+              ? `ids are at most ${maxIdLength} characters`
+              : unstorable(value)
             if (problem !== undefined) return Either.left(new RowInvalid({ table: table.name, message: `${field}: ${problem}` }))
           }
           return Either.right(canonical(encoded as Record<string, unknown>, nullWhenAbsent))

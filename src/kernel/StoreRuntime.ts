@@ -170,15 +170,20 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
 
   /** The stored row `id` if the caller may see it. */
   const visible = (table: Table.Any, id: string, forUpdate: boolean) =>
-    Effect.flatMap(TenantScope.of(table), (scope) =>
-      Effect.map(
-        driver.get(table, id, { forUpdate }),
-        Option.filter((row) => TenantScope.sees(scope, row))
-      ))
+    RowCodec.isStorableId(id)
+      ? Effect.flatMap(TenantScope.of(table), (scope) =>
+        Effect.map(
+          driver.get(table, id, { forUpdate }),
+          Option.filter((row) => TenantScope.sees(scope, row))
+        ))
+      : Effect.succeedNone
 
   const existing = (table: Table.Any, id: string) =>
     Effect.flatMap(visible(table, id, true), (row) =>
-      Option.isSome(row) ? Effect.succeed(row.value) : Effect.fail(new RowNotFound({ table: table.name, id })))
+      Option.isSome(row)
+        ? Effect.succeed(row.value)
+        // A caller's megabyte-long id is not echoed back whole.
+        : Effect.fail(new RowNotFound({ table: table.name, id: id.length > RowCodec.maxIdLength ? `${id.slice(0, 64)}…` : id })))
 
   const encodeNew = (table: Table.Any, row: Readonly<Record<string, unknown>>) =>
     RowCodec.of(table).encode(row.id === undefined ? { ...row, id: crypto.randomUUID() } : row)

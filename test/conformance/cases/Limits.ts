@@ -5,7 +5,7 @@
  */
 import type { Vitest } from "@effect/vitest"
 import { assert } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import * as Store from "../../../src/kernel/Store.js"
 import type { Services } from "../fixtures.js"
 import { freshTenant, item, Items } from "../fixtures.js"
@@ -33,6 +33,23 @@ export const limits = (it: Vitest.MethodsNonLive<Services>) => {
         const failure = yield* Effect.flip(store.find(Items, { where }))
         assert.strictEqual(failure._tag, "RowInvalid", JSON.stringify(where).slice(0, 80))
       }
+    }))
+
+  it.effect("an id no row can have is simply not found on every tier: get, update, delete; insert refuses it", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const t = freshTenant()
+      yield* store.insert(Items, item(t, "present", 1))
+      for (const id of ["nul\u0000", "lone\ud800", "\udc00", "x".repeat(1_000_000)]) {
+        const label = JSON.stringify(id.slice(0, 12))
+        assert.isTrue(Option.isNone(yield* store.get(Items, id)), label)
+        assert.strictEqual((yield* Effect.flip(store.update(Items, id, { price: 2 })))._tag, "RowNotFound", label)
+        assert.strictEqual((yield* Effect.flip(store.delete(Items, id)))._tag, "RowNotFound", label)
+        assert.strictEqual((yield* Effect.flip(store.insert(Items, { ...item(t, "hostile", 1), id })))._tag, "RowInvalid", label)
+        assert.strictEqual((yield* Effect.flip(store.upsert(Items, { ...item(t, "hostile", 1), id })))._tag, "RowInvalid", label)
+      }
+      assert.deepStrictEqual(yield* store.find(Items, { where: { id: "x".repeat(1_000_000) } }), [])
+      assert.strictEqual(yield* store.count(Items, { where: { tenantId: t } }), 1)
     }))
 
   it.effect("paging values past 2^53 are clamped, not an error", () =>
