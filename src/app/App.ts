@@ -6,6 +6,7 @@ import type * as AuthStrategy from "./AuthStrategy.js"
 import type * as Table from "../kernel/Table.js"
 import type * as Plugin from "./Plugin.js"
 import type * as Procedure from "./Procedure.js"
+import * as Settings from "./Settings.js"
 import { IdempotencyRecords } from "./tables.js"
 
 /** Idempotency of mutating REST requests (spec 3.6): `true` or `{header, ttlMs}`. */
@@ -60,6 +61,7 @@ export const liveSuffix = ".live"
 
 /** Describes an app. Throws `AppDefinitionError` on duplicate table names or procedure tags. */
 export const defineApp = (options: Options): App => {
+  Settings.checkPositiveInteger("http.maxBodyBytes", options.http?.maxBodyBytes)
   const plugins = options.plugins ?? []
   const tables = [
     ...(options.tables ?? []),

@@ -6,8 +6,9 @@
 import type { HttpServerRequest } from "@effect/platform"
 import { HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Config, Effect, Option } from "effect"
+import { Effect } from "effect"
 import { BodyReadFailed, PayloadTooLarge } from "../app/BodyRead.js"
+import * as Settings from "../app/Settings.js"
 import type { IncomingMessage } from "node:http"
 import type { Socket } from "node:net"
 
@@ -18,13 +19,11 @@ export { BodyReadFailed, PayloadTooLarge } from "../app/BodyRead.js"
 
 /**
  * The app-wide cap: env `FW_MAX_BODY_BYTES` overrides the app's `http.maxBodyBytes`, which
- * overrides the 8 MiB default. Per-route caps override all three.
+ * overrides the 8 MiB default. Per-route caps override all three. An empty variable is unset; one
+ * that is not a positive integer stops the boot (`SettingInvalid`).
  */
-export const appMaxBodyBytes = (configured: number | undefined): Effect.Effect<number> =>
-  Config.option(Config.integer("FW_MAX_BODY_BYTES")).pipe(
-    Effect.map(Option.getOrElse(() => configured ?? defaultMaxBodyBytes)),
-    Effect.orElseSucceed(() => configured ?? defaultMaxBodyBytes)
-  )
+export const appMaxBodyBytes = (configured: number | undefined): Effect.Effect<number, Settings.SettingInvalid> =>
+  Settings.positiveIntegerFromEnv("FW_MAX_BODY_BYTES", configured ?? defaultMaxBodyBytes)
 
 const incomingOf = (request: HttpServerRequest.HttpServerRequest): IncomingMessage | undefined => {
   const source = NodeHttpServerRequest.toIncomingMessage(request) as unknown

@@ -4,10 +4,11 @@
 import { Args, Command, Options } from "@effect/cli"
 import { NodeHttpServer } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
-import { Config, Console, Effect, Layer, Option, Schema } from "effect"
+import { Console, Effect, Layer, Option, Schema } from "effect"
 import { createServer } from "node:http"
 import { pathToFileURL } from "node:url"
 import * as path from "node:path"
+import * as Settings from "../app/Settings.js"
 import * as SchemaDiffer from "../kernel/SchemaDiffer.js"
 import type { Entry } from "./Entry.js"
 import * as Server from "./Server.js"
@@ -35,7 +36,7 @@ const entryArg = Args.file({ name: "entry", exists: "yes" })
 const serve = (file: string, dev: boolean) =>
   Effect.gen(function*() {
     const entry = yield* loadEntry(file)
-    const port = yield* Config.integer("PORT").pipe(Config.withDefault(entry.port ?? 3000))
+    const port = yield* Settings.positiveIntegerFromEnv("PORT", entry.port ?? 3000)
     const host = entry.host ?? "127.0.0.1"
     const main = Server.layer(entry.app, { applySchema: dev, logRequests: dev }).pipe(
       Layer.provide(entry.store),

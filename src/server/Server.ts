@@ -33,6 +33,7 @@ import * as HttpResponses from "../app/HttpResponses.js"
 import * as Plugin from "../app/Plugin.js"
 import * as BodyRead from "../app/BodyRead.js"
 import * as PluginServices from "../app/PluginServices.js"
+import type * as Settings from "../app/Settings.js"
 import * as PluginHost from "./PluginHost.js"
 import * as RpcGroup from "../app/RpcGroup.js"
 import * as Rpc from "./Rpc.js"
@@ -162,7 +163,7 @@ export const routes = (app: App) =>
 export const layer = (
   app: App,
   options: Options = {}
-): Layer.Layer<never, Plugin.PluginInvalid | SchemaApply.SchemaApplyFailed, Store | ChangeTap | HttpServer.HttpServer> =>
+): Layer.Layer<never, Plugin.PluginInvalid | SchemaApply.SchemaApplyFailed | Settings.SettingInvalid, Store | ChangeTap | HttpServer.HttpServer> =>
   HttpLayerRouter.serve(options.routes ? Layer.merge(routes(app), options.routes) : routes(app), {
     disableLogger: options.logRequests !== true,
     disableListenLog: true
