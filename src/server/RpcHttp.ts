@@ -6,7 +6,7 @@
  */
 import { Headers } from "@effect/platform"
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { liveSuffix } from "../app/App.js"
 import { ProcedureError, ProcedureFailure, ProcedureNotFound } from "../app/Errors.js"
 import * as HttpResponses from "../app/HttpResponses.js"
@@ -20,7 +20,8 @@ const RequestMessage = Schema.Struct({
   payload: Schema.Unknown,
   headers: Schema.optionalWith(Schema.Array(Schema.Tuple(Schema.String, Schema.String)), { default: () => [] })
 })
-const isRequest = Schema.is(RequestMessage)
+// Decoded, not tested with `Schema.is`: `headers` is optional on the wire and defaults to none.
+const decodeRequest = Schema.decodeUnknownOption(RequestMessage)
 
 const encodeError = Schema.encodeSync(ProcedureError)
 
@@ -48,9 +49,11 @@ export const make = (runtime: RuntimeShape) => {
     return encode
   }
 
-  const answer = (message: unknown, transportHeaders: Headers.Headers) =>
+  const answer = (raw: unknown, transportHeaders: Headers.Headers) =>
     Effect.gen(function*() {
-      if (!isRequest(message)) return defect("expected an rpc Request message")
+      const decoded = decodeRequest(raw)
+      if (Option.isNone(decoded)) return defect("expected an rpc Request message")
+      const message = decoded.value
       const failWith = (error: ProcedureError) => ({ _tag: "Exit", requestId: message.id, exit: failureExit(error) })
       if (message.tag.endsWith(liveSuffix) && runtime.app.procedures.has(message.tag.slice(0, -liveSuffix.length))) {
         return failWith(new ProcedureFailure({ status: 400, message: "live queries need the WebSocket transport" }))

@@ -141,6 +141,15 @@ describe("bad input", () => {
       assert.deepStrictEqual(yield* client.call(listNotes, {}, { headers: bearer("tok-alice") }), [])
     }))
 
+  it.scopedLive("a POST /rpc message without headers is served (the wire schema defaults them to none)", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const answer = yield* post(served.rpcUrl, JSON.stringify({ _tag: "Request", id: "7", tag: "notes.list", payload: {} }))
+      assert.strictEqual(answer.status, 200)
+      const [exit] = JSON.parse(answer.text) as ReadonlyArray<Record<string, unknown>>
+      assert.deepStrictEqual(exit, { _tag: "Exit", requestId: "7", exit: { _tag: "Success", value: [] } })
+    }))
+
   it.scopedLive("FW_MAX_BODY_BYTES overrides the app-wide cap", () =>
     Effect.gen(function*() {
       process.env.FW_MAX_BODY_BYTES = "1024"
