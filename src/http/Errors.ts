@@ -23,3 +23,13 @@ export class IdempotencyStoreMissing extends Error {
 export class RestRouteInvalid extends Error {
   override readonly name = "RestRouteInvalid"
 }
+
+/** A REST handler set a response header or cookie that HTTP cannot carry, or one the framework owns. */
+export class ResponseHeaderInvalid extends Schema.TaggedError<ResponseHeaderInvalid>()("ResponseHeaderInvalid", {
+  header: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `response header "${this.header}": ${this.reason}`
+  }
+}

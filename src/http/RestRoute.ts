@@ -22,6 +22,7 @@ import { Schema } from "effect"
 import type * as App from "../app/App.js"
 import type * as Guard from "../app/Guard.js"
 import type * as Bytes from "./Bytes.js"
+import type * as ResponseControl from "./ResponseControl.js"
 import type * as Sse from "./Sse.js"
 import { RestRouteInvalid } from "./Errors.js"
 
@@ -31,9 +32,13 @@ export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "HEAD" | "OPT
 /** Methods that carry a request body and that idempotency may claim. */
 export const mutatingMethods: ReadonlySet<string> = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
-/** What a guard and a handler see: the resolved subject, the request headers, the store, the trace id. */
+/**
+ * What a guard and a handler see: the resolved subject, the request headers, the store, the trace
+ * id, and the response's own headers and cookies (see `ResponseControl`).
+ */
 export interface Context extends Guard.Context {
   readonly traceId: string
+  readonly response: ResponseControl.ResponseControl
 }
 
 /** What a handler may answer: the output (encoded as JSON), or a streamed answer. */

@@ -19,6 +19,7 @@ import type * as Endpoint from "./Endpoint.js"
 import type * as Idempotency from "./Idempotency.js"
 import * as QueryInput from "./QueryInput.js"
 import * as RequestBody from "./RequestBody.js"
+import * as ResponseControl from "./ResponseControl.js"
 import * as RestRoute from "./RestRoute.js"
 import * as Sse from "./Sse.js"
 import * as Steps from "./Steps.js"
@@ -92,7 +93,8 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
     if (Either.isLeft(resolved)) return HttpResponses.procedureError(resolved.left)
     const subject = resolved.right
     const traceId = Provenance.traceIdOf(request.headers)
-    const ctx: RestRoute.Context = { subject, headers: request.headers, store: env.store, traceId }
+    const response = ResponseControl.make()
+    const ctx: RestRoute.Context = { subject, headers: request.headers, store: env.store, traceId, response: response.control }
     if (route.guards.length > 0) {
       const checked = Steps.checkGuards(route.guards, ctx)
       const refusal = Effect.isEffect(checked) ? yield* checked : checked
@@ -114,7 +116,10 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
     const answer = () =>
       Effect.matchCauseEffect(
         Steps.actingFor(subject, { traceId, subjectId: subject.id, procedure: provenanceName }, () => route.handler(input.right, ctx)),
-        { onFailure: (cause) => Answer.failure(cause, traceId, what), onSuccess: toResponse }
+        {
+          onFailure: (cause) => Answer.failure(cause, traceId, what),
+          onSuccess: (result) => Effect.map(toResponse(result), response.apply)
+        }
       )
     const claimed = Steps.underKey(env, endpoint, request, subject, bytes, () =>
       Effect.map(answer(), (response): Idempotency.Outcome => ({ response, handlerRan: true })))
