@@ -42,6 +42,21 @@ export const evaluateTag = "flags.evaluate"
 /** The plugin's name (its inspect routes live under `/_fw/inspect/plugins/flags`). */
 export const name = "flags"
 
+/**
+ * The `flags.evaluate` query (no input; the caller's map of flag key to boolean). Over the socket it
+ * is live: a toggle or override pushes the new set. A bulk delivery: it never counts as use. Typed
+ * clients connect with this definition.
+ */
+export const flagsEvaluate = Procedure.query(evaluateTag, {
+  input: Schema.Struct({}),
+  output: Schema.Record({ key: Schema.String, value: Schema.Boolean }),
+  handler: (_input, ctx) =>
+    Effect.flatMap(Effect.serviceOption(FlagRegistry.FlagRegistry), (registry) =>
+      registry._tag === "None"
+        ? Effect.dieMessage("flags.evaluate: no FlagRegistry (the flags plugin offers it)")
+        : Effect.zipRight(noteRead(registry.value.sourceName), registry.value.snapshot(ctx.subject)))
+})
+
 interface Gate {
   readonly match: (tag: string) => boolean
   readonly flag: string
@@ -112,11 +127,6 @@ export const flagsPlugin = (options: Options = {}): FlagsPlugin => {
     }
   }))
 
-  const evaluate = Procedure.query(evaluateTag, {
-    input: Schema.Struct({}),
-    output: Schema.Record({ key: Schema.String, value: Schema.Boolean }),
-    handler: (_input, ctx) => Effect.zipRight(noteRead(registry.sourceName), registry.snapshot(ctx.subject))
-  })
 
   const permissions: Array<Plugin.Permission> = ["inspect:read", "inspect:write"]
   if (gates.length > 0) permissions.push("rpc:intercept:query", "rpc:intercept:mutation", "rpc:intercept:action")
@@ -154,7 +164,7 @@ export const flagsPlugin = (options: Options = {}): FlagsPlugin => {
       }
       : {}),
     inspectRoutes: Inspect.routes(registry),
-    procedures: [evaluate],
+    procedures: [flagsEvaluate],
     interceptors,
     handlerContext: Context.make(FlagRegistry.FlagRegistry, registry),
     liveSources: [{ name: registry.sourceName, changes: registry.changes }]

@@ -11,7 +11,7 @@ export { evaluateVariant, flagValue, flagVariant, isFlagEnabled, requireFlag } f
 export type { HasSubject } from "./Flags.js"
 export { FlagRegistry, layerMemory, layerSql } from "./FlagRegistry.js"
 export type { AuditEntry, Change, Config, FlagRegistryShape, ListEntry, Refusal } from "./FlagRegistry.js"
-export { evaluateTag, flagsPlugin } from "./FlagsPlugin.js"
+export { evaluateTag, flagsEvaluate, flagsPlugin } from "./FlagsPlugin.js"
 export type { FlagsPlugin, Options } from "./FlagsPlugin.js"
 export { canToggleFlag } from "./inspect.js"
 export type { Report, Shape, UsageState } from "./Lifecycle.js"

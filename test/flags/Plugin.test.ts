@@ -10,7 +10,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Queue, Stream } from "effect"
 import { defineApp } from "../../src/app/App.js"
 import * as Client from "../../src/client/Client.js"
-import { evaluateTag, flagsPlugin } from "../../src/flags/index.js"
+import { evaluateTag, flagsEvaluate, flagsPlugin } from "../../src/flags/index.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Serve from "../support/Serve.js"
@@ -115,7 +115,8 @@ const liveSuite = (tier: string, store: "memory" | "sql", layer: Layer.Layer<Sto
       Effect.gen(function*() {
         const { app } = makeApp({ store, usage: { track: false } })
         const served = yield* Serve.serve(app, layer, { applySchema: store === "sql" })
-        const evaluate = app.procedures.get(evaluateTag)!
+        const evaluate = flagsEvaluate
+        assert.strictEqual(app.procedures.get(evaluateTag), flagsEvaluate)
         const ws = yield* Client.connect([evaluate], Client.layerWebSocket(served.wsUrl))
         const results = yield* Queue.unbounded<unknown>()
         yield* ws.live(evaluate, {}, { headers: alice }).pipe(Stream.runForEach((value) => Queue.offer(results, value)), Effect.forkScoped)
