@@ -21,8 +21,9 @@ export interface ExperimentLink {
 export interface Options<A, I> extends Omit<FlagObject<A>, "variants"> {
   readonly key: string
   readonly value: Schema.Schema<A, I>
-  readonly default: A
-  readonly variants?: ReadonlyArray<Variant<A>>
+  /** The value type comes from the schema alone. */
+  readonly default: NoInfer<A>
+  readonly variants?: ReadonlyArray<Variant<NoInfer<A>>>
   readonly experiment?: ExperimentLink | string
 }
 
