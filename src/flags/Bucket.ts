@@ -50,8 +50,55 @@ export const murmur3Bytes = (bytes: Uint8Array, length: number, seed: number): n
   return h >>> 0
 }
 
+/**
+ * murmur3 x86 32-bit of `text` read as bytes when every character is ASCII (its UTF-8 bytes are
+ * its char codes); undefined as soon as a non-ASCII character shows up.
+ */
+const murmur3Ascii = (text: string, seed: number): number | undefined => {
+  const length = text.length
+  let h = seed >>> 0
+  const blocks = length & ~3
+  let k = 0
+  for (let i = 0; i < blocks; i += 4) {
+    const a = text.charCodeAt(i)
+    const b = text.charCodeAt(i + 1)
+    const c = text.charCodeAt(i + 2)
+    const d = text.charCodeAt(i + 3)
+    if ((a | b | c | d) > 0x7f) return undefined
+    k = a | (b << 8) | (c << 16) | (d << 24)
+    k = Math.imul(k, 0xcc9e2d51)
+    k = (k << 15) | (k >>> 17)
+    k = Math.imul(k, 0x1b873593)
+    h ^= k
+    h = (h << 13) | (h >>> 19)
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0
+  }
+  const tail = length & 3
+  if (tail > 0) {
+    k = 0
+    for (let i = tail - 1; i >= 0; i--) {
+      const code = text.charCodeAt(blocks + i)
+      if (code > 0x7f) return undefined
+      k ^= code << (8 * i)
+    }
+    k = Math.imul(k, 0xcc9e2d51)
+    k = (k << 15) | (k >>> 17)
+    k = Math.imul(k, 0x1b873593)
+    h ^= k
+  }
+  h ^= length
+  h ^= h >>> 16
+  h = Math.imul(h, 0x85ebca6b)
+  h ^= h >>> 13
+  h = Math.imul(h, 0xc2b2ae35)
+  h ^= h >>> 16
+  return h >>> 0
+}
+
 /** murmur3 x86 32-bit of the UTF-8 bytes of `text` (never UTF-16 code units). */
 export const murmur3 = (text: string, seed: number): number => {
+  const ascii = murmur3Ascii(text, seed)
+  if (ascii !== undefined) return ascii
   // UTF-8 takes at most 3 bytes per UTF-16 code unit.
   if (text.length * 3 > scratch.length) scratch = new Uint8Array(text.length * 3)
   const { written } = encoder.encodeInto(text, scratch)

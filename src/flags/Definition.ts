@@ -3,6 +3,7 @@
  * `rolloutBy`, `targeting`, `variants`, `offVariant`, `schedule` and `description`, checked at
  * construction and resolved into the shape the evaluator reads.
  */
+import type { Subject } from "../kernel/Subject.js"
 import { FlagDefinitionError } from "./Errors.js"
 
 /** A JSON value a variant may carry. */
@@ -80,6 +81,30 @@ export interface Resolved {
   readonly description: string | undefined
   /** True for a boolean flag (its variant is the synthetic `on`/`off`). */
   readonly boolean: boolean
+  /** True when the answer depends on the time (a schedule or a ramp). */
+  readonly timed: boolean
+  /** The targeting rules compiled to predicates (id lists as sets), in declaration order. */
+  readonly matchers: ReadonlyArray<(subject: Subject) => boolean>
+}
+
+const hasOwn = Object.prototype.hasOwnProperty
+
+/** Compiles a rule: every key it names must hold; a key with an empty list matches no one. */
+export const compileRule = (rule: Rule): (subject: Subject) => boolean => {
+  const ids = rule.subjectIds === undefined ? undefined : new Set(rule.subjectIds)
+  const tenants = rule.tenantIds === undefined ? undefined : new Set(rule.tenantIds)
+  const types = rule.subjectTypes === undefined ? undefined : new Set(rule.subjectTypes)
+  const metadata = rule.metadata === undefined ? [] : Object.entries(rule.metadata)
+  return (subject) => {
+    if (ids !== undefined && !ids.has(subject.id)) return false
+    if (tenants !== undefined && (subject.tenantId === null || !tenants.has(subject.tenantId))) return false
+    if (types !== undefined && !types.has(subject.type)) return false
+    for (let i = 0; i < metadata.length; i++) {
+      const [name, value] = metadata[i]!
+      if (!hasOwn.call(subject.metadata, name) || subject.metadata[name] !== value) return false
+    }
+    return true
+  }
 }
 
 const flagFields = new Set(["enabled", "rollout", "rolloutBy", "targeting", "variants", "offVariant", "schedule", "description"])
@@ -157,7 +182,9 @@ export const resolve = (key: string, flag: unknown): Resolved => {
       deactivateAt: undefined,
       ramp: undefined,
       description: undefined,
-      boolean: true
+      boolean: true,
+      timed: false,
+      matchers: []
     }
   }
   if (!isRecord(flag)) throw new FlagDefinitionError(`flag "${key}" must be a boolean or an object`)
@@ -241,7 +268,9 @@ export const resolve = (key: string, flag: unknown): Resolved => {
     deactivateAt,
     ramp,
     description: flag.description as string | undefined,
-    boolean: false
+    boolean: false,
+    timed: activateAt !== undefined || deactivateAt !== undefined || ramp !== undefined,
+    matchers: targeting.map(compileRule)
   }
 }
 

@@ -52,11 +52,11 @@ export const decide = (flag: Resolved, subject: Subject, now: number): Reason =>
   if (!flag.enabled) return "disabled"
   if (flag.activateAt !== undefined && now < flag.activateAt) return "notYetActive"
   if (flag.deactivateAt !== undefined && now >= flag.deactivateAt) return "expired"
-  const rules = flag.targeting
+  const rules = flag.matchers
   if (rules.length > 0) {
     let hit = false
     for (let i = 0; i < rules.length; i++) {
-      if (ruleMatches(rules[i]!, subject)) {
+      if (rules[i]!(subject)) {
         hit = true
         break
       }

@@ -92,8 +92,11 @@ export interface FlagRegistryShape {
   readonly keys: ReadonlyArray<string>
   /** The flag as evaluated now (definition patched by its override); undefined for an unknown key. */
   readonly resolved: (key: string) => Definition.Resolved | undefined
-  /** Synchronous evaluation at `now`; counts a server-side read when `source` is given and usage is tracked. */
-  readonly evaluateSync: (key: string, subject: Subject, now: number, source?: Usage.Source) => boolean
+  /**
+   * Synchronous evaluation at `now` (a time, or a function reading the clock, called only when the
+   * answer or the usage count needs it); counts a server-side read when `source` is given and usage is tracked.
+   */
+  readonly evaluateSync: (key: string, subject: Subject, now: number | (() => number), source?: Usage.Source) => boolean
   /** Synchronous variant resolution at `now`. */
   readonly variantSync: (key: string, subject: Subject, now: number, source?: Usage.Source) => Evaluate.VariantResolution | null
   /** A typed flag's value at `now`. */
@@ -251,11 +254,15 @@ export const make = (config: Config): FlagRegistryShape => {
   }
 
   const track = usage.track
-  const evaluateSync = (key: string, subject: Subject, now: number, source?: Usage.Source): boolean => {
+  const evaluateSync = (key: string, subject: Subject, now: number | (() => number), source?: Usage.Source): boolean => {
     const entry = entries.get(key)
     if (entry === undefined) return false
-    if (track && source !== undefined) buffer.note(key, source, now)
-    return Evaluate.isOn(entry.resolved, subject, now)
+    const counted = track && source !== undefined
+    const resolved = entry.resolved
+    if (!counted && !resolved.timed) return Evaluate.isOn(resolved, subject, 0)
+    const at = typeof now === "number" ? now : now()
+    if (counted) buffer.note(key, source, at)
+    return Evaluate.isOn(resolved, subject, at)
   }
 
   const variantSync = (key: string, subject: Subject, now: number, source?: Usage.Source) => {
@@ -358,7 +365,7 @@ export const make = (config: Config): FlagRegistryShape => {
     variantSync,
     valueSync,
     isEnabled: (subject, key, source) =>
-      Effect.withFiberRuntime((fiber) => Exit.succeed(evaluateSync(key, subject, nowOf(fiber), source))),
+      Effect.withFiberRuntime((fiber) => Exit.succeed(evaluateSync(key, subject, () => nowOf(fiber), source))),
     snapshot: (subject) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         const out: Record<string, boolean> = {}

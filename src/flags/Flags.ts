@@ -21,13 +21,15 @@ export interface HasSubject {
 
 const missing = "flags: no FlagRegistry in this fiber (add flagsPlugin to the app, or provide FlagRegistry.layerMemory)"
 
-/** Runs `f` with the registry and the fiber's current time, in one fiber step. */
-const withRegistry = <A>(f: (registry: FlagRegistryShape, now: number) => A): Effect.Effect<A> =>
+/**
+ * Runs `f` with the registry and a reader of the fiber's `Clock` (a `TestClock` under test), in
+ * one fiber step; the clock is read only if `f` needs the time.
+ */
+const withRegistry = <A>(f: (registry: FlagRegistryShape, now: () => number) => A): Effect.Effect<A> =>
   Effect.withFiberRuntime((fiber) => {
-    const registry = Context.getOption(fiber.currentContext, FlagRegistry)
-    if (registry._tag === "None") return Effect.dieMessage(missing)
-    const now = Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock).unsafeCurrentTimeMillis()
-    return Exit.succeed(f(registry.value, now))
+    const registry = fiber.currentContext.unsafeMap.get(FlagRegistry.key) as FlagRegistryShape | undefined
+    if (registry === undefined) return Effect.dieMessage(missing)
+    return Exit.succeed(f(registry, () => Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock).unsafeCurrentTimeMillis()))
   })
 
 /** Whether flag `key` is on for the caller (a server-side read: counted as use). Unknown keys are off. */
@@ -53,12 +55,12 @@ export function requireFlag(ctxOrKey: HasSubject | string, key?: string): Guard 
 
 /** A typed flag's value for the caller: its served variant's value, else its default. */
 export const flagValue = <A, I>(ctx: HasSubject, flag: TypedFlag.TypedFlag<A, I>): Effect.Effect<A> =>
-  withRegistry((registry, now) => registry.valueSync(flag, ctx.subject, now, "flagValue"))
+  withRegistry((registry, now) => registry.valueSync(flag, ctx.subject, now(), "flagValue"))
 
 /** The name of the variant a typed flag serves the caller, or null. */
 export const flagVariant = <A, I>(ctx: HasSubject, flag: TypedFlag.TypedFlag<A, I>): Effect.Effect<string | null> =>
   withRegistry((registry, now) => {
-    const variant = registry.variantSync(flag.key, ctx.subject, now, "flagVariant")
+    const variant = registry.variantSync(flag.key, ctx.subject, now(), "flagVariant")
     return variant === null || registry.resolved(flag.key)?.variants.length === 0 ? null : variant.name
   })
 
