@@ -310,12 +310,12 @@ export const make = (config: Config): FlagRegistryShape => {
       const store = bound
       const result = yield* store.transaction(Effect.gen(function*() {
         const row = yield* store.get(FlagState, entry.key)
-        const current = row._tag === "Some" ? row.value.override : undefined
+        const stored = row._tag === "Some" ? row.value.override : undefined
         const version = row._tag === "Some" ? row.value.version : 0
-        const currentResolved = Either.getOrElse(
-          Either.map(candidate(entry, current), (c) => c.resolved),
-          () => Definition.resolve(entry.key, entry.base)
-        )
+        // A stored override that no longer fits was refused when read: the change builds on the code definition.
+        const fits = candidate(entry, stored)
+        const current = Either.isRight(fits) ? stored : undefined
+        const currentResolved = Either.isRight(fits) ? fits.right.resolved : Definition.resolve(entry.key, entry.base)
         const override = next(current, currentResolved)
         const built = candidate(entry, override)
         if (Either.isLeft(built)) return Either.left(built.left)
@@ -326,7 +326,14 @@ export const make = (config: Config): FlagRegistryShape => {
         }
         const before = snapshotOf(currentResolved)
         const after = snapshotOf(built.right.resolved)
-        yield* store.insert(FlagAudit, { flag: entry.key, action, actor, at: now, before: { ...before, override: current ?? null }, after: { ...after, override: built.right.override ?? null } })
+        yield* store.insert(FlagAudit, {
+          flag: entry.key,
+          action,
+          actor,
+          at: now,
+          before: { ...before, override: stored ?? null },
+          after: { ...after, override: built.right.override ?? null }
+        })
         return Either.right({ built: built.right, before, after, version: version + 1 })
       })).pipe(Effect.mapError(storeFailed))
       if (Either.isLeft(result)) {

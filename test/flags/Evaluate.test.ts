@@ -4,11 +4,20 @@
  * distributions and ramp monotonicity.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Cause, Effect, Schema, TestClock } from "effect"
 import * as Bucket from "../../src/flags/Bucket.js"
 import * as Definition from "../../src/flags/Definition.js"
 import * as Evaluate from "../../src/flags/Evaluate.js"
-import { evaluateVariant, FlagRegistry, isFlagEnabled, layerMemory } from "../../src/flags/index.js"
+import {
+  defineFlag,
+  evaluateVariant,
+  FlagRegistry,
+  flagValue,
+  flagVariant,
+  isFlagEnabled,
+  layerMemory,
+  requireFlag
+} from "../../src/flags/index.js"
 import type { Flag } from "../../src/flags/index.js"
 import * as Subject from "../../src/kernel/Subject.js"
 
@@ -279,4 +288,50 @@ describe("schedules and ramps on the TestClock", () => {
 
   it.effect("unknown keys are off", () =>
     Effect.map(isFlagEnabled({ subject: alice }, "nope"), (value) => assert.isFalse(value)).pipe(Effect.provide(registry)))
+})
+
+describe("typed flags in handlers", () => {
+  const Theme = defineFlag({
+    key: "theme",
+    value: Schema.Literal("light", "dark", "contrast"),
+    default: "light",
+    targeting: [{ tenantIds: ["acme"] }],
+    variants: [{ name: "classic", value: "light" }, { name: "night", value: "dark", weight: 3 }, { name: "a11y", value: "contrast", weight: 0 }],
+    offVariant: "classic"
+  })
+  const Limits = defineFlag({ key: "limits", value: Schema.Struct({ max: Schema.Number }), default: { max: 10 }, enabled: false })
+  const registry = layerMemory({ typedFlags: [Theme, Limits] })
+
+  it.effect("flagValue serves the drawn variant's typed value, the offVariant when off, the default without variants", () =>
+    Effect.gen(function*() {
+      const outside = { subject: bob }
+      assert.strictEqual(yield* flagValue(outside, Theme), "light")
+      assert.strictEqual(yield* flagVariant(outside, Theme), "classic")
+      assert.isFalse(yield* isFlagEnabled(outside, "theme"))
+      const drawn = new Set<string>()
+      for (let i = 0; i < 200; i++) {
+        const ctx = { subject: Subject.make({ type: "user", id: `u${i}`, tenantId: "acme" }) }
+        const name = yield* flagVariant(ctx, Theme)
+        const value = yield* flagValue(ctx, Theme)
+        drawn.add(`${name}=${value}`)
+        assert.strictEqual(yield* isFlagEnabled(ctx, "theme"), name !== "classic")
+      }
+      assert.deepStrictEqual([...drawn].sort(), ["classic=light", "night=dark"])
+      assert.deepStrictEqual(yield* flagValue({ subject: alice }, Limits), { max: 10 })
+      assert.isNull(yield* flagVariant({ subject: alice }, Limits))
+    }).pipe(Effect.provide(registry)))
+
+  it.effect("requireFlag(ctx, key) fails FlagDisabled for a caller the flag is off for", () =>
+    Effect.gen(function*() {
+      const refused = yield* Effect.flip(requireFlag({ subject: bob }, "theme"))
+      assert.strictEqual(refused._tag, "FlagDisabled")
+      assert.strictEqual(refused.flag, "theme")
+      assert.match(refused.message, /"theme" is not enabled/)
+    }).pipe(Effect.provide(registry)))
+
+  it.effect("without a registry in the fiber, a clear defect", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(isFlagEnabled({ subject: alice }, "theme"))
+      assert.isTrue(exit._tag === "Failure" && Cause.pretty(exit.cause).includes("no FlagRegistry in this fiber"))
+    }))
 })

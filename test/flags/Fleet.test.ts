@@ -104,6 +104,10 @@ describe.skipIf(Pg.serverUrl === null)("flags across replicas (PostgreSQL, fleet
       const refusals = list.refusals as ReadonlyArray<{ flag: string; source: string }>
       assert.deepStrictEqual(refusals.map((r) => [r.flag, r.source]), [["checkout", "stored"]])
       assert.isTrue(yield* client.call(check, { key: "checkout" }, { headers: bearer("tok-alice") }))
+      // Toggling it builds on the code definition and replaces the unfit override.
+      const toggled = yield* inspect(served, "POST", "/toggle", { flag: "checkout", actor: "ops" })
+      assert.deepStrictEqual(toggled.after, { enabled: false, rollout: 100 })
+      assert.isFalse(yield* client.call(check, { key: "checkout" }, { headers: bearer("tok-alice") }))
     }))
 })
 
