@@ -2,6 +2,9 @@
  * `npm run bench`: every benchmark in turn, each printing ratios against a peer measured in the same run.
  */
 import * as Jwt from "./auth/jwt.js"
+import * as FlagsDistribution from "./flags/distribution.js"
+import * as FlagsEvaluate from "./flags/evaluate.js"
+import * as FlagsGated from "./flags/gated.js"
 import * as History from "./history.js"
 import * as Rest from "./http/rest.js"
 import * as RestInProcess from "./http/restInProcess.js"
@@ -18,3 +21,6 @@ await Sse.run()
 await History.run()
 await Jwt.run()
 await SamlAcs.run()
+await FlagsEvaluate.run()
+await FlagsDistribution.run()
+await FlagsGated.run()

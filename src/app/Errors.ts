@@ -3,7 +3,9 @@
  */
 import { Effect, ParseResult, Schema } from "effect"
 import * as StoreErrors from "../kernel/Errors.js"
-import { GuardRefused } from "./Guard.js"
+import { FlagDisabled, GuardRefused } from "./Guard.js"
+
+export { FlagDisabled }
 
 /** A handler refused with an explicit status (it failed with `{status, message}`). */
 export class ProcedureFailure extends Schema.TaggedError<ProcedureFailure>()("ProcedureFailure", {
@@ -48,6 +50,7 @@ export const ProcedureError = Schema.Union(
   ProcedureNotFound,
   InternalError,
   GuardRefused,
+  FlagDisabled,
   StoreErrors.RowNotFound,
   StoreErrors.DuplicateRow,
   StoreErrors.TenantViolation,
@@ -86,6 +89,7 @@ export const statusOf = (error: ProcedureError): number => {
       return 401
     case "TenantViolation":
     case "StoreWriteDenied":
+    case "FlagDisabled":
       return 403
     case "ProcedureNotFound":
     case "RowNotFound":

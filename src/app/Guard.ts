@@ -20,14 +20,29 @@ export interface Refusal {
   readonly message: string
 }
 
-/** A guard: sync or effectful, returning a refusal or nothing. */
-export type Guard = (ctx: Context) => Refusal | void | undefined | Effect.Effect<Refusal | void | undefined>
+/**
+ * A guard: sync or effectful, returning a refusal or nothing. An effectful guard may also fail
+ * with `FlagDisabled` (the `requireFlag` guard of the flags plugin), which reaches the client as is.
+ */
+export type Guard = (ctx: Context) => Refusal | void | undefined | Effect.Effect<Refusal | void | undefined, FlagDisabled>
 
 /** The typed failure a refused guard produces (carried over rpc and mapped to its status over HTTP). */
 export class GuardRefused extends Schema.TaggedError<GuardRefused>()("GuardRefused", {
   status: Schema.Number,
   message: Schema.String
 }) {}
+
+/**
+ * A feature flag is off for the caller: a procedure gated by it (`gatedBy`) or a `requireFlag` guard
+ * refused before the handler ran. Part of every procedure's wire-error union (status 403).
+ */
+export class FlagDisabled extends Schema.TaggedError<FlagDisabled>()("FlagDisabled", {
+  flag: Schema.String
+}) {
+  override get message() {
+    return `the feature "${this.flag}" is not enabled for this caller`
+  }
+}
 
 /** Refuses with 403 unless the subject carries `scope` (the scope `*` bypasses). */
 export const requireScope = (scope: string): Guard => (ctx) =>
@@ -38,7 +53,7 @@ export const requireAuthenticated: Guard = (ctx) =>
   ctx.subject.type === "anonymous" ? { status: 401, message: "authentication required" } : undefined
 
 /** Runs guards in order; the first refusal fails with `GuardRefused`. */
-export const runGuards = (guards: ReadonlyArray<Guard>, ctx: Context): Effect.Effect<void, GuardRefused> =>
+export const runGuards = (guards: ReadonlyArray<Guard>, ctx: Context): Effect.Effect<void, GuardRefused | FlagDisabled> =>
   guards.length === 0 ? Effect.void : Effect.gen(function*() {
     for (const guard of guards) {
       const result = guard(ctx)

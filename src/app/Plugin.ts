@@ -7,7 +7,7 @@
  */
 import type { HttpClient, HttpServerResponse } from "@effect/platform"
 import { HttpServerRequest } from "@effect/platform"
-import type { Cause, Layer, Scope } from "effect"
+import type { Cause, Layer, Queue, Scope } from "effect"
 import { Context, Effect, Schema } from "effect"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import type { Store } from "../kernel/Store.js"
@@ -87,6 +87,16 @@ export interface Interceptor {
   ) => Effect.Effect<unknown, unknown, Services>
 }
 
+/**
+ * State a plugin keeps outside the store, watched by live queries: a handler that read it calls
+ * `ReadTracking.noteRead(name)`, and its live query re-runs whenever `changes` yields.
+ */
+export interface LiveSource {
+  readonly name: string
+  /** A queue that yields once per change, subscribed for the lifetime of the scope. */
+  readonly changes: Effect.Effect<Queue.Dequeue<unknown>, never, Scope.Scope>
+}
+
 /** A plugin. */
 export interface Plugin {
   readonly name: string
@@ -104,6 +114,13 @@ export interface Plugin {
   readonly inspectRoutes?: ReadonlyArray<Route>
   readonly procedures?: ReadonlyArray<Procedure.Any>
   readonly interceptors?: ReadonlyArray<Interceptor>
+  /**
+   * Services the plugin offers to every guard and handler of the app (for example the flag
+   * registry). Handlers read them with `Effect.serviceOption`, so their types stay requirement-free.
+   */
+  readonly handlerContext?: Context.Context<never>
+  /** State outside the store that live queries may watch (see `LiveSource`). */
+  readonly liveSources?: ReadonlyArray<LiveSource>
 }
 
 /** Declares a plugin (identity function that checks the shape at compile time). */

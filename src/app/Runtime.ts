@@ -5,6 +5,7 @@
  */
 import type { Headers } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
+import type { Scope } from "effect"
 import { Cause, Context, Effect, Layer, Option, Queue, Ref, Schema, Stream } from "effect"
 import * as AuthStrategy from "./AuthStrategy.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
@@ -44,6 +45,12 @@ export interface RuntimeShape {
   readonly live: (procedure: Procedure.Any, invocation: Invocation) => Stream.Stream<unknown, Errors.ProcedureError>
   /** How many live subscriptions are open (each is released when its client unsubscribes or disconnects). */
   readonly liveSubscriptions: Effect.Effect<number>
+}
+
+/** A plugin's live source changed (see `Plugin.LiveSource`). */
+interface SourceSignal {
+  readonly _tag: "SourceSignal"
+  readonly name: string
 }
 
 /** The procedure runtime of the served app. */
@@ -92,6 +99,14 @@ export const make = (app: App) =>
       return (plugin.procedures ?? []).map((procedure) => [procedure.tag, narrowed] as const)
     }))
     const storeOf = (procedure: Procedure.Any) => pluginStores.get(procedure.tag) ?? store
+    const handlerContext = app.plugins.reduce<Context.Context<never>>(
+      (context, plugin) => plugin.handlerContext === undefined ? context : Context.merge(context, plugin.handlerContext),
+      Context.empty()
+    )
+    const hasHandlerContext = app.plugins.some((plugin) => plugin.handlerContext !== undefined)
+    const withHandlerContext = <A, E>(effect: Effect.Effect<A, E>) =>
+      hasHandlerContext ? Effect.provide(effect, handlerContext) : effect
+    const liveSources = app.plugins.flatMap((plugin) => plugin.liveSources ?? [])
     const interceptors = app.plugins.flatMap((plugin) =>
       (plugin.interceptors ?? []).map((interceptor) => ({
         interceptor,
@@ -120,10 +135,10 @@ export const make = (app: App) =>
         const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
         const input = yield* decodeInput(procedure, invocation.input)
         const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers: invocation.headers, traceId }
-        const guarded = Effect.zipRight(
+        const guarded = withHandlerContext(Effect.zipRight(
           Guard.runGuards(procedure.guards, ctx),
           Effect.suspend(() => procedure.handler(input, ctx))
-        )
+        ))
         const call: Procedure.Call = {
           kind: procedure.kind,
           tag: procedure.tag,
@@ -167,9 +182,26 @@ export const make = (app: App) =>
         const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
         yield* decodeInput(procedure, invocation.input)
         const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers: invocation.headers, traceId }
-        yield* acting(procedure, subject, traceId, Guard.runGuards(procedure.guards, ctx), invocation.crossTenant)
+        yield* acting(procedure, subject, traceId, withHandlerContext(Guard.runGuards(procedure.guards, ctx)), invocation.crossTenant)
       }).pipe(Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag)))
     }
+
+    /**
+     * Committed changes, merged with the plugins' live sources when there are any (the common case
+     * without them reads the tap's queue directly).
+     */
+    const subscribeChanges: Effect.Effect<Queue.Dequeue<ChangeEvent | SourceSignal>, never, Scope.Scope> =
+      liveSources.length === 0 ? tap.events : Effect.gen(function*() {
+        const merged = yield* Queue.unbounded<ChangeEvent | SourceSignal>()
+        const events = yield* tap.events
+        yield* Queue.take(events).pipe(Effect.flatMap((event) => Queue.offer(merged, event)), Effect.forever, Effect.forkScoped)
+        for (const source of liveSources) {
+          const signal: SourceSignal = { _tag: "SourceSignal", name: source.name }
+          const changes = yield* source.changes
+          yield* Queue.take(changes).pipe(Effect.zipRight(Queue.offer(merged, signal)), Effect.forever, Effect.forkScoped)
+        }
+        return merged
+      })
 
     const open = yield* Ref.make(0)
     const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.ProcedureError> => {
@@ -185,12 +217,13 @@ export const make = (app: App) =>
       return Stream.unwrapScoped(Effect.gen(function*() {
         yield* Effect.acquireRelease(Ref.update(open, (n) => n + 1), () => Ref.update(open, (n) => n - 1))
         // Subscribe before the first run, so a change committed during it is not missed.
-        const changes = yield* tap.events
+        const changes = yield* subscribeChanges
         let current = yield* once
         let last = JSON.stringify(Schema.encodeUnknownSync(procedure.output)(current.result))
         // A change concerns the subscriber's tenant when the row belongs to it after the write, or
         // did before (a row moved to another tenant must leave this tenant's result).
-        const relevant = (event: ChangeEvent) => {
+        const relevant = (event: ChangeEvent | SourceSignal) => {
+          if ("_tag" in event) return current.tables.has(event.name)
           if (!current.tables.has(event.table)) return false
           const tenant = current.subject.tenantId
           if (event.tenantId === null || event.tenantId === tenant) return true

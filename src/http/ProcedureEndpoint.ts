@@ -19,7 +19,7 @@ import * as Sse from "./Sse.js"
 import * as Steps from "./Steps.js"
 
 /** Failures raised before a projected handler runs: they do not consume an idempotency key. */
-const beforeHandler: ReadonlySet<string> = new Set(["InputInvalid", "GuardRefused", "Unauthenticated", "ProcedureNotFound"])
+const beforeHandler: ReadonlySet<string> = new Set(["InputInvalid", "GuardRefused", "FlagDisabled", "Unauthenticated", "ProcedureNotFound"])
 
 /** The handler of a projected query, mutation or action, reading bodies up to `bodyCap`. */
 export const make = (

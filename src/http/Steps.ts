@@ -7,7 +7,7 @@ import type { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/
 import type { Scope } from "effect"
 import { Effect, Either, FiberRef, Option } from "effect"
 import * as Guard from "../app/Guard.js"
-import type * as Errors from "../app/Errors.js"
+import * as Errors from "../app/Errors.js"
 import type { RuntimeShape } from "../app/Runtime.js"
 import * as Provenance from "../kernel/Provenance.js"
 import type { StoreShape } from "../kernel/Store.js"
@@ -74,9 +74,12 @@ export const checkGuards = (
     if (Effect.isEffect(result)) {
       return Effect.flatMap(result, (refusal) =>
         refusal ? Effect.succeed(refusal) : Effect.match(Guard.runGuards(guards.slice(i + 1), ctx), {
-          onFailure: (refused): Guard.Refusal => ({ status: refused.status, message: refused.message }),
+          onFailure: (refused): Guard.Refusal => ({ status: Errors.statusOf(refused), message: refused.message }),
           onSuccess: () => undefined
-        }))
+        })).pipe(
+          // A hand-written route answers a flag guard's refusal with its status like any refusal.
+          Effect.catchTag("FlagDisabled", (refused) => Effect.succeed<Guard.Refusal>({ status: Errors.statusOf(refused), message: refused.message }))
+        )
     }
     if (result) return result
   }

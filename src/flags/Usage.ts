@@ -1,0 +1,131 @@
+/**
+ * Usage tracking (spec 2.11): server-side reads counted in memory per (flag, source, UTC day) and
+ * flushed to `_fw_feature_flag_usage` every `flushIntervalMs`; rows older than the retention are swept.
+ */
+import { Effect } from "effect"
+import type { StoreShape } from "../kernel/Store.js"
+import { FlagUsage } from "./tables.js"
+
+/** Where a server-side read came from. Client hooks and bulk `flags.evaluate` deliveries never count. */
+export type Source = "isFlagEnabled" | "requireFlag" | "flagValue" | "flagVariant" | "gatedBy"
+
+/** Usage options, resolved. */
+export interface Options {
+  readonly track: boolean
+  readonly flushIntervalMs: number
+  readonly staleAfterDays: number
+  readonly retentionDays: number
+}
+
+const dayMs = 86_400_000
+
+interface Counter {
+  flag: string
+  source: Source
+  day: number
+  count: number
+  lastSeenAt: number
+}
+
+/** The ISO date (`YYYY-MM-DD`) of a UTC day number. */
+export const isoDay = (day: number) => new Date(day * dayMs).toISOString().slice(0, 10)
+
+/** The row id of a (flag, day, source) usage row. */
+export const rowId = (flag: string, day: number, source: Source) => `${flag}|${isoDay(day)}|${source}`
+
+/** An in-memory buffer of counts. */
+export const makeBuffer = () => {
+  const live = new Map<string, Counter>()
+  let closed: Array<Counter> = []
+  return {
+    /** Counts one read (cheap: one map lookup). */
+    note(flag: string, source: Source, now: number) {
+      const id = `${flag}|${source}`
+      const day = Math.floor(now / dayMs)
+      const counter = live.get(id)
+      if (counter === undefined) {
+        live.set(id, { flag, source, day, count: 1, lastSeenAt: now })
+      } else if (counter.day === day) {
+        counter.count++
+        if (now > counter.lastSeenAt) counter.lastSeenAt = now
+      } else {
+        closed.push({ ...counter })
+        counter.day = day
+        counter.count = 1
+        counter.lastSeenAt = now
+      }
+    },
+    /** The newest unflushed read of `flag`, if any. */
+    newest(flag: string): number | undefined {
+      let newest: number | undefined
+      for (const counter of [...live.values(), ...closed]) {
+        if (counter.flag === flag && counter.count > 0 && (newest === undefined || counter.lastSeenAt > newest)) newest = counter.lastSeenAt
+      }
+      return newest
+    },
+    /** Takes every pending count (the buffer is empty afterwards). */
+    drain(): ReadonlyArray<Counter> {
+      const out = [...closed, ...[...live.values()].filter((counter) => counter.count > 0).map((counter) => ({ ...counter }))]
+      closed = []
+      for (const counter of live.values()) counter.count = 0
+      return out
+    },
+    /** Puts counts back after a failed flush. */
+    restore(counters: ReadonlyArray<Counter>) {
+      closed.push(...counters)
+    }
+  }
+}
+
+/** @see makeBuffer */
+export type Buffer = ReturnType<typeof makeBuffer>
+
+/** Writes pending counts: each (flag, day, source) row gains its count; `lastSeenAt` keeps the newest. */
+export const flush = (store: StoreShape, buffer: Buffer) =>
+  Effect.gen(function*() {
+    const pending = buffer.drain()
+    if (pending.length === 0) return 0
+    const merged = new Map<string, Counter>()
+    for (const counter of pending) {
+      const id = rowId(counter.flag, counter.day, counter.source)
+      const seen = merged.get(id)
+      if (seen === undefined) merged.set(id, { ...counter })
+      else {
+        seen.count += counter.count
+        seen.lastSeenAt = Math.max(seen.lastSeenAt, counter.lastSeenAt)
+      }
+    }
+    const write = store.transaction(Effect.forEach([...merged.entries()], ([id, counter]) =>
+      Effect.gen(function*() {
+        const existing = yield* store.get(FlagUsage, id)
+        const before = existing._tag === "Some" ? existing.value : undefined
+        yield* store.upsert(FlagUsage, {
+          id,
+          flag: counter.flag,
+          day: isoDay(counter.day),
+          dayStart: counter.day * dayMs,
+          source: counter.source,
+          count: (before?.count ?? 0) + counter.count,
+          lastSeenAt: Math.max(before?.lastSeenAt ?? 0, counter.lastSeenAt)
+        })
+      }), { discard: true }))
+    yield* write.pipe(Effect.tapError(() => Effect.sync(() => buffer.restore(pending))))
+    return merged.size
+  })
+
+/** Deletes usage rows of days that ended before `now - retentionMs`. */
+export const sweep = (store: StoreShape, now: number, retentionMs: number) =>
+  Effect.gen(function*() {
+    const old = yield* store.find(FlagUsage, { where: { dayStart: { lt: now - retentionMs - dayMs + 1 } } })
+    yield* Effect.forEach(old, (row) => store.delete(FlagUsage, row.id), { discard: true })
+    return old.length
+  })
+
+/** The newest recorded read of every flag inside the retention window. */
+export const newestReads = (store: StoreShape, now: number, retentionMs: number) =>
+  Effect.gen(function*() {
+    const rows = yield* store.find(FlagUsage, { where: { dayStart: { gte: now - retentionMs - dayMs + 1 } } })
+    const newest = new Map<string, number>()
+    for (const row of rows) newest.set(row.flag, Math.max(newest.get(row.flag) ?? 0, row.lastSeenAt))
+    return newest
+  })
