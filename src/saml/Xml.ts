@@ -48,6 +48,9 @@ const withinLimits = (root: Element): boolean => {
 export const parse = (libraries: Libraries.Libraries, xml: string): Either.Either<Document, SamlRejected> => {
   if (Buffer.byteLength(xml) > maxMessageBytes) return Either.left(reject("too_large", `over ${maxMessageBytes} bytes`))
   if (/<!DOCTYPE|<!ENTITY|<!ATTLIST/i.test(xml)) return Either.left(reject("dtd", "a DOCTYPE or entity declaration"))
+  // xmldom rewrites these as line feeds (XML 1.1 line-end handling, not XML 1.0): a value ending
+  // in one would then be trimmed, and an IdP's XML 1.0 signer digests them as they are anyway.
+  if (/[\u0085\u2028\u2029]/.test(xml)) return Either.left(reject("malformed", "U+0085, U+2028 or U+2029, which the parser would rewrite"))
   let tags = 0
   for (let i = xml.indexOf("<"); i !== -1; i = xml.indexOf("<", i + 1)) {
     if (++tags > 2 * maxElements + 16) return Either.left(tooComplex)
@@ -93,9 +96,28 @@ export const only = (parent: Node, namespace: string, local: string): Element | 
 export const count = (document: Document, namespace: string, local: string): number =>
   document.getElementsByTagNameNS(namespace, local).length
 
+const isXmlSpace = (code: number) => code === 0x20 || code === 0x09 || code === 0x0d || code === 0x0a
+
 /**
- * The text of `element` when it holds only text and CDATA; a comment, processing instruction or
- * child element inside it is a rejection (it could make a reader see a value the signer did not).
+ * Strips XML whitespace (space, tab, CR, LF: XML 1.0 production S) from both ends, and nothing
+ * else. `String.prototype.trim` would also strip U+00A0, U+2000–U+200A, U+3000, U+2028/9 and
+ * U+FEFF, which XML counts as content: a NameID `alice@example.test\u00a0` that the IdP keeps apart
+ * from `alice@example.test` would then log in as her.
+ */
+export const trimXmlSpace = (value: string): string => {
+  // A loop, not a regex: `/[ \t\r\n]+$/` backtracks quadratically over a long inner run of spaces.
+  let start = 0
+  let end = value.length
+  while (start < end && isXmlSpace(value.charCodeAt(start))) start++
+  while (end > start && isXmlSpace(value.charCodeAt(end - 1))) end--
+  return value.slice(start, end)
+}
+
+
+/**
+ * The text of `element` when it holds only text and CDATA, with XML whitespace (only) trimmed; a
+ * comment, processing instruction or child element inside it is a rejection (it could make a
+ * reader see a value the signer did not).
  */
 export const text = (element: Element): Either.Either<string, SamlRejected> => {
   let value = ""
@@ -105,7 +127,7 @@ export const text = (element: Element): Either.Either<string, SamlRejected> => {
     }
     value += node.nodeValue ?? ""
   }
-  return Either.right(value.trim())
+  return Either.right(trimXmlSpace(value))
 }
 
 /** The text of the one child `{namespace}local`, undefined when absent. */
