@@ -48,6 +48,18 @@ describe("SAML response validation", () => {
       assert.deepStrictEqual([attributes["constructor"], attributes["__proto__"], attributes["targetedId"]], [["c"], ["p"], ["kept"]])
     }))
 
+  it.effect("a real IdP's large group attribute (4,100 values, about 200 KB) fits under the work bound", () =>
+    Effect.gen(function*() {
+      const values = Array.from({ length: 4_100 }, (_, i) => `<saml:AttributeValue>g${String(i).padStart(4, "0")}</saml:AttributeValue>`)
+      const xml = signedWith((assertion) =>
+        assertion.replace("</saml:AttributeStatement>", `<saml:Attribute Name="groups">${values.join("")}</saml:Attribute></saml:AttributeStatement>`))
+      assert.isTrue(Buffer.byteLength(xml) > 190_000 && Buffer.byteLength(xml) < 256 * 1024, `${Buffer.byteLength(xml)} bytes`)
+      const result = yield* validate(xml)
+      assert.isTrue(Either.isRight(result), JSON.stringify(Either.isLeft(result) ? result.left : null))
+      const groups = Either.getOrThrow(result).profile.attributes["groups"]!
+      assert.deepStrictEqual([groups.length, groups[0], groups[4_099]], [4_100, "g0000", "g4099"])
+    }))
+
   it.effect("email comes from an email attribute, else from a NameID whose format is emailAddress only", () =>
     Effect.gen(function*() {
       const withoutEmail = (format: string) =>
