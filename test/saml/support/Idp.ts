@@ -6,7 +6,7 @@
  */
 import { DOMParser, XMLSerializer } from "@xmldom/xmldom"
 import { readFileSync } from "node:fs"
-import { createSign, X509Certificate } from "node:crypto"
+import { constants, createCipheriv, createHash, createPublicKey, createSign, publicEncrypt, randomBytes, X509Certificate } from "node:crypto"
 import { deflateRawSync } from "node:zlib"
 import * as samlify from "samlify"
 import { SignedXml } from "xml-crypto"
@@ -147,6 +147,71 @@ export const encryptAssertion = (xml: string, algorithm: "gcm" | "cbc" = "gcm"):
       resolve(xml.replace(plaintext, `<saml:EncryptedAssertion>${encrypted}</saml:EncryptedAssertion>`))
     })
   )
+}
+
+/** A key transport for `encryptAssertionWith`: the xmlenc algorithm, its parameters, and the hashes they mean. */
+export interface KeyTransport {
+  readonly algorithm: "http://www.w3.org/2001/04/xmlenc#rsa-oaep-mgf1p" | "http://www.w3.org/2009/xmlenc11#rsa-oaep" | "http://www.w3.org/2001/04/xmlenc#rsa-1_5"
+  /** The DigestMethod written (omitted when undefined: the SHA-1 default). */
+  readonly digestMethod?: string
+  /** The xmlenc11 MGF written (omitted when undefined: MGF1 with SHA-1). */
+  readonly mgf?: string
+  /** The node hash names the wrapping really uses. */
+  readonly oaepHash: string
+  readonly mgf1Hash: string
+}
+
+const mgf1 = (hash: string, seed: Buffer, length: number): Buffer => {
+  const blocks: Array<Buffer> = []
+  for (let i = 0, produced = 0; produced < length; i++) {
+    const counter = Buffer.alloc(4)
+    counter.writeUInt32BE(i)
+    blocks.push(createHash(hash).update(seed).update(counter).digest())
+    produced += blocks.at(-1)!.length
+  }
+  return Buffer.concat(blocks).subarray(0, length)
+}
+
+/** RSA-OAEP (RFC 8017, 7.1.1) with separate digest and MGF1 hashes: EME-OAEP here, then raw RSA. */
+export const oaepWrap = (cert: string, message: Buffer, oaepHash: string, mgf1Hash: string): Buffer => {
+  const key = createPublicKey(cert)
+  const k = key.asymmetricKeyDetails!.modulusLength! / 8
+  const lHash = createHash(oaepHash).update(Buffer.alloc(0)).digest()
+  const hLen = lHash.length
+  const db = Buffer.concat([lHash, Buffer.alloc(k - message.length - 2 * hLen - 2), Buffer.from([1]), message])
+  const seed = randomBytes(hLen)
+  const maskedDb = Buffer.from(db.map((byte, i) => byte ^ mgf1(mgf1Hash, seed, db.length)[i]!))
+  const seedMask = mgf1(mgf1Hash, maskedDb, hLen)
+  const maskedSeed = Buffer.from(seed.map((byte, i) => byte ^ seedMask[i]!))
+  return publicEncrypt({ key, padding: constants.RSA_NO_PADDING }, Buffer.concat([Buffer.from([0]), maskedSeed, maskedDb]))
+}
+
+/**
+ * Replaces the Assertion of a signed response by its encryption for the SP, built with
+ * `node:crypto` alone: AES-256-GCM content, the key wrapped as `transport` says (so the key
+ * transports of ADFS, Entra ID, Okta, Shibboleth and Keycloak can each be produced).
+ */
+export const encryptAssertionWith = (xml: string, transport: KeyTransport, recipient: KeyPair = spKeys): string => {
+  const document = new DOMParser().parseFromString(xml, "text/xml")
+  const assertion = document.getElementsByTagNameNS(ns.assertion, "Assertion")[0]!
+  const plaintext = new XMLSerializer().serializeToString(assertion)
+  const contentKey = randomBytes(32)
+  const iv = randomBytes(12)
+  const cipher = createCipheriv("aes-256-gcm", contentKey, iv)
+  const content = Buffer.concat([iv, cipher.update(plaintext, "utf8"), cipher.final(), cipher.getAuthTag()])
+  const wrapped = transport.algorithm === "http://www.w3.org/2001/04/xmlenc#rsa-1_5"
+    ? publicEncrypt({ key: createPublicKey(recipient.cert), padding: constants.RSA_PKCS1_PADDING }, contentKey)
+    : transport.oaepHash === transport.mgf1Hash
+    ? publicEncrypt({ key: createPublicKey(recipient.cert), padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: transport.oaepHash }, contentKey)
+    : oaepWrap(recipient.cert, contentKey, transport.oaepHash, transport.mgf1Hash)
+  const parameters = (transport.digestMethod === undefined ? "" : `<ds:DigestMethod Algorithm="${transport.digestMethod}"/>`) +
+    (transport.mgf === undefined ? "" : `<xenc11:MGF xmlns:xenc11="http://www.w3.org/2009/xmlenc11#" Algorithm="${transport.mgf}"/>`)
+  const encrypted = `<saml:EncryptedAssertion><xenc:EncryptedData xmlns:xenc="http://www.w3.org/2001/04/xmlenc#" ` +
+    `Type="http://www.w3.org/2001/04/xmlenc#Element"><xenc:EncryptionMethod Algorithm="http://www.w3.org/2009/xmlenc11#aes256-gcm"/>` +
+    `<ds:KeyInfo xmlns:ds="${ns.dsig}"><xenc:EncryptedKey><xenc:EncryptionMethod Algorithm="${transport.algorithm}">${parameters}</xenc:EncryptionMethod>` +
+    `<xenc:CipherData><xenc:CipherValue>${wrapped.toString("base64")}</xenc:CipherValue></xenc:CipherData></xenc:EncryptedKey></ds:KeyInfo>` +
+    `<xenc:CipherData><xenc:CipherValue>${content.toString("base64")}</xenc:CipherValue></xenc:CipherData></xenc:EncryptedData></saml:EncryptedAssertion>`
+  return xml.replace(plaintext, encrypted)
 }
 
 const publicKeyOf = (cert: string) => {
