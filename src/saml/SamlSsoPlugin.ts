@@ -237,15 +237,18 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
 
       const mapped = options.onLogin(validated.right.profile)
       const subject = Subject.make(Effect.isEffect(mapped) ? yield* mapped : mapped)
-      const session = yield* Session.issueSession(subject, sessionSecret, { maxAgeSeconds: sessionSeconds })
+      // The session ends when the IdP said its session ends (SessionNotOnOrAfter), if sooner.
+      const granted = validated.right.sessionNotOnOrAfter
+      const maxAgeSeconds = granted === undefined ? sessionSeconds : Math.max(1, Math.min(sessionSeconds, Math.floor((granted - now) / 1000)))
+      const session = yield* Session.issueSession(subject, sessionSecret, { maxAgeSeconds })
       const { nameId, nameIdFormat, sessionIndex } = validated.right.profile
       const relayState = form.get("RelayState")
       const location = relayState !== null && Answers.isLocalPath(relayState) ? relayState : options.successRedirect ?? "/"
       return HttpServerResponse.redirect(location, {
         status: 302,
-        headers: { "set-cookie": Session.sessionCookie(session, { maxAgeSeconds: sessionSeconds, secure }) }
+        headers: { "set-cookie": Session.sessionCookie(session, { maxAgeSeconds, secure }) }
       }).pipe(
-        companionCookie(Companion.seal({ nameId, nameIdFormat, sessionIndex }, now + sessionSeconds * 1000, sessionSecret), sessionSeconds),
+        companionCookie(Companion.seal({ nameId, nameIdFormat, sessionIndex }, now + maxAgeSeconds * 1000, sessionSecret), maxAgeSeconds),
         (response) => bindsBrowser && validated.right.inResponseTo !== undefined ? requestCookie(validated.right.inResponseTo, 0)(response) : response
       )
     }).pipe(Effect.catchTags({ SamlIdpUnavailable: Answers.unavailable, SamlLibraryUnavailable: Answers.unavailable }))

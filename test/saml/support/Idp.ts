@@ -57,6 +57,8 @@ export interface ResponseFields {
   readonly notOnOrAfter?: number
   readonly confirmationNotOnOrAfter?: number
   readonly sessionIndex?: string
+  /** The AuthnStatement's SessionNotOnOrAfter (absent by default). */
+  readonly sessionNotOnOrAfter?: number
 }
 
 const iso = (millis: number) => new Date(millis).toISOString()
@@ -75,7 +77,8 @@ export const assertionXml = (fields: ResponseFields): string => {
     ` NotOnOrAfter="${iso(fields.confirmationNotOnOrAfter ?? now + 5 * 60_000)}" Recipient="${fields.recipient ?? acsUrl}"${inResponseTo}/>` +
     `</saml:SubjectConfirmation></saml:Subject>` +
     `<saml:Conditions NotBefore="${iso(fields.notBefore ?? now - 60_000)}" NotOnOrAfter="${iso(fields.notOnOrAfter ?? now + 5 * 60_000)}">${audiences}</saml:Conditions>` +
-    `<saml:AuthnStatement AuthnInstant="${iso(now)}" SessionIndex="${fields.sessionIndex ?? "_session1"}"><saml:AuthnContext>` +
+    `<saml:AuthnStatement AuthnInstant="${iso(now)}" SessionIndex="${fields.sessionIndex ?? "_session1"}"` +
+    `${fields.sessionNotOnOrAfter === undefined ? "" : ` SessionNotOnOrAfter="${iso(fields.sessionNotOnOrAfter)}"`}><saml:AuthnContext>` +
     `<saml:AuthnContextClassRef>urn:oasis:names:tc:SAML:2.0:ac:classes:PasswordProtectedTransport</saml:AuthnContextClassRef>` +
     `</saml:AuthnContext></saml:AuthnStatement>` +
     `<saml:AttributeStatement><saml:Attribute Name="email"><saml:AttributeValue>${fields.email ?? fields.nameId ?? "alice@example.test"}</saml:AttributeValue></saml:Attribute></saml:AttributeStatement>` +
