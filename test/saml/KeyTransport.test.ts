@@ -50,7 +50,15 @@ const accepted: ReadonlyArray<readonly [string, Idp.KeyTransport]> = [
   ["xmlenc11 rsa-oaep, SHA-256 digest, explicit MGF1-SHA-1 (Shibboleth 4+)", { algorithm: rsaOaep, digestMethod: sha256, mgf: mgf1sha1, oaepHash: "sha256", mgf1Hash: "sha1" }],
   ["xmlenc11 rsa-oaep, SHA-256 digest, explicit MGF1-SHA-256", { algorithm: rsaOaep, digestMethod: sha256, mgf: mgf1sha256, oaepHash: "sha256", mgf1Hash: "sha256" }],
   ["xmlenc11 rsa-oaep, SHA-1 digest, explicit MGF1-SHA-256", { algorithm: rsaOaep, digestMethod: sha1, mgf: mgf1sha256, oaepHash: "sha1", mgf1Hash: "sha256" }],
-  ["xmlenc11 rsa-oaep, defaults implicit (SHA-1, MGF1-SHA-1)", { algorithm: rsaOaep, oaepHash: "sha1", mgf1Hash: "sha1" }]
+  ["xmlenc11 rsa-oaep, defaults implicit (SHA-1, MGF1-SHA-1)", { algorithm: rsaOaep, oaepHash: "sha1", mgf1Hash: "sha1" }],
+  ["rsa-oaep-mgf1p with OAEPparams (a label), SHA-1", { algorithm: mgf1p, oaepHash: "sha1", mgf1Hash: "sha1", label: Buffer.from("fw-label") }],
+  ["rsa-oaep-mgf1p with OAEPparams (a label), SHA-256 digest, MGF1-SHA-1", {
+    algorithm: mgf1p,
+    digestMethod: sha256,
+    oaepHash: "sha256",
+    mgf1Hash: "sha1",
+    label: Buffer.from("fw-label")
+  }]
 ]
 
 describe("SAML encrypted assertions: the key transports IdPs send", () => {

@@ -162,6 +162,8 @@ export interface KeyTransport {
   /** The node hash names the wrapping really uses. */
   readonly oaepHash: string
   readonly mgf1Hash: string
+  /** An OAEP label, written as `xenc:OAEPparams`. */
+  readonly label?: Buffer
 }
 
 const mgf1 = (hash: string, seed: Buffer, length: number): Buffer => {
@@ -176,10 +178,10 @@ const mgf1 = (hash: string, seed: Buffer, length: number): Buffer => {
 }
 
 /** RSA-OAEP (RFC 8017, 7.1.1) with separate digest and MGF1 hashes: EME-OAEP here, then raw RSA. */
-export const oaepWrap = (cert: string, message: Buffer, oaepHash: string, mgf1Hash: string): Buffer => {
+export const oaepWrap = (cert: string, message: Buffer, oaepHash: string, mgf1Hash: string, label: Buffer = Buffer.alloc(0)): Buffer => {
   const key = createPublicKey(cert)
   const k = key.asymmetricKeyDetails!.modulusLength! / 8
-  const lHash = createHash(oaepHash).update(Buffer.alloc(0)).digest()
+  const lHash = createHash(oaepHash).update(label).digest()
   const hLen = lHash.length
   const db = Buffer.concat([lHash, Buffer.alloc(k - message.length - 2 * hLen - 2), Buffer.from([1]), message])
   const seed = randomBytes(hLen)
@@ -205,9 +207,15 @@ export const encryptAssertionWith = (xml: string, transport: KeyTransport, recip
   const wrapped = transport.algorithm === "http://www.w3.org/2001/04/xmlenc#rsa-1_5"
     ? publicEncrypt({ key: createPublicKey(recipient.cert), padding: constants.RSA_PKCS1_PADDING }, contentKey)
     : transport.oaepHash === transport.mgf1Hash
-    ? publicEncrypt({ key: createPublicKey(recipient.cert), padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: transport.oaepHash }, contentKey)
-    : oaepWrap(recipient.cert, contentKey, transport.oaepHash, transport.mgf1Hash)
-  const parameters = (transport.digestMethod === undefined ? "" : `<ds:DigestMethod Algorithm="${transport.digestMethod}"/>`) +
+    ? publicEncrypt({
+      key: createPublicKey(recipient.cert),
+      padding: constants.RSA_PKCS1_OAEP_PADDING,
+      oaepHash: transport.oaepHash,
+      ...(transport.label === undefined ? {} : { oaepLabel: transport.label })
+    }, contentKey)
+    : oaepWrap(recipient.cert, contentKey, transport.oaepHash, transport.mgf1Hash, transport.label)
+  const parameters = (transport.label === undefined ? "" : `<xenc:OAEPparams>${transport.label.toString("base64")}</xenc:OAEPparams>`) +
+    (transport.digestMethod === undefined ? "" : `<ds:DigestMethod Algorithm="${transport.digestMethod}"/>`) +
     (transport.mgf === undefined ? "" : `<xenc11:MGF xmlns:xenc11="http://www.w3.org/2009/xmlenc11#" Algorithm="${transport.mgf}"/>`)
   const encrypted = `<saml:EncryptedAssertion><xenc:EncryptedData xmlns:xenc="http://www.w3.org/2001/04/xmlenc#" ` +
     `Type="http://www.w3.org/2001/04/xmlenc#Element"><xenc:EncryptionMethod Algorithm="http://www.w3.org/2009/xmlenc11#aes256-gcm"/>` +
