@@ -7,7 +7,10 @@
  *
  * - the request must come from this app's origin (its `Origin` names the `Host` it was sent to) or
  *   one of `http.trustedOrigins`; without `Origin`, `Sec-Fetch-Site` must be `same-origin` or
- *   `none` (typed by the user); a request with neither is not a browser's cross-site request;
+ *   `none` (typed by the user); a request with neither is not a browser's cross-site request. A
+ *   top-level GET navigation (a followed link, the redirect after a login) passes, as it does
+ *   `SameSite=Lax`: its answer reaches the user, not the other site. The WebSocket upgrade is not
+ *   a navigation;
  * - a request with a body must declare a JSON type (a cross-site form or `text/plain` body needs
  *   no CORS preflight; `application/json` does).
  *
@@ -37,12 +40,23 @@ const hasBody = (headers: Headers.Headers) => {
 }
 
 /**
+ * A top-level GET navigation (Fetch Metadata: `Sec-Fetch-Mode: navigate`, not into an `<object>`
+ * or `<embed>`), the landing page after an IdP's redirect or a followed link.
+ */
+const isNavigation = (method: string, headers: Headers.Headers) =>
+  (method === "GET" || method === "HEAD") && headers["sec-fetch-mode"] === "navigate" &&
+  headers["sec-fetch-dest"] !== "object" && headers["sec-fetch-dest"] !== "embed"
+
+/**
  * Why a request may not use its cookies, or undefined when it may. `bodyExpected`: the transport
  * always reads a body (`POST /rpc`); otherwise a body counts when the request carries one.
  */
-export const problem = (headers: Headers.Headers, trusted: TrustedOrigins, bodyExpected = false): string | undefined => {
+export const problem = (method: string, headers: Headers.Headers, trusted: TrustedOrigins, bodyExpected = false): string | undefined => {
   const origin = headers["origin"]
-  if (origin !== undefined) {
+  if (isNavigation(method, headers)) {
+    // A link followed from another site: what `SameSite=Lax` allows too. Its answer goes to the
+    // user's window, not to the other site's script.
+  } else if (origin !== undefined) {
     const normalized = normalizeOrigin(origin)
     const host = headers["host"]?.toLowerCase()
     const sameOrigin = normalized !== undefined && host !== undefined && new URL(normalized).host === host
@@ -67,12 +81,13 @@ export const problem = (headers: Headers.Headers, trusted: TrustedOrigins, bodyE
  */
 export const screen = (
   runtime: RuntimeShape,
+  method: string,
   headers: Headers.Headers,
   options: { readonly bodyExpected?: boolean } = {}
 ): Effect.Effect<Either.Either<Headers.Headers, HttpServerResponse.HttpServerResponse>> =>
   Effect.gen(function*() {
     if (headers["cookie"] === undefined) return Either.right(headers)
-    const reason = problem(headers, runtime.app.trustedOrigins, options.bodyExpected)
+    const reason = problem(method, headers, runtime.app.trustedOrigins, options.bodyExpected)
     if (reason === undefined) return Either.right(headers)
     const withoutCookies = HeadersModule.remove(headers, "cookie")
     // Only a request its cookies would authenticate is refused; any other proceeds without them.
@@ -94,7 +109,7 @@ export const guarded = <E, R>(
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const screened = yield* screen(runtime, request.headers, options)
+    const screened = yield* screen(runtime, request.method, request.headers, options)
     if (Either.isLeft(screened)) return screened.left
     if (screened.right === request.headers) return yield* handler
     return yield* Effect.provideService(handler, HttpServerRequest.HttpServerRequest, request.modify({ headers: screened.right }))

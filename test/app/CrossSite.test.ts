@@ -8,6 +8,7 @@
 import { HttpServerResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
+import { request as httpRequest } from "node:http"
 import WebSocket from "ws"
 import { defineApp } from "../../src/app/App.js"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
@@ -93,6 +94,19 @@ const send = (url: string, init: RequestInit) =>
   Effect.promise(async (): Promise<Answer> => {
     const response = await fetch(url, { redirect: "manual", ...init })
     return { status: response.status, body: await response.text() }
+  })
+
+/** A GET with exactly `headers` (fetch sets its own `Sec-Fetch-Mode: cors`, as a browser's fetch would). */
+const rawGet = (url: string, headers: Record<string, string>) =>
+  Effect.async<Answer>((resume) => {
+    const request = httpRequest(url, { headers }, (response) => {
+      let body = ""
+      response.setEncoding("utf8")
+      response.on("data", (chunk: string) => (body += chunk))
+      response.on("end", () => resume(Effect.succeed({ status: response.statusCode ?? 0, body })))
+    })
+    request.on("error", (error) => resume(Effect.die(error)))
+    request.end()
   })
 
 const rpcBody = (tag: string) => JSON.stringify({ _tag: "Request", id: "1", tag, payload: {}, headers: [] })
@@ -185,6 +199,7 @@ describe("cross-site requests on cookie sessions", () => {
       assert.strictEqual(yield* upgrade(served.wsUrl, { cookie, origin: "https://evil.test" }), 403)
       assert.strictEqual(yield* upgrade(served.wsUrl, { cookie, origin: served.url }), "open")
       assert.strictEqual(yield* upgrade(served.wsUrl, { origin: "https://evil.test" }), "open")
+      assert.strictEqual(yield* upgrade(served.wsUrl, { cookie, "sec-fetch-site": "cross-site", "sec-fetch-mode": "websocket" }), 403)
     }))
 
   it.scopedLive("REST: a projected mutation, a hand-written mutation and a projected query refuse cross-site cookie requests", () =>
@@ -201,11 +216,23 @@ describe("cross-site requests on cookie sessions", () => {
         assert.strictEqual(yield* post(path, { cookie, "content-type": "application/json", origin: served.url }, "{}"), "alice", path)
         assert.strictEqual(yield* post(path, { authorization: "Bearer token-bob", "content-type": "application/x-www-form-urlencoded" }, "note=x"), "bob", path)
       }
-      const get = (headers: Record<string, string>) => Effect.map(send(`${served.url}/v1/who`, { headers }), caller)
+      const get = (headers: Record<string, string>) => Effect.map(rawGet(`${served.url}/v1/who`, headers), caller)
       assert.strictEqual(yield* get({ cookie, origin: "https://evil.test" }), 403)
       assert.strictEqual(yield* get({ cookie, "sec-fetch-site": "cross-site" }), 403)
+      assert.strictEqual(yield* get({ cookie, "sec-fetch-site": "cross-site", "sec-fetch-mode": "cors", origin: "https://evil.test" }), 403)
+      assert.strictEqual(yield* get({ cookie, "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "embed" }), 403)
       assert.strictEqual(yield* get({ cookie, "sec-fetch-site": "same-origin" }), "alice")
       assert.strictEqual(yield* get({ cookie }), "alice")
+      // A link followed from another site (or the redirect after an IdP login): a top-level
+      // navigation, which SameSite=Lax lets through as well; its answer goes to the user's window.
+      assert.strictEqual(yield* get({ cookie, "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document" }), "alice")
+      // A cross-site form post is a navigation too, but not a GET.
+      const formPost = yield* send(`${served.url}/v1/touch`, {
+        method: "POST",
+        headers: { cookie, "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "content-type": "application/json", origin: "https://evil.test" },
+        body: "{}"
+      })
+      assert.strictEqual(formPost.status, 403)
     }))
 
   it.scopedLive("an authenticated plugin route refuses a cross-site cookie request", () =>
