@@ -60,6 +60,40 @@ describe("SAML response validation", () => {
       assert.deepStrictEqual([groups.length, groups[0], groups[4_099]], [4_100, "g0000", "g4099"])
     }))
 
+  it.effect("an ECDSA-SHA256 signed assertion verifies with the IdP's EC certificate (the SignedInfo check runs first for EC keys too)", () =>
+    Effect.gen(function*() {
+      const fields = { now, inResponseTo: "_r" }
+      const xml = Idp.signAssertion(Idp.responseXml(fields, Idp.assertionXml(fields)), { keys: Idp.ecIdpKeys, ecdsa: true })
+      const withKeys = (keys: ReadonlyArray<Keys.TrustedKey>) =>
+        Effect.flatMap(Libraries.load, (libraries) =>
+          Effect.either(LoginResponse.validate(libraries, xml, {
+            idpEntityId: Idp.idpEntityId,
+            spEntityId: Idp.spEntityId,
+            acsUrl: Idp.acsUrl,
+            keys,
+            decryptionKey: undefined,
+            wantAuthnResponseSigned: false,
+            clockSkewMs: 0,
+            now
+          })))
+      const accepted = yield* withKeys([Keys.trust(Idp.idpKeys.cert), Keys.trust(Idp.ecIdpKeys.cert)])
+      assert.isTrue(Either.isRight(accepted), JSON.stringify(Either.isLeft(accepted) ? accepted.left : null))
+      const tampered = yield* Effect.flatMap(Libraries.load, (libraries) =>
+        Effect.either(LoginResponse.validate(libraries, xml.replace("alice@example.test</saml:NameID>", "mallory@example.test</saml:NameID>"), {
+          idpEntityId: Idp.idpEntityId,
+          spEntityId: Idp.spEntityId,
+          acsUrl: Idp.acsUrl,
+          keys: [Keys.trust(Idp.ecIdpKeys.cert)],
+          decryptionKey: undefined,
+          wantAuthnResponseSigned: false,
+          clockSkewMs: 0,
+          now
+        })))
+      assert.isTrue(Either.isLeft(tampered) && tampered.left.reason === "signature", JSON.stringify(tampered))
+      const rsaOnly = yield* withKeys([Keys.trust(Idp.idpKeys.cert)])
+      assert.isTrue(Either.isLeft(rsaOnly) && rsaOnly.left.reason === "signature")
+    }))
+
   it.effect("email comes from an email attribute, else from a NameID whose format is emailAddress only", () =>
     Effect.gen(function*() {
       const withoutEmail = (format: string) =>

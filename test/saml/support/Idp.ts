@@ -6,7 +6,7 @@
  */
 import { DOMParser, XMLSerializer } from "@xmldom/xmldom"
 import { readFileSync } from "node:fs"
-import { constants, createCipheriv, createHash, createPublicKey, createSign, publicEncrypt, randomBytes, X509Certificate } from "node:crypto"
+import { constants, createCipheriv, createHash, createPublicKey, createSign, publicEncrypt, randomBytes, sign as nodeSign, X509Certificate } from "node:crypto"
 import { deflateRawSync } from "node:zlib"
 import * as samlify from "samlify"
 import { SignedXml } from "xml-crypto"
@@ -103,6 +103,23 @@ export interface SignOptions {
   readonly sha1?: boolean
   /** Embed the signer's certificate in KeyInfo (what an attacker does in a KeyInfo substitution). */
   readonly keyInfo?: boolean
+  /** Sign with ECDSA-SHA256 (`keys` must then be an EC pair, e.g. `ecIdpKeys`). */
+  readonly ecdsa?: boolean
+}
+
+const ecdsaSha256 = "http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha256"
+
+/** ECDSA-SHA256 for xml-crypto, which has no ECDSA of its own (XML DSig wants r‖s, IEEE P1363). */
+class EcdsaSigner {
+  getSignature(signedInfo: string, privateKey: string) {
+    return nodeSign("sha256", Buffer.from(signedInfo), { key: privateKey, dsaEncoding: "ieee-p1363" }).toString("base64")
+  }
+  verifySignature() {
+    return false
+  }
+  getAlgorithmName() {
+    return ecdsaSha256
+  }
 }
 
 const sign = (xml: string, target: "Assertion" | "Response", options: SignOptions = {}): string => {
@@ -110,9 +127,14 @@ const sign = (xml: string, target: "Assertion" | "Response", options: SignOption
   const signer = new SignedXml({
     privateKey: keys.key,
     ...(options.keyInfo ? { publicCert: keys.cert } : {}),
-    signatureAlgorithm: options.sha1 ? "http://www.w3.org/2000/09/xmldsig#rsa-sha1" : "http://www.w3.org/2001/04/xmldsig-more#rsa-sha256",
+    signatureAlgorithm: options.ecdsa
+      ? ecdsaSha256
+      : options.sha1
+      ? "http://www.w3.org/2000/09/xmldsig#rsa-sha1"
+      : "http://www.w3.org/2001/04/xmldsig-more#rsa-sha256",
     canonicalizationAlgorithm: "http://www.w3.org/2001/10/xml-exc-c14n#"
   })
+  if (options.ecdsa) signer.SignatureAlgorithms = { ...signer.SignatureAlgorithms, [ecdsaSha256]: EcdsaSigner as never }
   const path = target === "Assertion"
     ? "/*[local-name(.)='Response']/*[local-name(.)='Assertion']"
     : "/*[local-name(.)='Response']"
