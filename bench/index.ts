@@ -11,6 +11,7 @@ import * as RestInProcess from "./http/restInProcess.js"
 import * as Sse from "./http/sse.js"
 import * as Rpc from "./rpc.js"
 import * as SamlAcs from "./saml/acs.js"
+import * as SamlLimits from "./saml/limits.js"
 import * as Store from "./store/store.js"
 
 await Store.run()
@@ -21,6 +22,7 @@ await Sse.run()
 await History.run()
 await Jwt.run()
 await SamlAcs.run()
+await SamlLimits.run()
 await FlagsEvaluate.run()
 await FlagsDistribution.run()
 await FlagsGated.run()

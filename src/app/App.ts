@@ -32,7 +32,15 @@ export interface Options {
   readonly plugins?: ReadonlyArray<Plugin.Plugin>
   /** Strategies tried in order (see `composeAuthStrategies`); none means every caller is anonymous. */
   readonly auth?: AuthStrategy.AuthStrategy | ReadonlyArray<AuthStrategy.AuthStrategy>
-  readonly http?: { readonly maxBodyBytes?: number }
+  readonly http?: {
+    readonly maxBodyBytes?: number
+    /**
+     * Origins (`https://app.example.com`) besides the app's own that may send cookie-authenticated
+     * requests; default none (same-origin only). Bearer-token requests are not concerned. See
+     * `CrossSite` and docs/security.md.
+     */
+    readonly trustedOrigins?: ReadonlyArray<string>
+  }
   readonly idempotency?: IdempotencyOption
 }
 
@@ -48,12 +56,21 @@ export interface App {
   readonly plugins: ReadonlyArray<Plugin.Plugin>
   readonly auth: ReadonlyArray<AuthStrategy.AuthStrategy>
   readonly maxBodyBytes: number | undefined
+  /** Normalised `http.trustedOrigins`. */
+  readonly trustedOrigins: ReadonlySet<string>
   readonly idempotency: IdempotencyOption
 }
 
 /** An app declaration the framework refuses (duplicate tags or tables). */
 export class AppDefinitionError extends Error {
   override readonly name = "AppDefinitionError"
+}
+
+/** `origin` normalised as browsers send it (`https://app.example.com`), or undefined when it is not an http(s) origin. */
+export const normalizeOrigin = (origin: string): string | undefined => {
+  if (!URL.canParse(origin)) return undefined
+  const url = new URL(origin)
+  return url.protocol === "https:" || url.protocol === "http:" ? url.origin : undefined
 }
 
 /** Suffix of the streaming rpc that serves a query live over the socket. */
@@ -82,6 +99,14 @@ export const defineApp = (options: Options): App => {
     procedures.set(procedure.tag, procedure)
   }
   const auth = options.auth === undefined ? [] : Array.isArray(options.auth) ? options.auth : [options.auth]
+  const trustedOrigins = new Set<string>()
+  for (const origin of options.http?.trustedOrigins ?? []) {
+    const normalized = normalizeOrigin(origin)
+    if (normalized === undefined || normalized !== origin.replace(/\/$/, "")) {
+      throw new AppDefinitionError(`http.trustedOrigins: "${origin}" is not an origin (scheme://host[:port], no path)`)
+    }
+    trustedOrigins.add(normalized)
+  }
   return {
     _tag: "App",
     name: options.name ?? "app",
@@ -91,6 +116,7 @@ export const defineApp = (options: Options): App => {
     plugins,
     auth: auth as ReadonlyArray<AuthStrategy.AuthStrategy>,
     maxBodyBytes: options.http?.maxBodyBytes,
+    trustedOrigins,
     idempotency: options.idempotency ?? false
   }
 }

@@ -56,7 +56,8 @@ export const jwksUri = (
         Effect.mapError((error) => new DiscoveryUnavailable({ url, reason: error.reason })),
         Effect.filterOrFail(
           (document) => document.issuer === issuer,
-          (document) => new DiscoveryUnavailable({ url, reason: `the document names the issuer ${document.issuer}` })
+          // The issuer the document names is attacker-chosen text and a URL: log it, never answer it.
+          (document) => new DiscoveryUnavailable({ url, reason: "the document names another issuer", detail: `it names ${JSON.stringify(document.issuer)}` })
         ),
         Effect.tapError((error) => Effect.sync(() => (current.lastFailure = error)))
       )

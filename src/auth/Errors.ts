@@ -7,10 +7,13 @@ import { Schema } from "effect"
 /** The discovery document could not be used. */
 export class DiscoveryUnavailable extends Schema.TaggedError<DiscoveryUnavailable>()("DiscoveryUnavailable", {
   url: Schema.String,
-  reason: Schema.String
+  /** A fixed phrase that names no URL: it can reach the client. */
+  reason: Schema.String,
+  /** What only the log gets (for instance the issuer a wrong document names). */
+  detail: Schema.optional(Schema.String)
 }) {
   override get message() {
-    return `the discovery document at ${this.url} is unavailable: ${this.reason}`
+    return `the discovery document at ${this.url} is unavailable: ${this.reason}${this.detail === undefined ? "" : ` (${this.detail})`}`
   }
 }
 

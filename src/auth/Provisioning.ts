@@ -6,7 +6,11 @@
  * Decisions where the spec is silent, each against an account takeover or a split account:
  * - a user is found first by the provider's own id, and by email only when the provider has
  *   verified the address (an unverified address that belongs to an existing account is refused);
- * - addresses are compared trimmed and lower-cased;
+ * - addresses are compared with ASCII letters lower-cased and nothing else changed: no trimming,
+ *   no Unicode case folding (`"\u212Aevin"`, KELVIN SIGN, would fold to `"kevin"`), no Unicode
+ *   normalisation, so two addresses the provider keeps apart stay two users. An address holding a
+ *   character no mailbox carries (a space of any kind, U+FEFF and other format characters,
+ *   controls, unpaired surrogates) is refused rather than stripped;
  * - row ids derive from the provider's ids, so two first logins at once (another replica, a
  *   double click) meet on one user and one organisation instead of creating two.
  */
@@ -33,8 +37,19 @@ export interface Profile {
   readonly organizationId: string | null
 }
 
-/** An address as it is compared and stored. */
-export const normalizeEmail = (email: string): string => email.trim().toLowerCase()
+// White_Space covers U+00A0, U+2000–U+200A, U+2028/9, U+3000…; Cf covers U+FEFF and U+200B–U+200D;
+// Cs (with the u flag) matches only unpaired surrogates.
+const notInAMailbox = /[\p{White_Space}\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}]/u
+
+/** Whether `email` is one address a mailbox can carry: one `@` between non-empty parts, no character of `notInAMailbox`. */
+export const isMailbox = (email: string): boolean => /^[^@]+@[^@]+$/.test(email) && !notInAMailbox.test(email)
+
+/**
+ * An address as it is compared and stored: ASCII letters lower-cased, every other character kept
+ * (the caller has refused what `isMailbox` refuses). Folding only ASCII means no two distinct
+ * non-ASCII addresses can meet.
+ */
+export const normalizeEmail = (email: string): string => email.replace(/[A-Z]+/g, (letters) => letters.toLowerCase())
 
 const derivedId = (kind: string, ...parts: ReadonlyArray<string>) =>
   `${kind}_${createHash("sha256").update(parts.join("\u0000")).digest("hex").slice(0, 32)}`
@@ -47,6 +62,9 @@ const derivedId = (kind: string, ...parts: ReadonlyArray<string>) =>
 export const findOrProvision = (profile: Profile): Effect.Effect<Subject.Subject, StoreError | ProvisioningRefused, Store> =>
   Effect.gen(function*() {
     const store = yield* Store
+    if (!isMailbox(profile.email)) {
+      return yield* new ProvisioningRefused({ reason: "the provider's email address holds characters a mailbox cannot carry" })
+    }
     const email = normalizeEmail(profile.email)
     const userId = derivedId("user", profile.provider, profile.externalId)
     /** Inserts the row with this id, or reads the one a concurrent login inserted first. */

@@ -2,7 +2,8 @@
  * The REST request pipeline (spec 4.5), in order:
  *
  * 1. method gate: the router; a method not mounted on a known path answers 405 with `Allow`
- *    (`MethodGate`);
+ *    (`MethodGate`); a cross-site or non-JSON request does not authenticate with its cookies
+ *    (`CrossSite`: 403 when they alone would have);
  * 2. sunset gate: 410 with `{version, replacement}` from the sunset date (`Lifecycle`); then, for
  *    body methods, 415 for multipart and the body read within the path's cap, 413 past it
  *    (`Steps.prologue`);
@@ -17,6 +18,7 @@
  */
 import { HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
+import * as CrossSite from "../app/CrossSite.js"
 import * as Provenance from "../kernel/Provenance.js"
 import * as Answer from "./Answer.js"
 import type * as Endpoint from "./Endpoint.js"
@@ -32,7 +34,8 @@ export type Env = Steps.Env
 export const handler = (endpoint: Endpoint.Endpoint, env: Env, bodyCap: number): Steps.Handler => {
   const what = `${endpoint.method} ${endpoint.path}`
   const serve = endpoint.serve
-  const handled = (
+  const handled = CrossSite.guarded(
+    env.runtime,
     serve._tag === "Route"
       ? RouteEndpoint.make(endpoint, serve.route, env, bodyCap)
       : serve._tag === "Procedure"

@@ -44,3 +44,43 @@ export const rawQueryOf = (request: HttpServerRequest.HttpServerRequest) => {
   const mark = request.url.indexOf("?")
   return mark === -1 ? "" : request.url.slice(mark + 1)
 }
+
+const hostOf = (url: string | undefined) => (url !== undefined && URL.canParse(url) ? new URL(url).host : undefined)
+
+/**
+ * Whether the browser says the request comes from this site: `Sec-Fetch-Site` `same-origin`,
+ * `same-site` or `none` (typed, a bookmark); without it, a `Referer` on this host. Anything else,
+ * including no sign at all, is not.
+ */
+export const sameSite = (headers: HttpServerRequest.HttpServerRequest["headers"]): boolean => {
+  const site = headers["sec-fetch-site"]
+  if (site !== undefined) return site === "same-origin" || site === "same-site" || site === "none"
+  const host = headers["host"]?.toLowerCase()
+  return host !== undefined && hostOf(headers["referer"]) === host
+}
+
+/** Whether a posted request comes from this origin: its `Origin` (else `Sec-Fetch-Site`) says so. */
+export const sameOrigin = (headers: HttpServerRequest.HttpServerRequest["headers"]): boolean => {
+  const origin = headers["origin"]
+  const host = headers["host"]?.toLowerCase()
+  if (origin !== undefined) return host !== undefined && hostOf(origin) === host
+  return headers["sec-fetch-site"] === "same-origin"
+}
+
+/**
+ * The page a cross-site `GET /saml/logout` gets: a button that posts to `action` from this origin.
+ * It runs no script, cannot be framed, and may post only to this site.
+ */
+export const logoutConfirmation = (action: string) =>
+  HttpServerResponse.html(
+    `<!doctype html><html><head><meta charset="utf-8"><title>Log out</title></head><body>` +
+      `<form method="post" action="${action}"><p>Log out of this site?</p><button type="submit">Log out</button></form>` +
+      `</body></html>`
+  ).pipe(
+    HttpServerResponse.setHeaders({
+      "content-security-policy": "default-src 'none'; form-action 'self'; frame-ancestors 'none'",
+      "x-frame-options": "DENY",
+      "cache-control": "no-store",
+      "referrer-policy": "same-origin"
+    })
+  )

@@ -1,6 +1,7 @@
 /**
  * Decryption of `<saml:EncryptedAssertion>` with the SP's `decryptionPvk` (XML Encryption: an
- * RSA-OAEP wrapped key, AES-GCM content), done with `node:crypto`. The plaintext is parsed as
+ * RSA-OAEP wrapped key, `rsa-oaep-mgf1p` or xmlenc 1.1 `rsa-oaep` with SHA-1 or SHA-2 digests and
+ * MGF1 hashes; AES-GCM content), done with `node:crypto`. The plaintext is parsed as
  * strictly as the message and takes the encrypted element's place, so the very same validation
  * then runs over it.
  *
@@ -11,7 +12,7 @@
  * triple-DES are refused, and every failure from here on is one indistinguishable answer.
  */
 import { Either } from "effect"
-import { type CipherGCMTypes, constants, createDecipheriv, type KeyObject, privateDecrypt } from "node:crypto"
+import { type CipherGCMTypes, constants, createDecipheriv, createHash, type KeyObject, privateDecrypt, timingSafeEqual } from "node:crypto"
 import { reject, type SamlRejected } from "./Errors.js"
 import type * as Libraries from "./Libraries.js"
 import * as Xml from "./Xml.js"
@@ -61,21 +62,80 @@ const cipherValue = (parent: Element): Buffer | undefined => {
 const undecryptable = reject("decryption", "the encrypted assertion could not be decrypted")
 const failed = (_step: string) => Either.left(undecryptable)
 
-/** The content key, unwrapped with RSA-OAEP; the OAEP digest and MGF1 hash must agree (Node uses one for both). */
+const mgf1p = "http://www.w3.org/2001/04/xmlenc#rsa-oaep-mgf1p"
+const sha1 = "http://www.w3.org/2000/09/xmldsig#sha1"
+
+/**
+ * The (digest, MGF1 hash) of a key transport element. `rsa-oaep-mgf1p` fixes MGF1 to SHA-1
+ * whatever its DigestMethod (xmlenc 1.0, 5.4.2; what Java's Santuario, hence Shibboleth, Keycloak
+ * and Okta, sends with a SHA-256 digest; ADFS and Entra ID send SHA-1). xmlenc 1.1 `rsa-oaep`
+ * names its MGF (default MGF1 with SHA-1). Both digests default to SHA-1.
+ */
+const oaepParameters = (method: Element): readonly [string, string] | undefined => {
+  const algorithm = method.getAttribute("Algorithm") ?? ""
+  const digest = digests[Xml.only(method, Xml.ns.dsig, "DigestMethod")?.getAttribute("Algorithm") ?? sha1]
+  if (digest === undefined) return undefined
+  if (algorithm === mgf1p) return [digest, "sha1"]
+  if (algorithm !== `${xenc11}rsa-oaep`) return undefined
+  const mgf = mgfs[Xml.only(method, xenc11, "MGF")?.getAttribute("Algorithm") ?? `${xenc11}mgf1sha1`]
+  return mgf === undefined ? undefined : [digest, mgf]
+}
+
+/** MGF1 (RFC 8017, B.2.1) over `seed`, `length` octets. */
+const mgf1 = (hash: string, seed: Buffer, length: number): Buffer => {
+  const blocks: Array<Buffer> = []
+  const counter = Buffer.alloc(4)
+  for (let produced = 0, i = 0; produced < length; i++) {
+    counter.writeUInt32BE(i)
+    const block = createHash(hash).update(seed).update(counter).digest()
+    blocks.push(block)
+    produced += block.length
+  }
+  return Buffer.concat(blocks).subarray(0, length)
+}
+
+/**
+ * EME-OAEP decoding (RFC 8017, 7.1.2 step 3) of the raw RSA result `encoded`, for a digest and an
+ * MGF1 hash that differ (`node:crypto` takes one hash for both). Every check is made before the
+ * one verdict, so no step is distinguishable by its answer (Manger's attack needs that).
+ */
+const oaepDecode = (encoded: Buffer, digest: string, mgfHash: string, label: Buffer): Buffer | undefined => {
+  const lHash = createHash(digest).update(label).digest()
+  const hLen = lHash.length
+  if (encoded.length < 2 * hLen + 2) return undefined
+  const maskedSeed = encoded.subarray(1, 1 + hLen)
+  const maskedDb = encoded.subarray(1 + hLen)
+  const seedMask = mgf1(mgfHash, maskedDb, hLen)
+  const seed = Buffer.alloc(hLen)
+  for (let i = 0; i < hLen; i++) seed[i] = maskedSeed[i]! ^ seedMask[i]!
+  const dbMask = mgf1(mgfHash, seed, maskedDb.length)
+  const db = Buffer.alloc(maskedDb.length)
+  for (let i = 0; i < db.length; i++) db[i] = maskedDb[i]! ^ dbMask[i]!
+  let bad = encoded[0]! | (timingSafeEqual(db.subarray(0, hLen), lHash) ? 0 : 1)
+  let separator = 0
+  for (let i = hLen; i < db.length; i++) {
+    const unseen = separator === 0 ? 1 : 0
+    if (unseen === 1 && db[i] === 1) separator = i
+    else bad |= unseen & (db[i] === 0 ? 0 : 1)
+  }
+  return bad !== 0 || separator === 0 ? undefined : db.subarray(separator + 1)
+}
+
+/** The content key, unwrapped with RSA-OAEP (`node:crypto` when one hash serves both roles, else `oaepDecode`). */
 const unwrapKey = (encryptedKey: Element, key: KeyObject): Either.Either<Buffer, SamlRejected> => {
   const method = Xml.only(encryptedKey, Xml.ns.xenc, "EncryptionMethod")
-  const algorithm = method?.getAttribute("Algorithm") ?? ""
-  if (method === undefined || (algorithm !== "http://www.w3.org/2001/04/xmlenc#rsa-oaep-mgf1p" && algorithm !== `${xenc11}rsa-oaep`)) {
-    return failed("the key transport algorithm is not allowed")
-  }
-  const digest = digests[Xml.only(method, Xml.ns.dsig, "DigestMethod")?.getAttribute("Algorithm") ?? "http://www.w3.org/2000/09/xmldsig#sha1"]
-  const mgf = algorithm === `${xenc11}rsa-oaep`
-    ? mgfs[Xml.only(method, xenc11, "MGF")?.getAttribute("Algorithm") ?? `${xenc11}mgf1sha1`]
-    : "sha1"
+  const parameters = method === undefined ? undefined : oaepParameters(method)
+  if (method === undefined || parameters === undefined) return failed("the key transport algorithm or its parameters are not allowed")
+  const [digest, mgfHash] = parameters
   const wrapped = cipherValue(encryptedKey)
-  if (digest === undefined || mgf !== digest || wrapped === undefined) return failed("the key transport parameters are not supported")
+  if (wrapped === undefined) return failed("the wrapped key is missing")
+  const params = Xml.only(method, Xml.ns.xenc, "OAEPparams")
+  const label = params === undefined ? Buffer.alloc(0) : Buffer.from((params.textContent ?? "").replace(/\s+/g, ""), "base64")
   try {
-    return Either.right(privateDecrypt({ key, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: digest }, wrapped))
+    const unwrapped = digest === mgfHash
+      ? privateDecrypt({ key, padding: constants.RSA_PKCS1_OAEP_PADDING, oaepHash: digest, ...(label.length > 0 ? { oaepLabel: label } : {}) }, wrapped)
+      : oaepDecode(privateDecrypt({ key, padding: constants.RSA_NO_PADDING }, wrapped), digest, mgfHash, label)
+    return unwrapped === undefined ? failed("the content key does not decode") : Either.right(unwrapped)
   } catch {
     return failed("the content key does not decrypt with the SP key")
   }

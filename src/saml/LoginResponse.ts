@@ -50,6 +50,11 @@ export interface Validated {
   readonly assertionId: string
   /** When the assertion stops being usable: how long its ID must be remembered. */
   readonly expiresAt: number
+  /**
+   * The earliest `SessionNotOnOrAfter` of its AuthnStatements (epoch milliseconds): the IdP's
+   * bound on the session it grants, which the SP session must not outlive. Undefined when absent.
+   */
+  readonly sessionNotOnOrAfter: number | undefined
 }
 
 const success = "urn:oasis:names:tc:SAML:2.0:status:Success"
@@ -188,6 +193,16 @@ export const validate = (
       if (!audiences.includes(expected.spEntityId)) return yield* reject("audience", "an AudienceRestriction excludes this SP")
     }
 
+    let sessionNotOnOrAfter: number | undefined
+    for (const authn of Xml.children(assertion, Xml.ns.assertion, "AuthnStatement")) {
+      const until = yield* Xml.time(authn, "SessionNotOnOrAfter")
+      if (until !== undefined) sessionNotOnOrAfter = Math.min(until, sessionNotOnOrAfter ?? until)
+    }
+    // The IdP has already ended the session it vouches for (with the accepted skew).
+    if (sessionNotOnOrAfter !== undefined && expected.now >= sessionNotOnOrAfter + expected.clockSkewMs) {
+      return yield* reject("expired", "the IdP session (SessionNotOnOrAfter) has ended")
+    }
+
     const attributes = yield* attributesOf(assertion)
     const emailAttribute = Object.entries(attributes).find(([name]) => emailAttributes.includes(name.toLowerCase()))?.[1][0]
     const statement = Xml.only(assertion, Xml.ns.assertion, "AuthnStatement")
@@ -205,6 +220,7 @@ export const validate = (
       },
       inResponseTo,
       assertionId: assertion.getAttribute("ID")!,
-      expiresAt: Math.min(notOnOrAfter ?? confirmedUntil, confirmedUntil) + expected.clockSkewMs
+      expiresAt: Math.min(notOnOrAfter ?? confirmedUntil, confirmedUntil) + expected.clockSkewMs,
+      sessionNotOnOrAfter
     }
   })

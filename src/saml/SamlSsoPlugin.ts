@@ -9,7 +9,9 @@
  * - `POST /saml/acs`: the validated assertion becomes a Subject through `onLogin`, then the
  *   `fw:session` cookie every session strategy reads, a companion cookie naming the IdP session,
  *   and a redirect to `returnTo` or `successRedirect`;
- * - `GET /saml/logout`: clears the session and sends a LogoutRequest to the IdP;
+ * - `GET /saml/logout`: clears the session and sends a LogoutRequest to the IdP when the request
+ *   is same-site; from elsewhere, a page whose button posts to `POST /saml/logout` (same-origin
+ *   only), so another site cannot log the user out;
  * - `GET|POST /saml/slo`: a signed IdP LogoutRequest ends the session and is answered with a
  *   LogoutResponse; the IdP's LogoutResponse completes an SP logout. Unsigned: 401 before any XML
  *   library is touched; a bad signature: 401, session untouched.
@@ -237,49 +239,69 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
 
       const mapped = options.onLogin(validated.right.profile)
       const subject = Subject.make(Effect.isEffect(mapped) ? yield* mapped : mapped)
-      const session = yield* Session.issueSession(subject, sessionSecret, { maxAgeSeconds: sessionSeconds })
+      // The session ends when the IdP said its session ends (SessionNotOnOrAfter), if sooner.
+      const granted = validated.right.sessionNotOnOrAfter
+      const maxAgeSeconds = granted === undefined ? sessionSeconds : Math.max(1, Math.min(sessionSeconds, Math.floor((granted - now) / 1000)))
+      const session = yield* Session.issueSession(subject, sessionSecret, { maxAgeSeconds })
       const { nameId, nameIdFormat, sessionIndex } = validated.right.profile
       const relayState = form.get("RelayState")
       const location = relayState !== null && Answers.isLocalPath(relayState) ? relayState : options.successRedirect ?? "/"
       return HttpServerResponse.redirect(location, {
         status: 302,
-        headers: { "set-cookie": Session.sessionCookie(session, { maxAgeSeconds: sessionSeconds, secure }) }
+        headers: { "set-cookie": Session.sessionCookie(session, { maxAgeSeconds, secure }) }
       }).pipe(
-        companionCookie(Companion.seal({ nameId, nameIdFormat, sessionIndex }, now + sessionSeconds * 1000, sessionSecret), sessionSeconds),
+        companionCookie(Companion.seal({ nameId, nameIdFormat, sessionIndex }, now + maxAgeSeconds * 1000, sessionSecret), maxAgeSeconds),
         (response) => bindsBrowser && validated.right.inResponseTo !== undefined ? requestCookie(validated.right.inResponseTo, 0)(response) : response
       )
     }).pipe(Effect.catchTags({ SamlIdpUnavailable: Answers.unavailable, SamlLibraryUnavailable: Answers.unavailable }))
   }
 
+  /** Ends the browser's session and, when the IdP has an SLO endpoint, sends it a LogoutRequest. */
+  const logOut = Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const now = yield* Clock.currentTimeMillis
+    const landing = options.logoutRedirect ?? "/"
+    const cookie = readCookie(request.headers, Companion.cookieName)
+    const name = cookie === undefined ? Option.none() : Companion.open(cookie, sessionSecret, now)
+    const settings = yield* Effect.option(idp.current)
+    if (Option.isNone(name) || Option.isNone(settings) || settings.value.sloUrl === undefined) return endSession(landing)
+    const id = Messages.newId()
+    yield* logoutIds.issue("logout", id, now + replayTtlMs)
+    const xml = Messages.logoutRequest({
+      id,
+      issueInstant: now,
+      destination: settings.value.sloUrl,
+      spEntityId: options.sp.entityId,
+      name: name.value
+    })
+    return endSession(Messages.redirectUrl({
+      location: settings.value.sloUrl,
+      parameter: "SAMLRequest",
+      xml,
+      relayState: undefined,
+      key: signingKey
+    }))
+  })
+
+  // Spec 4.4 defines logout as a GET, which any page can trigger (a link, an image): the session
+  // ends only when the browser says the request is same-site (or typed by the user); otherwise the
+  // answer is a page whose button posts back from this origin.
   const logout: Plugin.Route = {
     method: "GET",
     path: "/saml/logout",
     anonymous: true,
-    handler: Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const now = yield* Clock.currentTimeMillis
-      const landing = options.logoutRedirect ?? "/"
-      const cookie = readCookie(request.headers, Companion.cookieName)
-      const name = cookie === undefined ? Option.none() : Companion.open(cookie, sessionSecret, now)
-      const settings = yield* Effect.option(idp.current)
-      if (Option.isNone(name) || Option.isNone(settings) || settings.value.sloUrl === undefined) return endSession(landing)
-      const id = Messages.newId()
-      yield* logoutIds.issue("logout", id, now + replayTtlMs)
-      const xml = Messages.logoutRequest({
-        id,
-        issueInstant: now,
-        destination: settings.value.sloUrl,
-        spEntityId: options.sp.entityId,
-        name: name.value
-      })
-      return endSession(Messages.redirectUrl({
-        location: settings.value.sloUrl,
-        parameter: "SAMLRequest",
-        xml,
-        relayState: undefined,
-        key: signingKey
-      }))
-    })
+    handler: Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      Answers.sameSite(request.headers) ? logOut : Effect.succeed(Answers.logoutConfirmation("/saml/logout")))
+  }
+
+  /** The confirmation page's post: from this origin only (a cross-site form post is refused). */
+  const logoutPost: Plugin.Route = {
+    method: "POST",
+    path: "/saml/logout",
+    anonymous: true,
+    maxBodyBytes: 1024,
+    handler: Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      Answers.sameOrigin(request.headers) ? logOut : Effect.succeed(Answers.answer(403, "cross_site", "log out from this site's own page")))
   }
 
   const slo = (binding: "redirect" | "post") =>
@@ -362,6 +384,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
       login,
       acs,
       logout,
+      logoutPost,
       { method: "GET", path: "/saml/slo", anonymous: true, handler: slo("redirect") },
       { method: "POST", path: "/saml/slo", anonymous: true, maxBodyBytes: maxPostBytes, handler: slo("post") }
     ]

@@ -98,6 +98,28 @@ const importFor = (key: Keys.TrustedKey, algorithm: SignatureAlgorithm): Promise
   return imported
 }
 
+type SignedXmlClass = Libraries.Libraries["xmldsig"]["SignedXml"]
+
+/** xmldsigjs's `SignedXml` with its SignedInfo check (protected there) callable on its own. */
+interface EarlyCheckedSignedXml extends InstanceType<SignedXmlClass> {
+  signedInfoVerifies(key: CryptoKey): Promise<boolean>
+}
+
+const earlyChecked = new WeakMap<SignedXmlClass, new(document: Document) => EarlyCheckedSignedXml>()
+
+const signedXmlClass = (libraries: Libraries.Libraries) => {
+  let checked = earlyChecked.get(libraries.xmldsig.SignedXml)
+  if (checked === undefined) {
+    checked = class extends libraries.xmldsig.SignedXml {
+      signedInfoVerifies(key: CryptoKey) {
+        return this.ValidateSignatureValue([key])
+      }
+    }
+    earlyChecked.set(libraries.xmldsig.SignedXml, checked)
+  }
+  return checked
+}
+
 const familyOf = (key: KeyObject) => key.asymmetricKeyType === "rsa" ? "rsa" : key.asymmetricKeyType === "ec" ? "ec" : undefined
 
 /**
@@ -115,13 +137,19 @@ export const verifyEnveloped = (
       for (const key of keys) {
         if (familyOf(key.publicKey) !== algorithm.family) continue
         // A fresh SignedXml per key over the same Document: no re-serialisation, no second parse.
-        const signed = new libraries.xmldsig.SignedXml(document)
+        const signed = new (signedXmlClass(libraries))(document)
         try {
           signed.LoadXml(signature)
           const curve = Keys.namedCurve(key.publicKey)
           // xmldsigjs re-imports EC keys without their curve unless the algorithm names it.
           if (curve !== undefined) signed.Algorithm = { ...signed.Algorithm, namedCurve: curve } as EcKeyImportParams
-          if (await signed.Verify(await importFor(key, algorithm))) return true
+          const trusted = await importFor(key, algorithm)
+          // The SignatureValue over SignedInfo first: SignedInfo is small, while the referenced
+          // element can hold thousands of elements. xmldsigjs's Verify clones the document and
+          // canonicalizes the reference before it looks at the signature, so a forgery would cost
+          // that work; checked first, only a SignedInfo the IdP really signed gets that far.
+          if (!(await signed.signedInfoVerifies(trusted))) continue
+          if (await signed.Verify(trusted)) return true
         } catch {
           // A digest mismatch, a duplicate ID or bad base64: not verified by this key.
         }

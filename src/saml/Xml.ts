@@ -22,10 +22,16 @@ export const ns = {
 export const maxMessageBytes = 256 * 1024
 
 /**
- * Element count and depth limits. A real response has tens to a few hundred elements; without a
- * bound, 256 KiB of empty elements costs seconds of canonicalization per signature check.
+ * Element count and depth limits: a bound on the work one message can cause (canonicalization is
+ * linear in the elements of the signed subtree, about a tenth of a millisecond each). A typical
+ * response has tens to a few hundred elements, but a real IdP's group attribute can carry thousands
+ * of values (about 4,100 group ids in some 200 KB), and within `maxMessageBytes` the shortest
+ * plausible values (`<AttributeValue>g1</AttributeValue>`, 35 bytes) come to about 7,500 elements:
+ * the limit sits just above that. Empty elements (`<a/>`, 4 bytes) could pack 65,000 into the
+ * same bytes; they stop here, and a forged signature stops before any canonicalization of the
+ * assertion (`Signature.verifyEnveloped` checks the SignatureValue over SignedInfo first).
  */
-export const maxElements = 4096
+export const maxElements = 8192
 export const maxDepth = 48
 
 const tooComplex = reject("too_large", `over ${maxElements} elements or ${maxDepth} levels`)
@@ -48,6 +54,9 @@ const withinLimits = (root: Element): boolean => {
 export const parse = (libraries: Libraries.Libraries, xml: string): Either.Either<Document, SamlRejected> => {
   if (Buffer.byteLength(xml) > maxMessageBytes) return Either.left(reject("too_large", `over ${maxMessageBytes} bytes`))
   if (/<!DOCTYPE|<!ENTITY|<!ATTLIST/i.test(xml)) return Either.left(reject("dtd", "a DOCTYPE or entity declaration"))
+  // xmldom rewrites these as line feeds (XML 1.1 line-end handling, not XML 1.0): a value ending
+  // in one would then be trimmed, and an IdP's XML 1.0 signer digests them as they are anyway.
+  if (/[\u0085\u2028\u2029]/.test(xml)) return Either.left(reject("malformed", "U+0085, U+2028 or U+2029, which the parser would rewrite"))
   let tags = 0
   for (let i = xml.indexOf("<"); i !== -1; i = xml.indexOf("<", i + 1)) {
     if (++tags > 2 * maxElements + 16) return Either.left(tooComplex)
@@ -93,9 +102,28 @@ export const only = (parent: Node, namespace: string, local: string): Element | 
 export const count = (document: Document, namespace: string, local: string): number =>
   document.getElementsByTagNameNS(namespace, local).length
 
+const isXmlSpace = (code: number) => code === 0x20 || code === 0x09 || code === 0x0d || code === 0x0a
+
 /**
- * The text of `element` when it holds only text and CDATA; a comment, processing instruction or
- * child element inside it is a rejection (it could make a reader see a value the signer did not).
+ * Strips XML whitespace (space, tab, CR, LF: XML 1.0 production S) from both ends, and nothing
+ * else. `String.prototype.trim` would also strip U+00A0, U+2000–U+200A, U+3000, U+2028/9 and
+ * U+FEFF, which XML counts as content: a NameID `alice@example.test\u00a0` that the IdP keeps apart
+ * from `alice@example.test` would then log in as her.
+ */
+export const trimXmlSpace = (value: string): string => {
+  // A loop, not a regex: `/[ \t\r\n]+$/` backtracks quadratically over a long inner run of spaces.
+  let start = 0
+  let end = value.length
+  while (start < end && isXmlSpace(value.charCodeAt(start))) start++
+  while (end > start && isXmlSpace(value.charCodeAt(end - 1))) end--
+  return value.slice(start, end)
+}
+
+
+/**
+ * The text of `element` when it holds only text and CDATA, with XML whitespace (only) trimmed; a
+ * comment, processing instruction or child element inside it is a rejection (it could make a
+ * reader see a value the signer did not).
  */
 export const text = (element: Element): Either.Either<string, SamlRejected> => {
   let value = ""
@@ -105,7 +133,7 @@ export const text = (element: Element): Either.Either<string, SamlRejected> => {
     }
     value += node.nodeValue ?? ""
   }
-  return Either.right(value.trim())
+  return Either.right(trimXmlSpace(value))
 }
 
 /** The text of the one child `{namespace}local`, undefined when absent. */

@@ -32,6 +32,7 @@ import type { App } from "../app/App.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import * as Plugin from "../app/Plugin.js"
 import * as BodyRead from "../app/BodyRead.js"
+import * as CrossSite from "../app/CrossSite.js"
 import * as PluginServices from "../app/PluginServices.js"
 import type * as Settings from "../app/Settings.js"
 import * as PluginHost from "./PluginHost.js"
@@ -56,26 +57,40 @@ export interface Options {
 export const rpcPath = "/rpc"
 
 /**
+ * The WebSocket rpc protocol on `GET /rpc`, its upgrade screened by `CrossSite` (a cross-site
+ * upgrade does not carry its cookies into the socket, whose every call reuses the upgrade headers).
+ */
+const websocketProtocol = Layer.effect(
+  RpcServer.Protocol,
+  Effect.gen(function*() {
+    const router = yield* HttpLayerRouter.HttpRouter
+    const runtime = yield* Runtime.Runtime
+    const { httpApp, protocol } = yield* RpcServer.makeProtocolWithHttpAppWebsocket
+    yield* router.add("GET", rpcPath, CrossSite.guarded(runtime, httpApp))
+    return protocol
+  })
+)
+
+/**
  * Both rpc transports: the WebSocket upgrade on `GET /rpc` (the `@effect/rpc` server, answering
  * unknown tags with a typed error), and `POST /rpc` answered by `RpcHttp` within the body cap.
  */
 const rpcRoutes = (serverGroup: RpcGroup.Group, maxBodyBytes: number) =>
   Layer.mergeAll(
     RpcServer.layer(serverGroup, { disableTracing: true }).pipe(
-      Layer.provide(
-        RpcProtocol.layerGuarded(RpcServer.layerProtocolWebsocketRouter({ path: rpcPath }), new Set(serverGroup.requests.keys()))
-      )
+      Layer.provide(RpcProtocol.layerGuarded(websocketProtocol, new Set(serverGroup.requests.keys())))
     ),
     HttpLayerRouter.use((router) =>
       Effect.gen(function*() {
-        const answer = RpcHttp.make(yield* Runtime.Runtime)
+        const runtime = yield* Runtime.Runtime
+        const answer = RpcHttp.make(runtime)
         yield* router.add(
           "POST",
           rpcPath,
-          Effect.gen(function*() {
+          CrossSite.guarded(runtime, Effect.gen(function*() {
             const request = yield* HttpServerRequest.HttpServerRequest
             return yield* answer(yield* BodyLimit.readCapped(request, maxBodyBytes))
-          }).pipe(
+          }), { bodyExpected: true }).pipe(
             Effect.catchTags({
               PayloadTooLarge: (error) => Effect.succeed(BodyLimit.payloadTooLargeResponse(error)),
               BodyReadFailed: (error) => Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message))
@@ -124,7 +139,9 @@ const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
             )
           )
         )
-        return router.add(route.method, path, inspect ? Inspect.gated(handler) : handler)
+        // Anonymous routes (logins, IdP callbacks) read their own cookies and defend themselves.
+        const screened = inspect || route.anonymous === true ? handler : CrossSite.guarded(runtime, handler)
+        return router.add(route.method, path, inspect ? Inspect.gated(screened) : screened)
       }
       for (const route of plugin.routes ?? []) yield* mount(route, route.path, false)
       for (const route of plugin.inspectRoutes ?? []) {

@@ -15,6 +15,7 @@ import * as Store from "../../src/kernel/Store.js"
 import * as Serve from "../support/Serve.js"
 import * as Browser from "./support/Browser.js"
 import * as StandIn from "./support/IdpAStandIn.js"
+import { unicodeVariants } from "../support/UnicodeIdentities.js"
 
 const sessionSecret = "hosted-login-session-secret-0123456789"
 const names = ["IDP_A_CLIENT_ID", "IDP_A_API_KEY", "IDP_A_REDIRECT_URI"] as const
@@ -105,5 +106,50 @@ describe("idpAHostedLoginPlugin in an app", () => {
       const failed = yield* Browser.get((yield* Browser.get(started.location!)).location!, browser.header())
       assert.strictEqual(failed.status, 502)
       assert.notInclude(failed.body, StandIn.apiKey)
+    }))
+
+  it.scopedLive("no normalisation merges two provider identities: Unicode-padded addresses never reach ada's account, K (Kelvin sign) is not k", () =>
+    Effect.gen(function*() {
+      const standIn = yield* StandIn.start
+      const app = defineApp({
+        name: "login",
+        procedures: [whoAmI],
+        plugins: [idpAHostedLoginPlugin({ sessionSecret, apiBaseUrl: standIn.url, landingPath: "/home" })],
+        auth: [passwordSessionStrategy({ secret: sessionSecret })]
+      })
+      const served = yield* Serve.serve(app, Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal)))
+      yield* environment({
+        IDP_A_CLIENT_ID: StandIn.clientId,
+        IDP_A_API_KEY: StandIn.apiKey,
+        IDP_A_REDIRECT_URI: `${served.url}/auth/idp_a/callback`
+      })
+      const client = yield* Serve.httpClient(served, app)
+      /** Logs in as the stand-in's current user: the caller id, or the callback's status when refused. */
+      const logIn = Effect.gen(function*() {
+        const browser = Browser.jar()
+        const started = yield* Browser.get(`${served.url}/auth/idp_a/login`)
+        browser.take(started)
+        const callback = yield* Browser.get((yield* Browser.get(started.location!)).location!, browser.header())
+        if (callback.status !== 302) return callback.status
+        browser.take(callback)
+        return (yield* client.call(whoAmI, {}, { headers: { cookie: `fw:session=${browser.get("fw:session")}` } })).id
+      })
+      const as = (id: string, email: string) =>
+        standIn.logInAs({ id, email, firstName: "F", lastName: "L", organizationId: null, emailVerified: true })
+      as("user_ada", "ada@acme.test")
+      const ada = yield* logIn
+      assert.isString(ada)
+      for (const [index, email] of [...unicodeVariants.map((v) => v.replace("alice@example.test", "ada@acme.test")), "ada@acme.test\u200b"].entries()) {
+        as(`user_u${index}`, email)
+        const outcome = yield* logIn
+        assert.notStrictEqual(outcome, ada, JSON.stringify(email))
+        assert.isNumber(outcome, JSON.stringify(email))
+      }
+      as("user_kevin", "kevin@acme.test")
+      const kevin = yield* logIn
+      as("user_kelvin", "\u212Aevin@acme.test")
+      const kelvin = yield* logIn
+      assert.isString(kelvin)
+      assert.notStrictEqual(kelvin, kevin)
     }))
 })

@@ -3,7 +3,7 @@
  * tokens the provider issues, and the provider rotating its keys.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, TestClock } from "effect"
+import { Effect, Logger, TestClock } from "effect"
 import * as jose from "jose"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -84,7 +84,13 @@ describe("a real OpenID provider on loopback", () => {
       const token = yield* op.mint({ aud: api, claims: { hd: "acme.test" } })
       const document = yield* documentServer({ issuer: "https://evil.test", jwks_uri: op.jwksUrl })
       const strategy = oidcStrategy({ id: "ws", issuer: op.issuer, audience: api, tenantClaim: "hd", discoveryUrl: document.url })
-      expectFailed(yield* authenticate(strategy, bearer(token)), "names the issuer https://evil.test")
+      // The client sees a fixed reason with no URL; the log keeps which issuer the document named.
+      const logs: Array<string> = []
+      const logger = Logger.make(({ message }) => logs.push(String(message)))
+      const verdict = yield* authenticate(strategy, bearer(token)).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+      expectFailed(verdict, "the identity provider's discovery document is unavailable: the document names another issuer")
+      assert.isTrue(verdict._tag === "Failed" && !/evil\.test|https?:|127\.0\.0\.1/.test(verdict.reason), JSON.stringify(verdict))
+      assert.isTrue(logs.some((line) => line.includes("https://evil.test")), JSON.stringify(logs))
       assert.strictEqual(op.requests(new URL(op.jwksUrl).pathname), 0)
     }))
 

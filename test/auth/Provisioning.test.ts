@@ -15,6 +15,7 @@ import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import * as Pg from "../support/Pg.js"
+import { unicodeVariants } from "../support/UnicodeIdentities.js"
 
 const profile = (email: string, organizationId: string | null, externalId = email, emailVerified = true): Provisioning.Profile => ({
   provider: "idp_a",
@@ -48,13 +49,34 @@ for (const [tier, store] of Object.entries(tiers)) {
         assert.deepStrictEqual([ada.type, ada.metadata.provider, ada.metadata.email], ["user", "idp_a", "ada@acme.test"])
         assert.isString(ada.tenantId)
         assert.deepStrictEqual(yield* Provisioning.findOrProvision(profile("ada@acme.test", "org_01")), ada)
-        // Found by a verified email even when the provider's ids differ (a re-created account), in any case.
-        assert.deepStrictEqual(yield* Provisioning.findOrProvision(profile(" Ada@ACME.test", null, "user_99")), ada)
+        // Found by a verified email even when the provider's ids differ (a re-created account), in any ASCII case.
+        assert.deepStrictEqual(yield* Provisioning.findOrProvision(profile("Ada@ACME.test", null, "user_99")), ada)
         const store = yield* Store.Store
         const [users, organizations] = yield* Effect.all([store.count(Users), store.count(Organizations)]).pipe(Subject.asSystem)
         assert.deepStrictEqual([users, organizations], [1, 1])
         const user = yield* store.get(Users, ada.id).pipe(Subject.asSystem)
         assert.strictEqual(user._tag === "Some" && user.value.externalId, "ada@acme.test")
+      }).pipe(Effect.provide(store())))
+
+    it.effect("no normalisation merges two provider identities: Unicode spaces and U+FEFF are refused, not stripped", () =>
+      Effect.gen(function*() {
+        const ada = yield* Provisioning.findOrProvision(profile("ada@acme.test", "org_01", "user_01"))
+        for (const email of unicodeVariants) {
+          const refused = yield* Effect.flip(Provisioning.findOrProvision(profile(email.replace("alice@example.test", "ada@acme.test"), null, `other:${email}`)))
+          assert.instanceOf(refused, Provisioning.ProvisioningRefused, JSON.stringify(email))
+        }
+        for (const email of ["ada@acme.test\u200b", "ad\u200da@acme.test", " ada@acme.test", "ada@acme.test\n", "ada@acme.test\ud800", "ada@@acme.test", "@acme.test"]) {
+          const refused = yield* Effect.flip(Provisioning.findOrProvision(profile(email, null, `other:${email}`)))
+          assert.instanceOf(refused, Provisioning.ProvisioningRefused, JSON.stringify(email))
+        }
+        // Unicode case folding would map these onto ASCII addresses: they stay distinct users.
+        const kelvin = yield* Provisioning.findOrProvision(profile("\u212Aevin@acme.test", null, "user_k1"))
+        const kevin = yield* Provisioning.findOrProvision(profile("kevin@acme.test", null, "user_k2"))
+        const dotted = yield* Provisioning.findOrProvision(profile("\u0130da@acme.test", null, "user_i1"))
+        assert.strictEqual(new Set([ada.id, kelvin.id, kevin.id, dotted.id]).size, 4)
+        assert.strictEqual(kelvin.metadata.email, "\u212Aevin@acme.test")
+        const store = yield* Store.Store
+        assert.strictEqual(yield* store.count(Users).pipe(Subject.asSystem), 4)
       }).pipe(Effect.provide(store())))
 
     it.effect("colleagues share the provider's organisation; a user without one gets their own tenant", () =>

@@ -5,6 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, TestClock } from "effect"
+import * as Xml from "../../src/saml/Xml.js"
 import * as Idp from "./support/Idp.js"
 import * as Sp from "./support/Sp.js"
 
@@ -277,4 +278,30 @@ describe("SAML attacks are refused and set no session", () => {
       status: 400,
       reason: "too_large"
     }))
+
+  it.scoped("empty elements packed just past the element limit are refused before any signature work, inside the assertion too", () =>
+    Effect.gen(function*() {
+      const packed = "<a/>".repeat(Xml.maxElements)
+      yield* refused((request) => Idp.validResponse(fields(request)).replace("</samlp:Response>", `${packed}</samlp:Response>`), {
+        status: 400,
+        reason: "too_large"
+      })
+      yield* refused((request) => Idp.validResponse(fields(request)).replace("</saml:AttributeStatement>", `${packed}</saml:AttributeStatement>`), {
+        status: 400,
+        reason: "too_large"
+      })
+    }))
+
+  it.scoped("deeper nesting than the depth limit is refused before any signature work", () =>
+    refused((request) =>
+      Idp.validResponse(fields(request)).replace("</saml:AttributeStatement>", `${"<a>".repeat(Xml.maxDepth)}${"</a>".repeat(Xml.maxDepth)}</saml:AttributeStatement>`), {
+      status: 400,
+      reason: "too_large"
+    }))
+
+  it.scoped("a forged SignatureValue over an assertion at the element limit is refused (checked before the assertion is canonicalized)", () =>
+    refused((request) =>
+      Idp.validResponse(fields(request))
+        .replace("</saml:AttributeStatement>", `${"<a/>".repeat(Xml.maxElements - 100)}</saml:AttributeStatement>`)
+        .replace(/<ds:SignatureValue>(.)/, (_, first: string) => `<ds:SignatureValue>${first === "A" ? "B" : "A"}`), { reason: "signature" }))
 })

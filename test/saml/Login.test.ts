@@ -108,6 +108,38 @@ describe("SAML login", () => {
       assert.strictEqual(caller.id, "alice@example.test")
     }))
 
+  it.scoped("SessionNotOnOrAfter caps the fw:session: the cookie and the session it carries end when the IdP's session does", () =>
+    Effect.gen(function*() {
+      const now = Date.UTC(2026, 10, 23, 12)
+      yield* TestClock.setTime(now)
+      const sp = yield* Sp.serve(memory)
+      const { answer, browser, caller } = yield* logIn(sp, ({ id }) => Idp.validResponse({ now, inResponseTo: id, sessionNotOnOrAfter: now + 3_600_000 }))
+      assert.strictEqual(caller.id, "alice@example.test")
+      assert.match(Sp.Browser.setCookie(answer, "fw:session")!, /Max-Age=3600;/)
+      assert.match(Sp.Browser.setCookie(answer, "fw_saml")!, /Max-Age=3600;/)
+      // A client that keeps the cookie past Max-Age still finds the session expired.
+      yield* TestClock.adjust("3601 seconds")
+      const late = yield* Effect.either(sp.client.call(Sp.whoAmI, {}, { headers: { cookie: browser.header() } }))
+      assert.isTrue(late._tag === "Left", JSON.stringify(late))
+      // Without SessionNotOnOrAfter the default lifetime stands; a later one does not extend it.
+      const at = now + 3_601_000
+      const plain = yield* logIn(sp, ({ id }) => Idp.validResponse({ now: at, inResponseTo: id, assertionId: "_plain" }))
+      assert.match(Sp.Browser.setCookie(plain.answer, "fw:session")!, /Max-Age=604800;/)
+      const long = yield* logIn(sp, ({ id }) => Idp.validResponse({ now: at, inResponseTo: id, assertionId: "_long", sessionNotOnOrAfter: at + 30 * 86_400_000 }))
+      assert.match(Sp.Browser.setCookie(long.answer, "fw:session")!, /Max-Age=604800;/)
+    }))
+
+  it.scoped("an assertion whose SessionNotOnOrAfter has passed is refused", () =>
+    Effect.gen(function*() {
+      const now = Date.UTC(2026, 10, 23, 12)
+      yield* TestClock.setTime(now)
+      const sp = yield* Sp.serve(memory)
+      const request = yield* Sp.startLogin(sp.served.url)
+      const answer = yield* Sp.postToAcs(sp.served.url, Idp.validResponse({ now, inResponseTo: request.id, sessionNotOnOrAfter: now - 1_000 }), request)
+      assert.deepStrictEqual([answer.status, JSON.parse(answer.body).reason], [401, "expired"])
+      assert.isUndefined(Sp.Browser.setCookie(answer, "fw:session"))
+    }))
+
   it.scoped("a stale or forged session cookie does not lock the browser out of login", () =>
     Effect.gen(function*() {
       yield* TestClock.setTime(Date.now())

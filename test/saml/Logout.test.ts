@@ -14,6 +14,9 @@ import * as Sp from "./support/Sp.js"
 
 const at = Date.UTC(2026, 10, 23, 12)
 
+/** What a browser sends with a click on this site's own logout link. */
+const sameSite = { "sec-fetch-site": "same-origin" }
+
 /** Serves an SP and logs alice in; returns the SP and her cookie jar. */
 const loggedIn = (overrides: Parameters<typeof Sp.serve>[1] = {}, storeLayer: Parameters<typeof Sp.serve>[0] = Sp.memory) =>
   Effect.gen(function*() {
@@ -43,10 +46,44 @@ const carried = (location: string, cert: string) => {
 }
 
 describe("SAML single logout", () => {
+  it.scoped("GET /saml/logout from another site (or with no sign of its origin) ends nothing: it answers a page that posts back", () =>
+    Effect.gen(function*() {
+      const { browser, sp } = yield* loggedIn()
+      for (const headers of [{ "sec-fetch-site": "cross-site" }, {}, { referer: "https://evil.test/page" }]) {
+        const page = yield* Sp.Browser.get(`${sp.served.url}/saml/logout`, browser.header(), headers)
+        assert.strictEqual(page.status, 200, JSON.stringify(headers))
+        assert.deepStrictEqual(page.setCookies, [])
+        assert.include(page.body, `<form method="post" action="/saml/logout">`)
+        assert.notInclude(page.body, "<script")
+        assert.strictEqual((yield* whoAmI(sp, browser)).id, "alice@example.test")
+      }
+      // A cross-site form post is refused; the page's own post (from this origin) logs out.
+      const forged = yield* Sp.postForm(`${sp.served.url}/saml/logout`, {}, browser.header(), { origin: "https://evil.test" })
+      assert.strictEqual(forged.status, 403)
+      assert.strictEqual((yield* whoAmI(sp, browser)).id, "alice@example.test")
+      const posted = yield* Sp.postForm(`${sp.served.url}/saml/logout`, {}, browser.header(), { origin: sp.served.url })
+      browser.take(posted)
+      assert.strictEqual(posted.status, 302)
+      assert.isTrue(posted.location!.startsWith(`${Idp.idpSloUrl}?SAMLRequest=`))
+      assert.strictEqual((yield* whoAmI(sp, browser)).id, "anonymous")
+    }))
+
+  it.scoped("GET /saml/logout ends the session when same-site: Sec-Fetch-Site same-site or none, or a Referer on this host", () =>
+    Effect.gen(function*() {
+      for (const headers of [{ "sec-fetch-site": "same-site" }, { "sec-fetch-site": "none" }, { referer: "SELF/account" }]) {
+        const { browser, sp } = yield* loggedIn()
+        const resolved = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, v.replace("SELF", sp.served.url)]))
+        const logout = yield* Sp.Browser.get(`${sp.served.url}/saml/logout`, browser.header(), resolved)
+        browser.take(logout)
+        assert.strictEqual(logout.status, 302, JSON.stringify(headers))
+        assert.strictEqual((yield* whoAmI(sp, browser)).id, "anonymous")
+      }
+    }))
+
   it.scoped("SP-initiated: /saml/logout clears the session and sends a signed LogoutRequest; the IdP's LogoutResponse completes it once", () =>
     Effect.gen(function*() {
       const { browser, sp } = yield* loggedIn()
-      const logout = yield* Sp.Browser.get(`${sp.served.url}/saml/logout`, browser.header())
+      const logout = yield* Sp.Browser.get(`${sp.served.url}/saml/logout`, browser.header(), sameSite)
       browser.take(logout)
       assert.strictEqual(logout.status, 302)
       assert.isTrue(logout.location!.startsWith(`${Idp.idpSloUrl}?SAMLRequest=`))
@@ -155,7 +192,7 @@ describe("SAML single logout", () => {
         const options = { sloStore: { store: true } } as const
         const { browser, sp } = yield* loggedIn(options, Sp.sql(Pg.layerClient(url)))
         const other = yield* Sp.serve(Sp.sql(Pg.layerClient(url)), { ...options, logoutRedirect: "/bye" })
-        const logout = yield* Sp.Browser.get(`${sp.served.url}/saml/logout`, browser.header())
+        const logout = yield* Sp.Browser.get(`${sp.served.url}/saml/logout`, browser.header(), sameSite)
         const id = /ID="([^"]+)"/.exec(carried(logout.location!, Idp.spKeys.cert).xml)![1]!
         const response = Idp.redirectQuery("SAMLResponse", Idp.logoutResponseXml({ inResponseTo: id, now: at }), {})
         assert.strictEqual((yield* Sp.Browser.get(`${other.served.url}/saml/slo?${response}`)).status, 302)

@@ -48,6 +48,52 @@ describe("SAML response validation", () => {
       assert.deepStrictEqual([attributes["constructor"], attributes["__proto__"], attributes["targetedId"]], [["c"], ["p"], ["kept"]])
     }))
 
+  it.effect("a real IdP's large group attribute (4,100 values, about 200 KB) fits under the work bound", () =>
+    Effect.gen(function*() {
+      const values = Array.from({ length: 4_100 }, (_, i) => `<saml:AttributeValue>g${String(i).padStart(4, "0")}</saml:AttributeValue>`)
+      const xml = signedWith((assertion) =>
+        assertion.replace("</saml:AttributeStatement>", `<saml:Attribute Name="groups">${values.join("")}</saml:Attribute></saml:AttributeStatement>`))
+      assert.isTrue(Buffer.byteLength(xml) > 190_000 && Buffer.byteLength(xml) < 256 * 1024, `${Buffer.byteLength(xml)} bytes`)
+      const result = yield* validate(xml)
+      assert.isTrue(Either.isRight(result), JSON.stringify(Either.isLeft(result) ? result.left : null))
+      const groups = Either.getOrThrow(result).profile.attributes["groups"]!
+      assert.deepStrictEqual([groups.length, groups[0], groups[4_099]], [4_100, "g0000", "g4099"])
+    }))
+
+  it.effect("an ECDSA-SHA256 signed assertion verifies with the IdP's EC certificate (the SignedInfo check runs first for EC keys too)", () =>
+    Effect.gen(function*() {
+      const fields = { now, inResponseTo: "_r" }
+      const xml = Idp.signAssertion(Idp.responseXml(fields, Idp.assertionXml(fields)), { keys: Idp.ecIdpKeys, ecdsa: true })
+      const withKeys = (keys: ReadonlyArray<Keys.TrustedKey>) =>
+        Effect.flatMap(Libraries.load, (libraries) =>
+          Effect.either(LoginResponse.validate(libraries, xml, {
+            idpEntityId: Idp.idpEntityId,
+            spEntityId: Idp.spEntityId,
+            acsUrl: Idp.acsUrl,
+            keys,
+            decryptionKey: undefined,
+            wantAuthnResponseSigned: false,
+            clockSkewMs: 0,
+            now
+          })))
+      const accepted = yield* withKeys([Keys.trust(Idp.idpKeys.cert), Keys.trust(Idp.ecIdpKeys.cert)])
+      assert.isTrue(Either.isRight(accepted), JSON.stringify(Either.isLeft(accepted) ? accepted.left : null))
+      const tampered = yield* Effect.flatMap(Libraries.load, (libraries) =>
+        Effect.either(LoginResponse.validate(libraries, xml.replace("alice@example.test</saml:NameID>", "mallory@example.test</saml:NameID>"), {
+          idpEntityId: Idp.idpEntityId,
+          spEntityId: Idp.spEntityId,
+          acsUrl: Idp.acsUrl,
+          keys: [Keys.trust(Idp.ecIdpKeys.cert)],
+          decryptionKey: undefined,
+          wantAuthnResponseSigned: false,
+          clockSkewMs: 0,
+          now
+        })))
+      assert.isTrue(Either.isLeft(tampered) && tampered.left.reason === "signature", JSON.stringify(tampered))
+      const rsaOnly = yield* withKeys([Keys.trust(Idp.idpKeys.cert)])
+      assert.isTrue(Either.isLeft(rsaOnly) && rsaOnly.left.reason === "signature")
+    }))
+
   it.effect("email comes from an email attribute, else from a NameID whose format is emailAddress only", () =>
     Effect.gen(function*() {
       const withoutEmail = (format: string) =>

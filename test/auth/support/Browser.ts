@@ -13,9 +13,9 @@ export interface Answer {
 }
 
 /** GETs `url` with `cookie` (a Cookie header value), not following redirects. */
-export const get = (url: string, cookie?: string) =>
+export const get = (url: string, cookie?: string, headers: Record<string, string> = {}) =>
   Effect.promise(async (): Promise<Answer> => {
-    const response = await fetch(url, { redirect: "manual", headers: cookie === undefined ? {} : { cookie } })
+    const response = await fetch(url, { redirect: "manual", headers: cookie === undefined ? headers : { ...headers, cookie } })
     return {
       status: response.status,
       location: response.headers.get("location"),

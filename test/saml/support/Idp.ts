@@ -6,7 +6,7 @@
  */
 import { DOMParser, XMLSerializer } from "@xmldom/xmldom"
 import { readFileSync } from "node:fs"
-import { createSign, X509Certificate } from "node:crypto"
+import { constants, createCipheriv, createHash, createPublicKey, createSign, publicEncrypt, randomBytes, sign as nodeSign, X509Certificate } from "node:crypto"
 import { deflateRawSync } from "node:zlib"
 import * as samlify from "samlify"
 import { SignedXml } from "xml-crypto"
@@ -57,6 +57,8 @@ export interface ResponseFields {
   readonly notOnOrAfter?: number
   readonly confirmationNotOnOrAfter?: number
   readonly sessionIndex?: string
+  /** The AuthnStatement's SessionNotOnOrAfter (absent by default). */
+  readonly sessionNotOnOrAfter?: number
 }
 
 const iso = (millis: number) => new Date(millis).toISOString()
@@ -75,7 +77,8 @@ export const assertionXml = (fields: ResponseFields): string => {
     ` NotOnOrAfter="${iso(fields.confirmationNotOnOrAfter ?? now + 5 * 60_000)}" Recipient="${fields.recipient ?? acsUrl}"${inResponseTo}/>` +
     `</saml:SubjectConfirmation></saml:Subject>` +
     `<saml:Conditions NotBefore="${iso(fields.notBefore ?? now - 60_000)}" NotOnOrAfter="${iso(fields.notOnOrAfter ?? now + 5 * 60_000)}">${audiences}</saml:Conditions>` +
-    `<saml:AuthnStatement AuthnInstant="${iso(now)}" SessionIndex="${fields.sessionIndex ?? "_session1"}"><saml:AuthnContext>` +
+    `<saml:AuthnStatement AuthnInstant="${iso(now)}" SessionIndex="${fields.sessionIndex ?? "_session1"}"` +
+    `${fields.sessionNotOnOrAfter === undefined ? "" : ` SessionNotOnOrAfter="${iso(fields.sessionNotOnOrAfter)}"`}><saml:AuthnContext>` +
     `<saml:AuthnContextClassRef>urn:oasis:names:tc:SAML:2.0:ac:classes:PasswordProtectedTransport</saml:AuthnContextClassRef>` +
     `</saml:AuthnContext></saml:AuthnStatement>` +
     `<saml:AttributeStatement><saml:Attribute Name="email"><saml:AttributeValue>${fields.email ?? fields.nameId ?? "alice@example.test"}</saml:AttributeValue></saml:Attribute></saml:AttributeStatement>` +
@@ -100,6 +103,23 @@ export interface SignOptions {
   readonly sha1?: boolean
   /** Embed the signer's certificate in KeyInfo (what an attacker does in a KeyInfo substitution). */
   readonly keyInfo?: boolean
+  /** Sign with ECDSA-SHA256 (`keys` must then be an EC pair, e.g. `ecIdpKeys`). */
+  readonly ecdsa?: boolean
+}
+
+const ecdsaSha256 = "http://www.w3.org/2001/04/xmldsig-more#ecdsa-sha256"
+
+/** ECDSA-SHA256 for xml-crypto, which has no ECDSA of its own (XML DSig wants r‖s, IEEE P1363). */
+class EcdsaSigner {
+  getSignature(signedInfo: string, privateKey: string) {
+    return nodeSign("sha256", Buffer.from(signedInfo), { key: privateKey, dsaEncoding: "ieee-p1363" }).toString("base64")
+  }
+  verifySignature() {
+    return false
+  }
+  getAlgorithmName() {
+    return ecdsaSha256
+  }
 }
 
 const sign = (xml: string, target: "Assertion" | "Response", options: SignOptions = {}): string => {
@@ -107,9 +127,14 @@ const sign = (xml: string, target: "Assertion" | "Response", options: SignOption
   const signer = new SignedXml({
     privateKey: keys.key,
     ...(options.keyInfo ? { publicCert: keys.cert } : {}),
-    signatureAlgorithm: options.sha1 ? "http://www.w3.org/2000/09/xmldsig#rsa-sha1" : "http://www.w3.org/2001/04/xmldsig-more#rsa-sha256",
+    signatureAlgorithm: options.ecdsa
+      ? ecdsaSha256
+      : options.sha1
+      ? "http://www.w3.org/2000/09/xmldsig#rsa-sha1"
+      : "http://www.w3.org/2001/04/xmldsig-more#rsa-sha256",
     canonicalizationAlgorithm: "http://www.w3.org/2001/10/xml-exc-c14n#"
   })
+  if (options.ecdsa) signer.SignatureAlgorithms = { ...signer.SignatureAlgorithms, [ecdsaSha256]: EcdsaSigner as never }
   const path = target === "Assertion"
     ? "/*[local-name(.)='Response']/*[local-name(.)='Assertion']"
     : "/*[local-name(.)='Response']"
@@ -147,6 +172,79 @@ export const encryptAssertion = (xml: string, algorithm: "gcm" | "cbc" = "gcm"):
       resolve(xml.replace(plaintext, `<saml:EncryptedAssertion>${encrypted}</saml:EncryptedAssertion>`))
     })
   )
+}
+
+/** A key transport for `encryptAssertionWith`: the xmlenc algorithm, its parameters, and the hashes they mean. */
+export interface KeyTransport {
+  readonly algorithm: "http://www.w3.org/2001/04/xmlenc#rsa-oaep-mgf1p" | "http://www.w3.org/2009/xmlenc11#rsa-oaep" | "http://www.w3.org/2001/04/xmlenc#rsa-1_5"
+  /** The DigestMethod written (omitted when undefined: the SHA-1 default). */
+  readonly digestMethod?: string
+  /** The xmlenc11 MGF written (omitted when undefined: MGF1 with SHA-1). */
+  readonly mgf?: string
+  /** The node hash names the wrapping really uses. */
+  readonly oaepHash: string
+  readonly mgf1Hash: string
+  /** An OAEP label, written as `xenc:OAEPparams`. */
+  readonly label?: Buffer
+}
+
+const mgf1 = (hash: string, seed: Buffer, length: number): Buffer => {
+  const blocks: Array<Buffer> = []
+  for (let i = 0, produced = 0; produced < length; i++) {
+    const counter = Buffer.alloc(4)
+    counter.writeUInt32BE(i)
+    blocks.push(createHash(hash).update(seed).update(counter).digest())
+    produced += blocks.at(-1)!.length
+  }
+  return Buffer.concat(blocks).subarray(0, length)
+}
+
+/** RSA-OAEP (RFC 8017, 7.1.1) with separate digest and MGF1 hashes: EME-OAEP here, then raw RSA. */
+export const oaepWrap = (cert: string, message: Buffer, oaepHash: string, mgf1Hash: string, label: Buffer = Buffer.alloc(0)): Buffer => {
+  const key = createPublicKey(cert)
+  const k = key.asymmetricKeyDetails!.modulusLength! / 8
+  const lHash = createHash(oaepHash).update(label).digest()
+  const hLen = lHash.length
+  const db = Buffer.concat([lHash, Buffer.alloc(k - message.length - 2 * hLen - 2), Buffer.from([1]), message])
+  const seed = randomBytes(hLen)
+  const maskedDb = Buffer.from(db.map((byte, i) => byte ^ mgf1(mgf1Hash, seed, db.length)[i]!))
+  const seedMask = mgf1(mgf1Hash, maskedDb, hLen)
+  const maskedSeed = Buffer.from(seed.map((byte, i) => byte ^ seedMask[i]!))
+  return publicEncrypt({ key, padding: constants.RSA_NO_PADDING }, Buffer.concat([Buffer.from([0]), maskedSeed, maskedDb]))
+}
+
+/**
+ * Replaces the Assertion of a signed response by its encryption for the SP, built with
+ * `node:crypto` alone: AES-256-GCM content, the key wrapped as `transport` says (so the key
+ * transports of ADFS, Entra ID, Okta, Shibboleth and Keycloak can each be produced).
+ */
+export const encryptAssertionWith = (xml: string, transport: KeyTransport, recipient: KeyPair = spKeys): string => {
+  const document = new DOMParser().parseFromString(xml, "text/xml")
+  const assertion = document.getElementsByTagNameNS(ns.assertion, "Assertion")[0]!
+  const plaintext = new XMLSerializer().serializeToString(assertion)
+  const contentKey = randomBytes(32)
+  const iv = randomBytes(12)
+  const cipher = createCipheriv("aes-256-gcm", contentKey, iv)
+  const content = Buffer.concat([iv, cipher.update(plaintext, "utf8"), cipher.final(), cipher.getAuthTag()])
+  const wrapped = transport.algorithm === "http://www.w3.org/2001/04/xmlenc#rsa-1_5"
+    ? publicEncrypt({ key: createPublicKey(recipient.cert), padding: constants.RSA_PKCS1_PADDING }, contentKey)
+    : transport.oaepHash === transport.mgf1Hash
+    ? publicEncrypt({
+      key: createPublicKey(recipient.cert),
+      padding: constants.RSA_PKCS1_OAEP_PADDING,
+      oaepHash: transport.oaepHash,
+      ...(transport.label === undefined ? {} : { oaepLabel: transport.label })
+    }, contentKey)
+    : oaepWrap(recipient.cert, contentKey, transport.oaepHash, transport.mgf1Hash, transport.label)
+  const parameters = (transport.label === undefined ? "" : `<xenc:OAEPparams>${transport.label.toString("base64")}</xenc:OAEPparams>`) +
+    (transport.digestMethod === undefined ? "" : `<ds:DigestMethod Algorithm="${transport.digestMethod}"/>`) +
+    (transport.mgf === undefined ? "" : `<xenc11:MGF xmlns:xenc11="http://www.w3.org/2009/xmlenc11#" Algorithm="${transport.mgf}"/>`)
+  const encrypted = `<saml:EncryptedAssertion><xenc:EncryptedData xmlns:xenc="http://www.w3.org/2001/04/xmlenc#" ` +
+    `Type="http://www.w3.org/2001/04/xmlenc#Element"><xenc:EncryptionMethod Algorithm="http://www.w3.org/2009/xmlenc11#aes256-gcm"/>` +
+    `<ds:KeyInfo xmlns:ds="${ns.dsig}"><xenc:EncryptedKey><xenc:EncryptionMethod Algorithm="${transport.algorithm}">${parameters}</xenc:EncryptionMethod>` +
+    `<xenc:CipherData><xenc:CipherValue>${wrapped.toString("base64")}</xenc:CipherValue></xenc:CipherData></xenc:EncryptedKey></ds:KeyInfo>` +
+    `<xenc:CipherData><xenc:CipherValue>${content.toString("base64")}</xenc:CipherValue></xenc:CipherData></xenc:EncryptedData></saml:EncryptedAssertion>`
+  return xml.replace(plaintext, encrypted)
 }
 
 const publicKeyOf = (cert: string) => {

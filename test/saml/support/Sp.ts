@@ -107,13 +107,13 @@ export const postToAcs = (url: string, xml: string, started: Started = {}) =>
   })
 
 /** Posts a form to `path`. */
-export const postForm = (url: string, form: Record<string, string>, cookie?: string) =>
+export const postForm = (url: string, form: Record<string, string>, cookie?: string, headers: Record<string, string> = {}) =>
   Effect.promise(async (): Promise<Browser.Answer> => {
     const response = await fetch(url, {
       method: "POST",
       body: new URLSearchParams(form),
       redirect: "manual",
-      headers: cookie === undefined ? {} : { cookie }
+      headers: cookie === undefined ? headers : { ...headers, cookie }
     })
     return {
       status: response.status,

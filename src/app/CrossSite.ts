@@ -1,0 +1,116 @@
+/**
+ * Cross-site request forgery protection for cookie-authenticated requests, on every transport
+ * (`POST /rpc`, the rpc WebSocket upgrade, REST routes and projections, authenticated plugin
+ * routes). Browsers attach cookies to cross-site requests that the `SameSite` attribute does not
+ * stop (a `SameSite=None` provider cookie, a same-site sibling, an old browser), so a cookie alone
+ * must not carry the user's authority across sites:
+ *
+ * - the request must come from this app's origin (its `Origin` names the `Host` it was sent to) or
+ *   one of `http.trustedOrigins`; without `Origin`, `Sec-Fetch-Site` must be `same-origin` or
+ *   `none` (typed by the user); a request with neither is not a browser's cross-site request. A
+ *   top-level GET navigation (a followed link, the redirect after a login) passes, as it does
+ *   `SameSite=Lax`: its answer reaches the user, not the other site. The WebSocket upgrade is not
+ *   a navigation;
+ * - a request with a body must declare a JSON type (a cross-site form or `text/plain` body needs
+ *   no CORS preflight; `application/json` does).
+ *
+ * A request that fails either is authenticated without its cookies: a bearer token still works,
+ * an anonymous caller stays anonymous, and when its cookies alone would have authenticated it the
+ * answer is 403 `CrossSiteRequest` (never a call run as the cookie's user).
+ */
+import type { Headers } from "@effect/platform"
+import { Headers as HeadersModule, HttpServerRequest, type HttpServerResponse } from "@effect/platform"
+import { Effect, Either } from "effect"
+import { normalizeOrigin } from "./App.js"
+import * as HttpResponses from "./HttpResponses.js"
+import type { RuntimeShape } from "./Runtime.js"
+
+/** The origins, besides the app's own, allowed to send cookie-authenticated requests (`scheme://host[:port]`). */
+export type TrustedOrigins = ReadonlySet<string>
+
+const isJson = (contentType: string | undefined) => {
+  const type = (contentType ?? "").split(";")[0]!.trim().toLowerCase()
+  return type === "application/json" || (type.startsWith("application/") && type.endsWith("+json"))
+}
+
+/** Whether the request carries a body, or says it does. */
+const hasBody = (headers: Headers.Headers) => {
+  const length = headers["content-length"]
+  return (length !== undefined && length !== "0") || headers["transfer-encoding"] !== undefined || headers["content-type"] !== undefined
+}
+
+/**
+ * A top-level GET navigation (Fetch Metadata: `Sec-Fetch-Mode: navigate`, not into an `<object>`
+ * or `<embed>`), the landing page after an IdP's redirect or a followed link.
+ */
+const isNavigation = (method: string, headers: Headers.Headers) =>
+  (method === "GET" || method === "HEAD") && headers["sec-fetch-mode"] === "navigate" &&
+  headers["sec-fetch-dest"] !== "object" && headers["sec-fetch-dest"] !== "embed"
+
+/**
+ * Why a request may not use its cookies, or undefined when it may. `bodyExpected`: the transport
+ * always reads a body (`POST /rpc`); otherwise a body counts when the request carries one.
+ */
+export const problem = (method: string, headers: Headers.Headers, trusted: TrustedOrigins, bodyExpected = false): string | undefined => {
+  const origin = headers["origin"]
+  if (isNavigation(method, headers)) {
+    // A link followed from another site: what `SameSite=Lax` allows too. Its answer goes to the
+    // user's window, not to the other site's script.
+  } else if (origin !== undefined) {
+    const normalized = normalizeOrigin(origin)
+    const host = headers["host"]?.toLowerCase()
+    const sameOrigin = normalized !== undefined && host !== undefined && new URL(normalized).host === host
+    if (!sameOrigin && (normalized === undefined || !trusted.has(normalized))) {
+      return "the request comes from another origin (see the app's http.trustedOrigins)"
+    }
+  } else {
+    const site = headers["sec-fetch-site"]
+    if (site !== undefined && site !== "same-origin" && site !== "none") {
+      return "the request comes from another site (Sec-Fetch-Site)"
+    }
+  }
+  if ((bodyExpected || hasBody(headers)) && !isJson(headers["content-type"])) {
+    return "a cookie-authenticated request body must be JSON (Content-Type: application/json)"
+  }
+  return undefined
+}
+
+/**
+ * The headers to authenticate the request with: its own when it may use its cookies, else the
+ * same without `cookie`. Left: the 403 answer, when its cookies alone would have authenticated it.
+ */
+export const screen = (
+  runtime: RuntimeShape,
+  method: string,
+  headers: Headers.Headers,
+  options: { readonly bodyExpected?: boolean } = {}
+): Effect.Effect<Either.Either<Headers.Headers, HttpServerResponse.HttpServerResponse>> =>
+  Effect.gen(function*() {
+    if (headers["cookie"] === undefined) return Either.right(headers)
+    const reason = problem(method, headers, runtime.app.trustedOrigins, options.bodyExpected)
+    if (reason === undefined) return Either.right(headers)
+    const withoutCookies = HeadersModule.remove(headers, "cookie")
+    // Only a request its cookies would authenticate is refused; any other proceeds without them.
+    const bare = yield* Effect.either(runtime.resolveSubject(withoutCookies))
+    if (Either.isLeft(bare) || bare.right.type !== "anonymous") return Either.right(withoutCookies)
+    const full = yield* Effect.either(runtime.resolveSubject(headers))
+    if (Either.isLeft(full) || full.right.type === "anonymous") return Either.right(withoutCookies)
+    return Either.left(HttpResponses.error(403, "CrossSiteRequest", `refused: ${reason}`))
+  })
+
+/**
+ * Runs `handler` with the request screened: refused with 403, or with the request's `cookie`
+ * header removed when it may not use its cookies.
+ */
+export const guarded = <E, R>(
+  runtime: RuntimeShape,
+  handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
+  options: { readonly bodyExpected?: boolean } = {}
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
+  Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const screened = yield* screen(runtime, request.method, request.headers, options)
+    if (Either.isLeft(screened)) return screened.left
+    if (screened.right === request.headers) return yield* handler
+    return yield* Effect.provideService(handler, HttpServerRequest.HttpServerRequest, request.modify({ headers: screened.right }))
+  })
