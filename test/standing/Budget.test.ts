@@ -53,7 +53,7 @@ describe("cost budget definitions and windows", () => {
     assert.deepStrictEqual(windowOf({ window: "week" }, at), { start: Date.UTC(2026, 10, 23), end: Date.UTC(2026, 10, 30) })
     assert.deepStrictEqual(windowOf({ window: "month" }, at), { start: Date.UTC(2026, 10, 1), end: Date.UTC(2026, 11, 1) })
     assert.deepStrictEqual(windowOf({ window: "month" }, Date.UTC(2026, 11, 31, 23, 59)), { start: Date.UTC(2026, 11, 1), end: Date.UTC(2027, 0, 1) })
-    assert.deepStrictEqual(windowOf({}, at), { start: 0, end: Number.POSITIVE_INFINITY })
+    assert.deepStrictEqual(windowOf({ window: undefined }, at), { start: 0, end: Number.POSITIVE_INFINITY })
   })
 })
 
