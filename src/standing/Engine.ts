@@ -148,18 +148,37 @@ export const make = (config: Config, store: StoreShape) =>
       return { changed: true, transition }
     }
 
+    /** `a` began before `b` (ties broken by the cause), so replicas that saw different paths converge on one. */
+    const earlier = (a: { readonly since: number | null; readonly cause: Registries.Cause | null }, b: { readonly since: number | null; readonly cause: Registries.Cause | null }) =>
+      a.since !== null && (b.since === null || a.since < b.since || (a.since === b.since && causeKey(a.cause) < causeKey(b.cause)))
+
+    /** Records the state unless the row already holds this status from an earlier (or the same) start. */
     const persist = (runtime: ExpectationRuntime) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        store.upsert(ExpectationState, {
+      store.transaction(Effect.gen(function*() {
+        const existing = yield* store.get(ExpectationState, runtime.definition.name)
+        const mine = { since: runtime.since, cause: runtime.lastCause }
+        if (existing._tag === "Some" && existing.value.status === runtime.status) {
+          const theirs = { since: existing.value.since, cause: asCause(existing.value.cause) }
+          if (!earlier(mine, theirs)) {
+            // An earlier start is recorded (another replica saw this status first): adopt it.
+            if (earlier(theirs, mine)) {
+              runtime.since = theirs.since
+              runtime.lastCause = theirs.cause
+            }
+            return
+          }
+        }
+        yield* store.upsert(ExpectationState, {
           id: runtime.definition.name,
           status: runtime.status,
           since: runtime.since,
           cause: runtime.lastCause as unknown as Record<string, unknown> | null,
-          updatedAt: now
-        })).pipe(
-          Subject.asSystem,
-          Effect.catchAllCause((cause) => Effect.logWarning(`expectation "${runtime.definition.name}": state not persisted`, cause))
-        )
+          updatedAt: yield* Clock.currentTimeMillis
+        })
+      })).pipe(
+        Subject.asSystem,
+        Effect.catchAllCause((cause) => Effect.logWarning(`expectation "${runtime.definition.name}": state not persisted`, cause))
+      )
 
     const observation = (runtime: ExpectationRuntime): Registries.ExpectationObservation => ({
       name: runtime.definition.name,
@@ -196,7 +215,8 @@ export const make = (config: Config, store: StoreShape) =>
         if (row !== undefined && row.status === runtime.status) {
           runtime.since = row.since
           runtime.lastCause = asCause(row.cause)
-        } else if (row !== undefined || runtime.status === "violated") {
+        } else {
+          // Recorded even while holding, so a replica booting later adopts the same `since`.
           yield* persist(runtime)
         }
       }
@@ -215,8 +235,9 @@ export const make = (config: Config, store: StoreShape) =>
           if (outcome.transition !== null) transitions.push(outcome.transition)
           if (outcome.changed) changed.push(runtime)
         }
-        // The writing replica records the state; the others adopt it from the change tap.
-        if (event.remote !== true) yield* Effect.forEach(changed, persist, { discard: true })
+        // Every replica that saw a transition records it (unless an earlier start is recorded); the
+        // others adopt the earliest start from the change tap, so all converge on one `since` and cause.
+        yield* Effect.forEach(changed, persist, { discard: true })
         yield* expectationListeners.notify(transitions)
       })
 
@@ -228,9 +249,7 @@ export const make = (config: Config, store: StoreShape) =>
         const since = typeof row["since"] === "number" ? row["since"] : null
         const cause = asCause((row["cause"] ?? null) as Readonly<Record<string, unknown>> | null)
         if (row["status"] !== runtime.status || since === null) return
-        const earlier = runtime.since === null || since < runtime.since ||
-          (since === runtime.since && causeKey(cause) < causeKey(runtime.lastCause))
-        if (earlier) {
+        if (earlier({ since, cause }, { since: runtime.since, cause: runtime.lastCause })) {
           runtime.since = since
           runtime.lastCause = cause
         }
