@@ -10,7 +10,7 @@
  * adopt the earliest `since` among equal statuses, so they converge on one cause.
  */
 import type { Scope } from "effect"
-import { Clock, Context, Duration, Effect, Ref, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Stream } from "effect"
 import type { LivePush } from "../app/Plugin.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import * as Provenance from "../kernel/Provenance.js"
@@ -60,21 +60,29 @@ interface BudgetTenant {
 
 const rank: Record<CostBudget.Status, number> = { ok: 0, warn: 1, exceeded: 2 }
 
+/** Listeners kept in a plain array: the per-change path checks for them without running an effect. */
 const listeners = <A>() =>
-  Effect.map(Ref.make<ReadonlyArray<(value: A) => Effect.Effect<void>>>([]), (ref) => ({
-    subscribe: (listener: (value: A) => Effect.Effect<void>): Effect.Effect<void, never, Scope.Scope> =>
-      Effect.acquireRelease(
-        Ref.update(ref, (all) => [...all, listener]),
-        () => Ref.update(ref, (all) => all.filter((l) => l !== listener))
-      ),
-    any: () => Effect.map(Ref.get(ref), (all) => all.length > 0),
-    notify: (values: ReadonlyArray<A>) =>
-      values.length === 0 ? Effect.void : Effect.flatMap(Ref.get(ref), (all) =>
-        Effect.forEach(all, (listener) =>
+  Effect.sync(() => {
+    let all: ReadonlyArray<(value: A) => Effect.Effect<void>> = []
+    return {
+      subscribe: (listener: (value: A) => Effect.Effect<void>): Effect.Effect<void, never, Scope.Scope> =>
+        Effect.acquireRelease(
+          Effect.sync(() => {
+            all = [...all, listener]
+          }),
+          () =>
+            Effect.sync(() => {
+              all = all.filter((l) => l !== listener)
+            })
+        ),
+      any: () => all.length > 0,
+      notify: (values: ReadonlyArray<A>): Effect.Effect<void> =>
+        values.length === 0 || all.length === 0 ? Effect.void : Effect.forEach(all, (listener) =>
           Effect.forEach(values, (value) =>
             listener(value).pipe(Effect.catchAllCause((cause) => Effect.logWarning("a standing listener failed", cause)))
-          , { discard: true }), { discard: true }))
-  }))
+          , { discard: true }), { discard: true })
+    }
+  })
 
 const causeOf = (event: ChangeEvent): Registries.Cause => ({
   traceId: event.provenance.traceId,
@@ -222,24 +230,24 @@ export const make = (config: Config, store: StoreShape) =>
       }
     }
 
-    const applyExpectations = (event: ChangeEvent) =>
-      Effect.gen(function*() {
-        const runtimes = expectationsByTable.get(event.table)
-        if (runtimes === undefined) return
-        const transitions: Array<Registries.ExpectationTransition> = []
-        const changed: Array<ExpectationRuntime> = []
-        const cause = causeOf(event)
-        for (const runtime of runtimes) {
-          runtime.counters.apply(event.before, event.after)
-          const outcome = evaluate(runtime, event.at, cause)
-          if (outcome.transition !== null) transitions.push(outcome.transition)
-          if (outcome.changed) changed.push(runtime)
-        }
-        // Every replica that saw a transition records it (unless an earlier start is recorded); the
-        // others adopt the earliest start from the change tap, so all converge on one `since` and cause.
-        yield* Effect.forEach(changed, persist, { discard: true })
-        yield* expectationListeners.notify(transitions)
-      })
+    /** Applies a change to the expectations on its table; the effect persists and notifies transitions (void when none). */
+    const applyExpectations = (event: ChangeEvent): Effect.Effect<void> => {
+      const runtimes = expectationsByTable.get(event.table)
+      if (runtimes === undefined) return Effect.void
+      const transitions: Array<Registries.ExpectationTransition> = []
+      const changed: Array<ExpectationRuntime> = []
+      const cause = causeOf(event)
+      for (const runtime of runtimes) {
+        runtime.counters.apply(event.before, event.after)
+        const outcome = evaluate(runtime, event.at, cause)
+        if (outcome.transition !== null) transitions.push(outcome.transition)
+        if (outcome.changed) changed.push(runtime)
+      }
+      if (changed.length === 0) return Effect.void
+      // Every replica that saw a transition records it (unless an earlier start is recorded); the
+      // others adopt the earliest start from the change tap, so all converge on one `since` and cause.
+      return Effect.zipRight(Effect.forEach(changed, persist, { discard: true }), expectationListeners.notify(transitions))
+    }
 
     const adoptState = (event: ChangeEvent) =>
       Effect.sync(() => {
@@ -469,24 +477,33 @@ export const make = (config: Config, store: StoreShape) =>
       )
     }
 
-    const applyExperiments = (event: ChangeEvent) =>
-      Effect.gen(function*() {
-        const list = talliesByTable.get(event.table)
-        if (list === undefined) return
-        for (const tally of list) tally.apply(event.before, event.after, event.at)
-        if (yield* experimentListeners.any()) {
-          yield* experimentListeners.notify(list.map((tally) => ({ name: tally.experiment.name, readout: tally.readout() })))
-        }
-      })
+    const applyExperiments = (event: ChangeEvent): Effect.Effect<void> => {
+      const list = talliesByTable.get(event.table)
+      if (list === undefined) return Effect.void
+      for (const tally of list) tally.apply(event.before, event.after, event.at)
+      if (!experimentListeners.any()) return Effect.void
+      return experimentListeners.notify(list.map((tally) => ({ name: tally.experiment.name, readout: tally.readout() })))
+    }
 
     // ---- wiring ------------------------------------------------------------------------------
-    const onChange = (event: ChangeEvent): Effect.Effect<void> =>
-      Effect.gen(function*() {
-        if (event.table === CostEvents.name) yield* applyCost(event)
-        else if (event.table === ExpectationState.name) yield* adoptState(event)
-        yield* applyExpectations(event)
-        yield* applyExperiments(event)
+    const watched = new Set([CostEvents.name, ExpectationState.name, ...expectationsByTable.keys(), ...talliesByTable.keys()])
+
+    /** Applies one committed change. The counting is synchronous; only transitions and listeners cost an effect. */
+    const onChange = (event: ChangeEvent): Effect.Effect<void> => {
+      if (!watched.has(event.table)) return Effect.void
+      return Effect.suspend(() => {
+        const first = event.table === CostEvents.name
+          ? applyCost(event)
+          : event.table === ExpectationState.name
+          ? adoptState(event)
+          : Effect.void
+        const second = applyExpectations(event)
+        const third = applyExperiments(event)
+        return first === Effect.void && second === Effect.void && third === Effect.void
+          ? Effect.void
+          : Effect.zipRight(first, Effect.zipRight(second, third))
       })
+    }
 
     const background: Effect.Effect<void, never, Scope.Scope> = Effect.gen(function*() {
       for (const runtime of expectations.values()) {
