@@ -1,8 +1,10 @@
 /**
  * Standing primitives: insert throughput on a table watched by three expectations, one experiment
  * and one budget, against the same inserts with none declared (no standing plugin), on memory,
- * SQLite (file) and PostgreSQL. Rounds alternate (medians of 3) so the shared box's noise hits both.
- * Aim: at least 0.7×. `BENCH_STANDING_N` sets the inserts per round (default 5,000).
+ * SQLite (file) and PostgreSQL. A third peer, the standing plugin with nothing declared, separates
+ * the framework's change-listener dispatch from the standing work. Rounds alternate (medians of 3)
+ * so the shared box's noise hits every peer. Aim: at least 0.7×. `BENCH_STANDING_N` sets the
+ * inserts per round (default 5,000).
  */
 import { FetchHttpClient } from "@effect/platform"
 import type { SqlClient } from "@effect/sql"
@@ -13,7 +15,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import pg from "pg"
-import * as PluginHost from "../../src/app/PluginHost.js"
+import * as PluginHost from "../../src/server/PluginHost.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
@@ -53,14 +55,17 @@ const watched = standingPlugin({
   budgets: [defineCostBudget({ name: "tokens", unit: "tokens", limit: 1_000, window: "day" })]
 })
 
-const stack = (client: Layer.Layer<SqlClient.SqlClient, unknown> | null, standing: boolean) => {
+const empty = standingPlugin({})
+
+const stack = (client: Layer.Layer<SqlClient.SqlClient, unknown> | null, standing: "none" | "empty" | "watched") => {
   const tier = client === null
     ? Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
     : Store.layerSql.pipe(
       Layer.provideMerge(ChangeTap.layerLocal),
       Layer.provide(Layer.effectDiscard(SchemaDiffer.apply([Orders, CostEvents, ExpectationState])).pipe(Layer.provideMerge(client)))
     )
-  return (standing ? Layer.scopedDiscard(PluginHost.start(watched)) : Layer.empty).pipe(
+  const plugin = standing === "none" ? null : standing === "empty" ? empty : watched
+  return (plugin !== null ? Layer.scopedDiscard(PluginHost.start(plugin)) : Layer.empty).pipe(
     Layer.provideMerge(tier),
     Layer.provide(FetchHttpClient.layer)
   )
@@ -108,20 +113,24 @@ export const run = async () => {
   const rows: Array<Record<string, string | number>> = []
   let round = 0
   const measure = async (tier: string, client: () => Layer.Layer<SqlClient.SqlClient, unknown> | null) => {
-    const once = (standing: boolean) =>
+    const once = (standing: "none" | "empty" | "watched") =>
       Effect.runPromise(Effect.scoped(Effect.provide(inserts(`r${round++}`), stack(client(), standing))))
     const off: Array<number> = []
+    const bare: Array<number> = []
     const on: Array<number> = []
     for (let i = 0; i < 3; i++) {
-      off.push(await once(false))
-      on.push(await once(true))
+      off.push(await once("none"))
+      bare.push(await once("empty"))
+      on.push(await once("watched"))
     }
     rows.push({
       tier,
       inserts: N,
       "insert/s none": perSecond(median(off)),
       "insert/s 3 exp + 1 experiment + 1 budget": perSecond(median(on)),
-      "watched / none": Number((median(on) / median(off)).toFixed(2))
+      "watched / none": Number((median(on) / median(off)).toFixed(2)),
+      "empty plugin / none": Number((median(bare) / median(off)).toFixed(2)),
+      "watched / empty plugin": Number((median(on) / median(bare)).toFixed(2))
     })
   }
   await measure("memory", () => null)

@@ -188,6 +188,8 @@ export interface Readout {
 }
 
 interface UnitTally {
+  /** Subject mode: the unit's arm from `assignVariant`. */
+  assigned: string | undefined
   /** Counted rows per arm named. */
   readonly arms: Map<string, number>
   rows: number
@@ -245,7 +247,8 @@ export class Tally {
     const unit = String(rawUnit)
     let arm: string
     if (experiment.variantFrom === undefined) {
-      arm = assignVariant(experiment, unit)
+      // The arm of a unit never changes: hash it once per tallied unit.
+      arm = this.units.get(unit)?.assigned ?? assignVariant(experiment, unit)
     } else {
       const served = row[experiment.variantFrom]
       if (typeof served !== "string" || !this.known.has(served)) return null
@@ -280,7 +283,7 @@ export class Tally {
   private withUnit(name: string, change: (unit: UnitTally) => void) {
     let unit = this.units.get(name)
     if (unit === undefined) {
-      unit = { arms: new Map(), rows: 0, sum: 0, valueSum: 0, values: 0, converting: 0 }
+      unit = { assigned: undefined, arms: new Map(), rows: 0, sum: 0, valueSum: 0, values: 0, converting: 0 }
       this.units.set(name, unit)
     }
     const before = this.armOf(unit)
@@ -305,6 +308,7 @@ export class Tally {
 
   private add(contribution: Contribution, sign: 1 | -1) {
     this.withUnit(contribution.unit, (unit) => {
+      if (this.experiment.variantFrom === undefined) unit.assigned = contribution.arm
       unit.arms.set(contribution.arm, (unit.arms.get(contribution.arm) ?? 0) + sign)
       if (unit.arms.get(contribution.arm) === 0) unit.arms.delete(contribution.arm)
       unit.rows += sign
