@@ -18,6 +18,7 @@ import {
   windowOf
 } from "../../src/standing/index.js"
 import { addNote, bearer, listNotes, Notes, tokenStrategy } from "../app/fixtures.js"
+import * as SseClient from "../http/SseClient.js"
 import * as Serve from "../support/Serve.js"
 import { sqliteFile, stack, tiers } from "./support.js"
 
@@ -157,11 +158,19 @@ const spendTokens = mutation("cost.spend", {
   handler: ({ amount }, { subject }) => recordCost({ tenantId: subject.tenantId ?? "", unit: "tokens", amount })
 })
 
+/** The same list, projected as an SSE live query at `GET /v1/notes/feed`. */
+const feed = query("notes.feed", {
+  input: Schema.Struct({}),
+  output: Schema.Array(Notes.schema),
+  publicApi: { stream: "sse" },
+  handler: (_, { store }) => store.find(Notes, { orderBy: "rank" })
+})
+
 const appWith = (budgets: ReadonlyArray<ReturnType<typeof defineCostBudget>>) =>
   defineApp({
     name: "metered",
     tables: [Notes],
-    procedures: [listNotes, addNote, myRecomputeCost, spendTokens],
+    procedures: [listNotes, addNote, myRecomputeCost, spendTokens, feed],
     auth: [tokenStrategy],
     plugins: [standingPlugin({ budgets })]
   })
@@ -213,6 +222,22 @@ describe("recompute cost", () => {
       assert.deepStrictEqual(budgets.map((b) => [b.name, b.tenants.map((t) => [t.tenantId, t.spent])]), [["recompute", [["acme", 2]]]])
       const again = (yield* inspect(served, "/attribution")) as ReadonlyArray<Attribution>
       assert.deepStrictEqual(again.find((a) => a.tenantId === "globex")?.byUnit, { tokens: 7 })
+    }))
+
+  it.scopedLive("each SSE delta costs its tenant one recompute too", () =>
+    Effect.gen(function*() {
+      const app = appWith([recomputeBudget])
+      const served = yield* Serve.serve(app, memory())
+      const ws = yield* Serve.wsClient(served, app)
+      const stream = yield* SseClient.open(`${served.url}/v1/notes/feed`, bearer("tok-alice"))
+      assert.strictEqual((yield* stream.next).event, "snapshot")
+      yield* ws.call(addNote, { text: "one", rank: 1 }, { headers: bearer("tok-alice") })
+      assert.strictEqual((yield* stream.next).event, "delta")
+      yield* ws.call(addNote, { text: "two", rank: 2 }, { headers: bearer("tok-alice") })
+      assert.strictEqual((yield* stream.next).event, "delta")
+      assert.strictEqual(yield* ws.call(myRecomputeCost, {}, { headers: bearer("tok-alice") }), 2)
+      const attribution = (yield* inspect(served, "/attribution")) as ReadonlyArray<Attribution>
+      assert.match(Object.keys(attribution[0]!.bySubscription)[0]!, /^notes\.feed:/)
     }))
 
   it.scopedLive("without a declared budget a live push records nothing", () =>
