@@ -246,7 +246,7 @@ export const make = (config: Config, store: StoreShape) =>
       if (changed.length === 0) return Effect.void
       // Every replica that saw a transition records it (unless an earlier start is recorded); the
       // others adopt the earliest start from the change tap, so all converge on one `since` and cause.
-      return Effect.zipRight(Effect.forEach(changed, persist, { discard: true }), expectationListeners.notify(transitions))
+      return Effect.zipRight(expectationListeners.notify(transitions), Effect.forEach(changed, persist, { discard: true }))
     }
 
     const adoptState = (event: ChangeEvent) =>
@@ -268,8 +268,9 @@ export const make = (config: Config, store: StoreShape) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const outcome = evaluate(runtime, now, null)
-        if (outcome.changed) yield* persist(runtime)
+        // Subscribers hear transitions in the order they happen: before the (slower) state write.
         if (outcome.transition !== null) yield* expectationListeners.notify([outcome.transition])
+        if (outcome.changed) yield* persist(runtime)
       })
 
     const freshnessLoop = (runtime: ExpectationRuntime) => {

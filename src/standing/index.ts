@@ -6,7 +6,7 @@
 export { defineCostBudget, statusOf, windowOf } from "./CostBudget.js"
 export type { Bounds, CostBudget, Options as CostBudgetOptions, Status as BudgetStatus, Window } from "./CostBudget.js"
 export { recomputeUnit } from "./Engine.js"
-export { CostInvalid, FlagExperimentRefused, StandingDefinitionError } from "./Errors.js"
+export { CostInvalid, StandingDefinitionError } from "./Errors.js"
 export { defineExpectation } from "./Expectation.js"
 export type {
   Expectation,
@@ -17,8 +17,7 @@ export type {
 } from "./Expectation.js"
 export { assignVariant, defineExperiment, expectedShares, holdoutArm } from "./Experiment.js"
 export type { ArmReadout, Experiment, Metric, Options as ExperimentOptions, Readout, Variant } from "./Experiment.js"
-export { armOf, checkFlagExperiment, variantFrom } from "./FlagLink.js"
-export type { FlagSide } from "./FlagLink.js"
+export { armOf, variantFrom } from "./FlagLink.js"
 export {
   CostRegistry,
   ExpectationRegistry,
