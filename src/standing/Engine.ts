@@ -40,6 +40,8 @@ interface ExpectationRuntime {
   metric: number | null
   threshold: Readonly<Record<string, number>>
   since: number | null
+  /** When the status before the current one began: a recorded start at or before it is from an older episode. */
+  previousSince: number | null
   lastEvaluatedAt: number | null
   lastCause: Registries.Cause | null
 }
@@ -121,6 +123,7 @@ export const make = (config: Config, store: StoreShape) =>
         metric: null,
         threshold: {},
         since: null,
+        previousSince: null,
         lastEvaluatedAt: null,
         lastCause: null
       }
@@ -139,6 +142,7 @@ export const make = (config: Config, store: StoreShape) =>
       const previous = runtime.status
       if (evaluation.status === previous) return { changed: false, transition: null }
       runtime.status = evaluation.status
+      runtime.previousSince = runtime.since
       runtime.since = now
       let transition: Registries.ExpectationTransition | null = null
       if (evaluation.status === "violated" || (previous === "violated" && evaluation.status === "holding")) {
@@ -160,12 +164,16 @@ export const make = (config: Config, store: StoreShape) =>
     const earlier = (a: { readonly since: number | null; readonly cause: Registries.Cause | null }, b: { readonly since: number | null; readonly cause: Registries.Cause | null }) =>
       a.since !== null && (b.since === null || a.since < b.since || (a.since === b.since && causeKey(a.cause) < causeKey(b.cause)))
 
+    /** A recorded start belongs to the current episode of the status (not to an earlier one this replica saw end). */
+    const sameEpisode = (runtime: ExpectationRuntime, since: number | null) =>
+      since !== null && (runtime.previousSince === null || since > runtime.previousSince)
+
     /** Records the state unless the row already holds this status from an earlier (or the same) start. */
     const persist = (runtime: ExpectationRuntime) =>
       store.transaction(Effect.gen(function*() {
         const existing = yield* store.get(ExpectationState, runtime.definition.name)
         const mine = { since: runtime.since, cause: runtime.lastCause }
-        if (existing._tag === "Some" && existing.value.status === runtime.status) {
+        if (existing._tag === "Some" && existing.value.status === runtime.status && sameEpisode(runtime, existing.value.since)) {
           const theirs = { since: existing.value.since, cause: asCause(existing.value.cause) }
           if (!earlier(mine, theirs)) {
             // An earlier start is recorded (another replica saw this status first): adopt it.
@@ -256,7 +264,7 @@ export const make = (config: Config, store: StoreShape) =>
         if (row === null || runtime === undefined) return
         const since = typeof row["since"] === "number" ? row["since"] : null
         const cause = asCause((row["cause"] ?? null) as Readonly<Record<string, unknown>> | null)
-        if (row["status"] !== runtime.status || since === null) return
+        if (row["status"] !== runtime.status || since === null || !sameEpisode(runtime, since)) return
         if (earlier({ since, cause }, { since: runtime.since, cause: runtime.lastCause })) {
           runtime.since = since
           runtime.lastCause = cause
