@@ -12,6 +12,7 @@ import * as Sse from "./http/sse.js"
 import * as Rpc from "./rpc.js"
 import * as SamlAcs from "./saml/acs.js"
 import * as SamlLimits from "./saml/limits.js"
+import * as Standing from "./standing/inserts.js"
 import * as Store from "./store/store.js"
 
 await Store.run()
@@ -26,3 +27,4 @@ await SamlLimits.run()
 await FlagsEvaluate.run()
 await FlagsDistribution.run()
 await FlagsGated.run()
+await Standing.run()

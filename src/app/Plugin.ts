@@ -97,6 +97,24 @@ export interface LiveSource {
   readonly changes: Effect.Effect<Queue.Dequeue<unknown>, never, Scope.Scope>
 }
 
+/**
+ * A live-query result pushed to a subscriber (over rpc or SSE) after its first one: a re-run,
+ * caused by a committed change, whose result differed and was sent.
+ */
+export interface LivePush {
+  /** The query's tag. */
+  readonly procedure: string
+  /** A random id, one per subscription. */
+  readonly subscriptionId: string
+  readonly subjectId: string
+  /** The subscriber's tenant (null for a tenant-less caller). */
+  readonly tenantId: string | null
+  /** The subscription's trace id. */
+  readonly traceId: string
+  /** The tables the re-run read. */
+  readonly tables: ReadonlySet<string>
+}
+
 /** A plugin. */
 export interface Plugin {
   readonly name: string
@@ -121,6 +139,11 @@ export interface Plugin {
   readonly handlerContext?: Context.Context<never>
   /** State outside the store that live queries may watch (see `LiveSource`). */
   readonly liveSources?: ReadonlyArray<LiveSource>
+  /**
+   * Observes every live push (metering, auditing). Runs before the push is sent, as the system; a
+   * failure is logged and never affects the subscription.
+   */
+  readonly onLivePush?: (push: LivePush) => Effect.Effect<void, unknown, Services>
 }
 
 /** Declares a plugin (identity function that checks the shape at compile time). */

@@ -16,6 +16,7 @@ import * as Subject from "../kernel/Subject.js"
 import type { App } from "./App.js"
 import * as Errors from "./Errors.js"
 import * as Guard from "./Guard.js"
+import type { LivePush } from "./Plugin.js"
 import * as PluginServices from "./PluginServices.js"
 import type * as Procedure from "./Procedure.js"
 
@@ -113,6 +114,22 @@ export const make = (app: App) =>
         services: PluginServices.services(plugin, store, httpClient)
       }))
     )
+
+    const pushObservers = app.plugins.flatMap((plugin) =>
+      plugin.onLivePush === undefined ? [] : [{
+        name: plugin.name,
+        observe: plugin.onLivePush,
+        services: PluginServices.services(plugin, store, httpClient)
+      }]
+    )
+    const observePush = (push: LivePush) =>
+      Effect.forEach(pushObservers, ({ name, observe, services }) =>
+        observe(push).pipe(
+          Effect.provide(services),
+          Subject.asSystem,
+          Provenance.withProvenance({ traceId: push.traceId, subjectId: push.subjectId, procedure: push.procedure }),
+          Effect.catchAllCause((cause) => Effect.logWarning(`plugin "${name}" failed to observe a live push`, cause))
+        ), { discard: true })
 
     const resolveSubject = (headers: Headers.Headers) =>
       strategy.authenticate({ headers }).pipe(
@@ -241,7 +258,20 @@ export const make = (app: App) =>
             return current.result
           }
         })
-        return Stream.concat(Stream.succeed(current.result), Stream.repeatEffect(next))
+        const subscriptionId = crypto.randomUUID()
+        const pushes = pushObservers.length === 0 ? Stream.repeatEffect(next) : Stream.repeatEffect(next).pipe(
+          Stream.tap(() =>
+            observePush({
+              procedure: procedure.tag,
+              subscriptionId,
+              subjectId: current.subject.id,
+              tenantId: current.subject.tenantId,
+              traceId,
+              tables: current.tables
+            })
+          )
+        )
+        return Stream.concat(Stream.succeed(current.result), pushes)
       })).pipe(
         Stream.catchAllCause((cause) => Stream.fromEffect(toProcedureError(cause, traceId, procedure.tag)))
       )

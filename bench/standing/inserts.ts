@@ -1,0 +1,156 @@
+/**
+ * Standing primitives: insert throughput on a table watched by three expectations, one experiment
+ * and one budget, against the same inserts with none declared (no standing plugin), on memory,
+ * SQLite (file) and PostgreSQL. A third peer, the standing plugin with nothing declared, separates
+ * the framework's change-listener dispatch from the standing work. Rounds alternate (medians of 3)
+ * so the shared box's noise hits every peer. Aim: at least 0.7×. `BENCH_STANDING_N` sets the
+ * inserts per round (default 5,000).
+ */
+import { FetchHttpClient } from "@effect/platform"
+import type { SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { Effect, Layer, Redacted, Schema } from "effect"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+import pg from "pg"
+import * as PluginHost from "../../src/server/PluginHost.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
+import * as Store from "../../src/kernel/Store.js"
+import { defineTable } from "../../src/kernel/Table.js"
+import {
+  CostEvents,
+  defineCostBudget,
+  defineExpectation,
+  defineExperiment,
+  ExpectationState,
+  standingPlugin
+} from "../../src/standing/index.js"
+import { perSecond, table } from "../support.js"
+
+const Orders = defineTable("orders", {
+  fields: { tenantId: Schema.String, userId: Schema.String, amount: Schema.NullOr(Schema.Number), placedAt: Schema.Number },
+  tenantField: "tenantId"
+})
+const N = Number(process.env.BENCH_STANDING_N ?? 5_000)
+const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+
+const watched = standingPlugin({
+  expectations: [
+    defineExpectation({ name: "nulls", on: { table: Orders }, invariant: { kind: "nullRate", column: "amount", maxRate: 0.5 } }),
+    defineExpectation({ name: "bounds", on: { table: Orders }, invariant: { kind: "valueBounds", column: "amount", min: 0, max: 1_000 } }),
+    defineExpectation({ name: "fresh", on: { table: Orders }, invariant: { kind: "freshness", column: "placedAt", maxAgeMs: 3_600_000 } })
+  ],
+  experiments: [
+    defineExperiment({
+      name: "checkout",
+      on: { table: Orders },
+      subject: "userId",
+      variants: [{ name: "a" }, { name: "b" }],
+      metric: { kind: "sum", column: "amount" }
+    })
+  ],
+  budgets: [defineCostBudget({ name: "tokens", unit: "tokens", limit: 1_000, window: "day" })]
+})
+
+const empty = standingPlugin({})
+
+const stack = (client: Layer.Layer<SqlClient.SqlClient, unknown> | null, standing: "none" | "empty" | "watched") => {
+  const tier = client === null
+    ? Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
+    : Store.layerSql.pipe(
+      Layer.provideMerge(ChangeTap.layerLocal),
+      Layer.provide(Layer.effectDiscard(SchemaDiffer.apply([Orders, CostEvents, ExpectationState])).pipe(Layer.provideMerge(client)))
+    )
+  const plugin = standing === "none" ? null : standing === "empty" ? empty : watched
+  return (plugin !== null ? Layer.scopedDiscard(PluginHost.start(plugin)) : Layer.empty).pipe(
+    Layer.provideMerge(tier),
+    Layer.provide(FetchHttpClient.layer)
+  )
+}
+
+const inserts = (prefix: string) =>
+  Effect.gen(function*() {
+    const store = yield* Store.Store
+    const start = performance.now()
+    for (let i = 0; i < N; i++) {
+      yield* store.insert(Orders, {
+        id: `${prefix}-${i}`,
+        tenantId: `t${i % 10}`,
+        userId: `u${i % 500}`,
+        amount: i % 11 === 0 ? null : i % 1_200,
+        placedAt: Date.now()
+      })
+    }
+    return N / ((performance.now() - start) / 1000)
+  })
+
+const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
+
+const freshPg = async () => {
+  const name = `fw_bench_s_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
+  const admin = new pg.Client({ connectionString: pgUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = new URL(pgUrl)
+  url.pathname = `/${name}`
+  return {
+    url: url.toString(),
+    drop: async () => {
+      const again = new pg.Client({ connectionString: pgUrl })
+      await again.connect()
+      await again.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+      await again.end()
+    }
+  }
+}
+
+export const run = async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), "fw-bench-standing-"))
+  const rows: Array<Record<string, string | number>> = []
+  let round = 0
+  const measure = async (tier: string, client: () => Layer.Layer<SqlClient.SqlClient, unknown> | null) => {
+    const once = (standing: "none" | "empty" | "watched") =>
+      Effect.runPromise(Effect.scoped(Effect.provide(inserts(`r${round++}`), stack(client(), standing))))
+    const off: Array<number> = []
+    const bare: Array<number> = []
+    const on: Array<number> = []
+    for (let i = 0; i < 3; i++) {
+      off.push(await once("none"))
+      bare.push(await once("empty"))
+      on.push(await once("watched"))
+    }
+    rows.push({
+      tier,
+      inserts: N,
+      "insert/s none": perSecond(median(off)),
+      "insert/s 3 exp + 1 experiment + 1 budget": perSecond(median(on)),
+      "watched / none": Number((median(on) / median(off)).toFixed(2)),
+      "empty plugin / none": Number((median(bare) / median(off)).toFixed(2)),
+      "watched / empty plugin": Number((median(on) / median(bare)).toFixed(2))
+    })
+  }
+  await measure("memory", () => null)
+  let n = 0
+  await measure("sqlite (file)", () => SqliteClient.layer({ filename: path.join(dir, `s${n++}.db`) }))
+  try {
+    const dbs: Array<{ readonly drop: () => Promise<void> }> = []
+    await measure("postgresql", () => {
+      const layer = Layer.unwrapEffect(Effect.promise(async () => {
+        const db = await freshPg()
+        dbs.push(db)
+        return PgClient.layer({ url: Redacted.make(db.url) })
+      }))
+      return layer as Layer.Layer<SqlClient.SqlClient, unknown>
+    })
+    for (const db of dbs) await db.drop()
+  } catch (error) {
+    console.log(`PostgreSQL skipped: ${String(error)}`)
+  }
+  table("Standing primitives: insert throughput, watched vs none (aim ≥ 0.7×)", rows)
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await run()
