@@ -1,25 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import * as esbuild from "esbuild"
-import { gzipSync } from "node:zlib"
-
-/** Bundles `entry` for the browser, minified, in memory. */
-export const bundle = async (entry: string) => {
-  const result = await esbuild.build({
-    entryPoints: [entry],
-    bundle: true,
-    platform: "browser",
-    format: "esm",
-    minify: true,
-    write: false,
-    metafile: true,
-    logLevel: "silent"
-  })
-  const [file] = result.outputFiles
-  const [output] = Object.values(result.metafile.outputs)
-  if (file === undefined || output === undefined) throw new Error("esbuild produced no output")
-  return { code: file.text, bytes: file.contents.length, gzip: gzipSync(file.contents).length, output, inputs: Object.keys(result.metafile.inputs) }
-}
+import { bundle } from "./bundle.js"
 
 const serverSide = /^src\/server\/|^src\/(auth|http|history|saml|inspect)\/|node_modules\/(@effect\/sql|@effect\/platform-node|better-sqlite3|pg|pg-[a-z]+|ws\/lib)\//
 
