@@ -235,7 +235,8 @@ export class Api {
         data: undefined,
         error: new InputInvalid({ message: describeParseError(payload.left) })
       }
-      return { key: "", getSnapshot: () => state, subscribe: () => () => undefined }
+      // Keyed by the refusal, so a UI binding memoising on the key shows the current one.
+      return { key: `\u0001${procedure.tag}\u0000${state.error?.message}`, getSnapshot: () => state, subscribe: () => () => undefined }
     }
     const key = `${procedure.tag}\u0000${JSON.stringify(payload.right)}`
     const entry = this.lives.get(key) ?? {

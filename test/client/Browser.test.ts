@@ -95,6 +95,7 @@ const sharedStore = Effect.map(Layer.build(memory), (context) => Layer.succeedCo
 describe.skipIf(!available)("the browser client in headless Chromium", () => {
   // One bundle and one browser for the file (each test opens its own contexts).
   let code = ""
+  let reactCode = ""
   let shared: Browser | undefined
   const launch = Effect.sync(() => {
     if (shared === undefined) throw new Error("the browser did not launch")
@@ -102,6 +103,7 @@ describe.skipIf(!available)("the browser client in headless Chromium", () => {
   })
   beforeAll(async () => {
     code = (await bundle("test/client/page/todos.ts")).code
+    reactCode = (await bundle("test/client/page/react.ts")).code
     shared = await launchBrowser()
   })
   afterAll(() => shared?.close())
@@ -167,5 +169,24 @@ describe.skipIf(!available)("the browser client in headless Chromium", () => {
       assert.strictEqual(yield* Effect.promise(() => page.locator("#status").textContent()), "open error GuardRefused 401")
       const added = yield* Effect.promise(() => page.evaluate(() => (globalThis as unknown as Window).fwState.addTodo("anonymous")))
       assert.strictEqual(added, "error GuardRefused")
+    }))
+
+  it.scopedLive("React: useQuery re-renders after another tab's useMutation; a refused mutation shows its typed error", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory, { routes: pageRoutes(reactCode) })
+      const browser = yield* launch
+      const viewer = yield* openPage(browser, `${served.url}/page`, { url: "/rpc", token: "tok-alice" })
+      const editor = yield* openPage(browser, `${served.url}/page`, { url: "/rpc", token: "tok-alice" })
+      const reader = yield* openPage(browser, `${served.url}/page`, { url: "/rpc", token: "tok-carol" })
+      yield* Effect.promise(() => viewer.waitForSelector("#status:text('open live')"))
+      yield* Effect.promise(() => editor.fill("#text", "typed in React"))
+      yield* Effect.promise(() => editor.click("#add"))
+      yield* Effect.promise(() => viewer.waitForSelector("#todos li"))
+      assert.deepStrictEqual(yield* todoTexts(viewer), ["typed in React"])
+      yield* Effect.promise(() => editor.waitForSelector("#todos li"))
+      yield* Effect.promise(() => reader.fill("#text", "not allowed"))
+      yield* Effect.promise(() => reader.click("#add"))
+      yield* Effect.promise(() => reader.waitForSelector("#status:text('GuardRefused')"))
+      assert.deepStrictEqual(yield* todoTexts(reader), ["typed in React"])
     }))
 })

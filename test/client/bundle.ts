@@ -12,7 +12,9 @@ export const bundle = async (entry: string) => {
     minify: true,
     write: false,
     metafile: true,
-    logLevel: "silent"
+    logLevel: "silent",
+    // React reads it; a browser has no `process`.
+    define: { "process.env.NODE_ENV": "\"production\"" }
   })
   const [file] = result.outputFiles
   const [output] = Object.values(result.metafile.outputs)
