@@ -60,6 +60,9 @@ const me = query(whoami.tag, {
   handler: (_, { subject }) => Effect.succeed({ type: subject.type, id: subject.id, tenantId: subject.tenantId })
 })
 
-export const app = defineApp({ name: "client-test", tables: [Todos], procedures: [list, add, me], auth: [tokenStrategy] })
+/** What the test app is made of, for tests that define a variant of it. */
+export const parts = { tables: [Todos], procedures: [list, add, me], auth: [tokenStrategy] }
+
+export const app = defineApp({ name: "client-test", ...parts })
 
 export const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
