@@ -239,7 +239,10 @@ export class Api {
       return { key: `\u0001${procedure.tag}\u0000${state.error?.message}`, getSnapshot: () => state, subscribe: () => () => undefined }
     }
     const key = `${procedure.tag}\u0000${JSON.stringify(payload.right)}`
-    const entry = this.lives.get(key) ?? {
+    // Only subscribed queries are kept in `lives` (so handles that are never subscribed, such as
+    // one per keystroke of a search box, leave nothing behind); a handle reads whichever entry is
+    // current for its key, so every handle of a key shares one subscription and one state.
+    const own: LiveEntry = {
       key,
       contract: procedure,
       payload: payload.right,
@@ -247,22 +250,29 @@ export class Api {
       state: { status: "connecting", data: undefined, error: undefined },
       requestId: undefined
     }
-    this.lives.set(key, entry)
+    const current = () => this.lives.get(key) ?? own
     return {
       key,
-      getSnapshot: () => entry.state as LiveState<Output<P>>,
+      getSnapshot: () => current().state as LiveState<Output<P>>,
       subscribe: (listener) => {
-        entry.listeners.add(listener)
-        if (entry.listeners.size === 1) {
+        let entry = this.lives.get(key)
+        if (entry === undefined) {
+          entry = own
           this.lives.set(key, entry)
-          if (this.connection.status === "open") this.subscribeLive(entry)
+        }
+        const subscribed = entry
+        subscribed.listeners.add(listener)
+        if (subscribed.listeners.size === 1) {
+          if (this.connection.status === "open") this.subscribeLive(subscribed)
           else this.demand()
         }
         return () => {
-          entry.listeners.delete(listener)
-          if (entry.listeners.size > 0) return
-          this.unsubscribeLive(entry)
-          this.lives.delete(key)
+          subscribed.listeners.delete(listener)
+          if (subscribed.listeners.size > 0) return
+          this.unsubscribeLive(subscribed)
+          if (this.lives.get(key) === subscribed) this.lives.delete(key)
+          // Resubscribing later starts from the last data, no longer claiming to be live.
+          subscribed.state = { status: "connecting", data: subscribed.state.data, error: undefined }
         }
       }
     }

@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Scope } from "effect"
+import { Context, Effect, Exit, Layer, Schedule, Scope } from "effect"
 import { WebSocket } from "ws"
 import { GuardRefused } from "../../src/app/Guard.js"
 import { Unauthenticated } from "../../src/app/Errors.js"
@@ -8,8 +8,25 @@ import { Disconnected, InputInvalid, mount } from "../../src/client/index.js"
 import { ChangeTap } from "../../src/kernel/ChangeTap.js"
 import { Store } from "../../src/kernel/Store.js"
 import * as Serve from "../support/Serve.js"
-import { addTodo, listTodos, whoami } from "./contracts.js"
+import { addTodo, hang, listTodos, whoami } from "./contracts.js"
 import { app, memory } from "./fixtures.js"
+
+process.env.FW_INSPECT_TOKEN = "client-inspect-token"
+
+/** The number of live subscriptions open on the server (the inspect surface's count). */
+const openOnServer = (served: Serve.Served) =>
+  Effect.promise(() =>
+    fetch(`${served.url}/_fw/inspect/live`, { headers: { authorization: "Bearer client-inspect-token" } })
+      .then((response) => response.json() as Promise<{ subscriptions: number }>)
+  ).pipe(Effect.map((body) => body.subscriptions))
+
+/** Waits until the server's count is `expected` (it drops when the server has processed the interrupt). */
+const expectOpen = (served: Serve.Served, expected: number) =>
+  openOnServer(served).pipe(
+    Effect.filterOrFail((count) => count === expected, (count) => `expected ${expected} open subscriptions, got ${count}`),
+    Effect.retry({ schedule: Schedule.spaced("10 millis"), times: 300 }),
+    Effect.orDie
+  )
 
 const Socket = WebSocket as unknown as SocketConstructor
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
@@ -104,7 +121,9 @@ describe("mount(): the browser client over the WebSocket", () => {
       yield* Effect.promise(() => fw.apis.bob.call(addTodo, { text: "not yours" }))
       const second = yield* until(live, (state) => (state.data?.length ?? 0) > 0)
       assert.deepStrictEqual(second.data?.map((todo) => todo.text), ["bread"])
+      yield* expectOpen(served, 1)
       keep()
+      yield* expectOpen(served, 0)
       const refused = yield* until(fw.apis.anonymous.live(listTodos, {}), (state) => state.status === "error")
       assert.instanceOf(refused.error, GuardRefused)
     }))
@@ -131,9 +150,12 @@ describe("mount(): the browser client over the WebSocket", () => {
       const live = api.live(listTodos, {})
       const keep = live.subscribe(() => undefined)
       yield* until(live, (state) => state.status === "live")
-      const inflight = api.call(whoami, {})
-      yield* Effect.promise(() => inflight)
+      const inflight = failure(() => api.call(hang, {})).pipe(Effect.fork)
+      const pending = yield* inflight
       yield* Scope.close(first, Exit.void)
+      const lost = yield* pending.await.pipe(Effect.flatten)
+      assert.instanceOf(lost, Disconnected)
+      assert.isTrue(lost._tag === "Disconnected" && lost.sent, "a call in flight may have run")
       const dropped = yield* until(live, (state) => state.status === "reconnecting")
       assert.deepStrictEqual(dropped.data, [], "the last data is kept while reconnecting")
       const second = yield* Serve.serve(app, store, {}, port)

@@ -26,3 +26,11 @@ export const whoami = {
   input: Schema.Struct({}),
   output: Schema.Struct({ type: Schema.String, id: Schema.String, tenantId: Schema.NullOr(Schema.String) })
 } as const
+
+/** Never answers: a call that is in flight when the connection goes. */
+export const hang = {
+  tag: "hang",
+  kind: "action",
+  input: Schema.Struct({}),
+  output: Schema.Null
+} as const

@@ -6,12 +6,12 @@ import { Effect, Layer, Schema } from "effect"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { requireAuthenticated, requireScope } from "../../src/app/Guard.js"
-import { mutation, query } from "../../src/app/Procedure.js"
+import { action, mutation, query } from "../../src/app/Procedure.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
-import { addTodo, listTodos, whoami } from "./contracts.js"
+import { addTodo, hang, listTodos, whoami } from "./contracts.js"
 
 export const Todos = defineTable("client_todos", {
   fields: { tenantId: Schema.String, text: Schema.String },
@@ -60,8 +60,10 @@ const me = query(whoami.tag, {
   handler: (_, { subject }) => Effect.succeed({ type: subject.type, id: subject.id, tenantId: subject.tenantId })
 })
 
+const hangs = action(hang.tag, { input: hang.input, output: hang.output, handler: () => Effect.never })
+
 /** What the test app is made of, for tests that define a variant of it. */
-export const parts = { tables: [Todos], procedures: [list, add, me], auth: [tokenStrategy] }
+export const parts = { tables: [Todos], procedures: [list, add, me, hangs], auth: [tokenStrategy] }
 
 export const app = defineApp({ name: "client-test", ...parts })
 
