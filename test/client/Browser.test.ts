@@ -130,15 +130,20 @@ describe.skipIf(!available)("the browser client in headless Chromium", () => {
       const served = yield* Serve.serve(app, store, { routes: pageRoutes(code) }).pipe(Scope.extend(firstRun))
       const port = Number(new URL(served.url).port)
       const browser = yield* launch
-      const page = yield* openPage(browser, `${served.url}/page`, { url: "/rpc", token: "tok-alice" })
+      const page = yield* openPage(browser, `${served.url}/page`, { url: "/rpc", token: "tok-rotate" })
       yield* Effect.promise(() => page.waitForFunction(() => (globalThis as unknown as Window).fwState.todos?.status === "live"))
       assert.strictEqual(yield* Effect.promise(() => page.evaluate(() => (globalThis as unknown as Window).fwState.authCalls)), 1)
       // The token rotates and the old one stops working: only a fresh resolution can authenticate.
-      yield* Effect.promise(() => page.evaluate(() => { (globalThis as unknown as { fwPage: { token: string } }).fwPage.token = "tok-alice-2" }))
-      const revoked = tokens["tok-alice"]
-      yield* Effect.addFinalizer(() => Effect.sync(() => { if (revoked) tokens["tok-alice"] = revoked }))
-      delete tokens["tok-alice"]
-      yield* Scope.close(firstRun, Exit.void)
+      yield* Effect.promise(() => page.evaluate(() => { (globalThis as unknown as { fwPage: { token: string } }).fwPage.token = "tok-rotate-2" }))
+      const revoked = tokens["tok-rotate"]
+      yield* Effect.addFinalizer(() => Effect.sync(() => { if (revoked) tokens["tok-rotate"] = revoked }))
+      delete tokens["tok-rotate"]
+      // Bounded: a shutdown that never completes (seen once under full-suite load) fails with a
+      // message instead of the test's timeout.
+      yield* Scope.close(firstRun, Exit.void).pipe(
+        Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => "the first server's shutdown did not complete in 30 s" }),
+        Effect.orDie
+      )
       yield* Effect.promise(() => page.waitForFunction(() => (globalThis as unknown as Window).fwState.todos?.status === "reconnecting"))
       yield* Serve.serve(app, store, { routes: pageRoutes(code) }, port)
       yield* Effect.promise(() =>
@@ -153,7 +158,7 @@ describe.skipIf(!available)("the browser client in headless Chromium", () => {
       assert.notInclude(added, "error")
       yield* Effect.promise(() => page.waitForSelector("#todos li"))
       assert.deepStrictEqual(yield* todoTexts(page), ["after the restart"])
-    }))
+    }), 120_000)
 
   it.scopedLive("a page on another origin without authHeaders connects anonymous", () =>
     Effect.gen(function*() {

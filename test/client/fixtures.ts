@@ -22,6 +22,9 @@ export const Todos = defineTable("client_todos", {
 export const tokens: Record<string, Subject.Subject> = {
   "tok-alice": Subject.make({ type: "user", id: "alice", tenantId: "acme", scopes: ["todos:write"] }),
   "tok-alice-2": Subject.make({ type: "user", id: "alice", tenantId: "acme", scopes: ["todos:write"] }),
+  // Rotated (and the first revoked) by the browser restart test, and used by nothing else.
+  "tok-rotate": Subject.make({ type: "user", id: "rita", tenantId: "rotation", scopes: ["todos:write"] }),
+  "tok-rotate-2": Subject.make({ type: "user", id: "rita", tenantId: "rotation", scopes: ["todos:write"] }),
   "tok-bob": Subject.make({ type: "user", id: "bob", tenantId: "globex", scopes: ["todos:write"] }),
   "tok-carol": Subject.make({ type: "user", id: "carol", tenantId: "acme", scopes: [] })
 }
