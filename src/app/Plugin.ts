@@ -115,6 +115,16 @@ export interface LivePush {
   readonly tables: ReadonlySet<string>
 }
 
+/**
+ * A plugin's panel on the inspect dashboard (`/_fw/dashboard`), shown only while the plugin is
+ * installed. `module` is the source of an ES module whose default export renders the panel:
+ * `(root: HTMLElement, ctx: PanelContext) => void | (() => void)` (see docs/dashboard.md).
+ */
+export interface DashboardPanel {
+  readonly title: string
+  readonly module: string
+}
+
 /** A plugin. */
 export interface Plugin {
   readonly name: string
@@ -130,6 +140,8 @@ export interface Plugin {
   readonly routes?: ReadonlyArray<Route>
   /** Mounted under `/_fw/inspect/plugins/<name>`; GET needs `inspect:read`, other methods `inspect:write`. */
   readonly inspectRoutes?: ReadonlyArray<Route>
+  /** Its panel on the inspect dashboard; needs `inspect:read`. */
+  readonly dashboardPanel?: DashboardPanel
   readonly procedures?: ReadonlyArray<Procedure.Any>
   readonly interceptors?: ReadonlyArray<Interceptor>
   /**

@@ -26,6 +26,9 @@ export const validate = (plugin: Plugin.Plugin): Effect.Effect<void, Plugin.Plug
     const needed = route.method === "GET" ? "inspect:read" : "inspect:write"
     if (!has(needed)) return invalid(`inspect route ${route.method} ${route.path} needs the permission "${needed}"`)
   }
+  if (plugin.dashboardPanel && !has("inspect:read")) {
+    return invalid(`a dashboard panel needs the permission "inspect:read"`)
+  }
   for (const interceptor of plugin.interceptors ?? []) {
     const needed = `rpc:intercept:${interceptor.kind}` as const
     if (!has(needed)) return invalid(`a ${interceptor.kind} interceptor needs the permission "${needed}"`)

@@ -24,6 +24,7 @@ import { RpcSerialization, RpcServer } from "@effect/rpc"
 import { Cause, Effect, Either, Layer } from "effect"
 import * as BodyLimit from "../http/BodyLimit.js"
 import * as Http from "../http/Http.js"
+import * as Dashboard from "../inspect/Dashboard.js"
 import * as Inspect from "../inspect/Inspect.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import { Store } from "../kernel/Store.js"
@@ -167,6 +168,7 @@ export const routes = (app: App) =>
       rpc,
       Http.routes(app, maxBodyBytes),
       Inspect.routes(maxBodyBytes),
+      Dashboard.routes,
       health,
       ...app.plugins.map((plugin) => pluginRoutes(plugin, maxBodyBytes)),
       ...app.plugins.map((plugin) => Layer.scopedDiscard(PluginHost.start(plugin)))

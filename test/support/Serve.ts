@@ -19,17 +19,18 @@ export interface Served {
   readonly wsUrl: string
 }
 
-/** Serves `app` over `storeLayer` until the scope closes. */
+/** Serves `app` over `storeLayer` until the scope closes (on `port`; by default a free one). */
 export const serve = <E>(
   app: App,
   storeLayer: Layer.Layer<Store | ChangeTap, E>,
-  options: Server.Options = {}
+  options: Server.Options = {},
+  port = 0
 ): Effect.Effect<Served, unknown, Scope.Scope> =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
       Server.layer(app, options).pipe(
         Layer.provide(storeLayer),
-        Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+        Layer.provideMerge(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" }))
       )
     )
     const { address } = Context.get(context, HttpServer.HttpServer)

@@ -1,0 +1,585 @@
+/**
+ * One mounted api: a WebSocket to the app's `/rpc`, speaking the `@effect/rpc` JSON wire protocol,
+ * and the framework-agnostic state of its live queries. Everything a UI needs is a store with
+ * `getSnapshot()` and `subscribe(listener)` (the shape React's `useSyncExternalStore` takes), so a
+ * binding for any UI library is a few lines.
+ *
+ * Headers ride in every rpc message (a WebSocket upgrade cannot carry them): they are resolved on
+ * every connect, from `headers` (an object or a function) and then `authHeaders` (a function),
+ * whose values win. When the socket drops, calls in flight fail with `Disconnected` and live
+ * queries keep their last value, reconnect with exponential backoff and resubscribe.
+ */
+import type { Schema } from "effect"
+import { Cause, Either, Option, Schema as S } from "effect"
+import { liveSuffix } from "../app/App.js"
+import { describeParseError, InputInvalid, ProcedureError } from "../app/Errors.js"
+import type * as Procedure from "../app/Procedure.js"
+import type { ClientError } from "./Errors.js"
+import { ClientClosed, Disconnected, HeadersFailed, ProtocolError } from "./Errors.js"
+
+/**
+ * What the client needs of a procedure: its tag, kind and schemas. A procedure value is one, and
+ * so is a handler-less `{tag, kind, input, output}` object shared with the browser (so that
+ * handler code, and what it imports, never reaches the bundle).
+ */
+export interface Contract {
+  readonly tag: string
+  readonly kind: Procedure.Kind
+  readonly input: Schema.Schema.AnyNoContext
+  readonly output: Schema.Schema.AnyNoContext
+}
+
+/** The input type of a procedure or contract. */
+export type Input<P extends Contract> = Schema.Schema.Type<P["input"]>
+/** The output type of a procedure or contract. */
+export type Output<P extends Contract> = Schema.Schema.Type<P["output"]>
+
+/** A header set, as an object (names are sent lower-cased). */
+export type HeaderRecord = Readonly<Record<string, string>>
+
+/** How one api is reached and authenticated. */
+export interface ApiConfig {
+  /** The rpc endpoint: `ws(s)://host/rpc`, `http(s)://host/rpc` or a path such as `/rpc` (same origin). */
+  readonly url: string
+  /** Headers sent in every rpc message: an object, or a function resolved on every connect. */
+  readonly headers?: HeaderRecord | (() => HeaderRecord | Promise<HeaderRecord>)
+  /**
+   * Auth headers (`{authorization: "Bearer …"}`), resolved fresh on every connect and reconnect;
+   * they supersede `headers` (a name in both is sent with this value). Without it (and without a
+   * cookie for the api's host), calls are anonymous.
+   */
+  readonly authHeaders?: () => Promise<HeaderRecord>
+}
+
+/** Reconnect backoff: `initialDelayMs * 2^attempt`, capped at `maxDelayMs`, with jitter. */
+export interface ReconnectOptions {
+  readonly initialDelayMs?: number
+  readonly maxDelayMs?: number
+}
+
+/** The subset of the WebSocket API the client uses (the browser's, or the `ws` package's in Node). */
+export interface SocketLike {
+  onopen: ((event: unknown) => void) | null
+  onmessage: ((event: { readonly data: unknown }) => void) | null
+  onclose: ((event: { readonly code: number; readonly reason: string }) => void) | null
+  onerror: ((event: unknown) => void) | null
+  send(data: string): void
+  close(code?: number, reason?: string): void
+}
+
+/** A WebSocket constructor. */
+export type SocketConstructor = new(url: string) => SocketLike
+
+/** Options shared by every api of a mount. */
+export interface ApiOptions {
+  /** The WebSocket implementation; defaults to `globalThis.WebSocket` (browsers, Node 22+). */
+  readonly WebSocket?: SocketConstructor
+  readonly reconnect?: ReconnectOptions
+  /** How often a ping checks that the connection is alive (a missed pong drops it). Default 15 s. */
+  readonly pingIntervalMs?: number
+}
+
+/** A readable, subscribable piece of state. `getSnapshot` returns the same object until it changes. */
+export interface Readable<A> {
+  readonly getSnapshot: () => A
+  readonly subscribe: (listener: () => void) => () => void
+}
+
+/** The connection of one api. */
+export interface ConnectionState {
+  readonly status: "idle" | "connecting" | "open" | "reconnecting" | "closed"
+  /** Failed connects since the last successful one. */
+  readonly attempt: number
+  /** Why the last connect failed or the connection dropped. */
+  readonly error: ClientError | undefined
+}
+
+/** The state of a live query. */
+export interface LiveState<O> {
+  /**
+   * `connecting` until the first result; `live` while results stream; `reconnecting` while the
+   * connection is re-established (the last data is kept); `error` after a refusal (retried on the
+   * next connect).
+   */
+  readonly status: "connecting" | "live" | "reconnecting" | "error"
+  readonly data: O | undefined
+  readonly error: ClientError | undefined
+}
+
+/** A live query: its state, subscribed while it has listeners. */
+export interface LiveQuery<O> extends Readable<LiveState<O>> {
+  readonly key: string
+}
+
+/** The state of a mutation store. */
+export interface MutationState<O> {
+  readonly status: "idle" | "pending" | "success" | "error"
+  readonly data: O | undefined
+  readonly error: ClientError | undefined
+}
+
+/** A mutation (or action) with its last run's state. */
+export interface Mutation<I, O> extends Readable<MutationState<O>> {
+  /** Runs it; resolves with the output or rejects with a `ClientError` (also kept in the state). */
+  readonly run: (input: I) => Promise<O>
+  readonly reset: () => void
+}
+
+type Pending =
+  | {
+    readonly _tag: "call"
+    readonly contract: Contract
+    readonly payload: unknown
+    readonly resolve: (value: unknown) => void
+    readonly reject: (error: ClientError) => void
+  }
+  | { readonly _tag: "live"; readonly entry: LiveEntry }
+
+interface LiveEntry {
+  readonly key: string
+  readonly contract: Contract
+  readonly payload: unknown
+  readonly listeners: Set<() => void>
+  state: LiveState<unknown>
+  requestId: string | undefined
+}
+
+const WireExit = S.Exit({ success: S.Unknown, failure: ProcedureError, defect: S.Defect })
+const decodeExit = S.decodeUnknownEither(WireExit)
+
+const lowerCased = (headers: HeaderRecord): Array<[string, string]> =>
+  Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value])
+
+const reasonOf = (error: unknown) => error instanceof Error ? error.message : String(error)
+
+/** The WebSocket URL of an api's `url`. */
+export const socketUrl = (url: string): string => {
+  const base = (globalThis as { readonly location?: { readonly href: string } }).location?.href
+  const resolved = base === undefined ? new URL(url) : new URL(url, base)
+  if (resolved.protocol === "http:") resolved.protocol = "ws:"
+  else if (resolved.protocol === "https:") resolved.protocol = "wss:"
+  return resolved.toString()
+}
+
+/** One api of a mount. */
+export class Api {
+  readonly url: string
+  private readonly Socket: SocketConstructor
+  private readonly initialDelayMs: number
+  private readonly maxDelayMs: number
+  private readonly pingIntervalMs: number
+  private socket: SocketLike | undefined
+  private headers: Array<[string, string]> = []
+  private generation = 0
+  private nextId = 1
+  private readonly inflight = new Map<string, Pending>()
+  private queued: Array<Extract<Pending, { _tag: "call" }>> = []
+  private readonly lives = new Map<string, LiveEntry>()
+  private connection: ConnectionState = { status: "idle", attempt: 0, error: undefined }
+  private readonly connectionListeners = new Set<() => void>()
+  private reconnectTimer: ReturnType<typeof setTimeout> | undefined
+  private pingTimer: ReturnType<typeof setInterval> | undefined
+  private awaitingPong = false
+
+  constructor(private readonly config: ApiConfig, options: ApiOptions = {}) {
+    this.url = socketUrl(config.url)
+    const Socket = options.WebSocket ?? (globalThis as { readonly WebSocket?: SocketConstructor }).WebSocket
+    if (Socket === undefined) {
+      throw new Error("no WebSocket implementation: pass mount({WebSocket}) (in Node before 22, the `ws` package's)")
+    }
+    this.Socket = Socket
+    this.initialDelayMs = options.reconnect?.initialDelayMs ?? 250
+    this.maxDelayMs = options.reconnect?.maxDelayMs ?? 10_000
+    this.pingIntervalMs = options.pingIntervalMs ?? 15_000
+  }
+
+  /** The connection state, as a store. */
+  readonly connectionState: Readable<ConnectionState> = {
+    getSnapshot: () => this.connection,
+    subscribe: (listener) => {
+      this.connectionListeners.add(listener)
+      return () => this.connectionListeners.delete(listener)
+    }
+  }
+
+  /** Calls a procedure once. Rejects with a `ClientError`. */
+  call<P extends Contract>(procedure: P, input: Input<P>): Promise<Output<P>> {
+    return new Promise<Output<P>>((resolve, reject) => {
+      if (this.connection.status === "closed") return reject(new ClientClosed())
+      const payload = S.encodeUnknownEither(procedure.input)(input)
+      if (Either.isLeft(payload)) return reject(new InputInvalid({ message: describeParseError(payload.left) }))
+      const pending: Pending = {
+        _tag: "call",
+        contract: procedure,
+        payload: payload.right,
+        resolve: resolve as (value: unknown) => void,
+        reject
+      }
+      if (this.connection.status === "open") this.send(pending)
+      else {
+        this.queued.push(pending)
+        this.demand()
+      }
+    })
+  }
+
+  /**
+   * The live query of `procedure` with `input`: subscribed on the server while it has listeners,
+   * shared by every caller asking for the same procedure and input.
+   */
+  live<P extends Contract & { readonly kind: "query" }>(procedure: P, input: Input<P>): LiveQuery<Output<P>> {
+    const payload = S.encodeUnknownEither(procedure.input)(input)
+    if (Either.isLeft(payload)) {
+      const state: LiveState<never> = {
+        status: "error",
+        data: undefined,
+        error: new InputInvalid({ message: describeParseError(payload.left) })
+      }
+      // Keyed by the refusal, so a UI binding memoising on the key shows the current one.
+      return { key: `\u0001${procedure.tag}\u0000${state.error?.message}`, getSnapshot: () => state, subscribe: () => () => undefined }
+    }
+    const key = `${procedure.tag}\u0000${JSON.stringify(payload.right)}`
+    // Only subscribed queries are kept in `lives` (so handles that are never subscribed, such as
+    // one per keystroke of a search box, leave nothing behind); a handle reads whichever entry is
+    // current for its key, so every handle of a key shares one subscription and one state.
+    const own: LiveEntry = {
+      key,
+      contract: procedure,
+      payload: payload.right,
+      listeners: new Set<() => void>(),
+      state: { status: "connecting", data: undefined, error: undefined },
+      requestId: undefined
+    }
+    const current = () => this.lives.get(key) ?? own
+    return {
+      key,
+      getSnapshot: () => current().state as LiveState<Output<P>>,
+      subscribe: (listener) => {
+        let entry = this.lives.get(key)
+        if (entry === undefined) {
+          entry = own
+          this.lives.set(key, entry)
+        }
+        const subscribed = entry
+        subscribed.listeners.add(listener)
+        if (subscribed.listeners.size === 1) {
+          if (this.connection.status === "open") this.subscribeLive(subscribed)
+          else this.demand()
+        }
+        return () => {
+          subscribed.listeners.delete(listener)
+          if (subscribed.listeners.size > 0) return
+          this.unsubscribeLive(subscribed)
+          if (this.lives.get(key) === subscribed) this.lives.delete(key)
+          // Resubscribing later starts from the last data, no longer claiming to be live.
+          subscribed.state = { status: "connecting", data: subscribed.state.data, error: undefined }
+        }
+      }
+    }
+  }
+
+  /** A mutation store for `procedure`: `run(input)` plus the state of its last run. */
+  mutation<P extends Contract>(procedure: P): Mutation<Input<P>, Output<P>> {
+    let state: MutationState<Output<P>> = { status: "idle", data: undefined, error: undefined }
+    const listeners = new Set<() => void>()
+    const set = (next: MutationState<Output<P>>) => {
+      state = next
+      for (const listener of [...listeners]) listener()
+    }
+    let latest = 0
+    return {
+      getSnapshot: () => state,
+      subscribe: (listener) => {
+        listeners.add(listener)
+        return () => listeners.delete(listener)
+      },
+      reset: () => set({ status: "idle", data: undefined, error: undefined }),
+      run: (input) => {
+        const run = ++latest
+        set({ status: "pending", data: state.data, error: undefined })
+        return this.call(procedure, input).then(
+          (data) => {
+            if (run === latest) set({ status: "success", data, error: undefined })
+            return data
+          },
+          (error: ClientError) => {
+            if (run === latest) set({ status: "error", data: undefined, error })
+            throw error
+          }
+        )
+      }
+    }
+  }
+
+  /** Closes the connection for good: pending calls reject with `ClientClosed`. */
+  dispose(): void {
+    if (this.connection.status === "closed") return
+    this.generation++
+    clearTimeout(this.reconnectTimer)
+    this.stopPing()
+    const socket = this.socket
+    this.socket = undefined
+    if (socket !== undefined) {
+      socket.onclose = null
+      socket.close(1000, "client disposed")
+    }
+    const closed = new ClientClosed()
+    for (const pending of [...this.queued, ...this.inflight.values()]) {
+      if (pending._tag === "call") pending.reject(closed)
+    }
+    this.queued = []
+    this.inflight.clear()
+    for (const entry of this.lives.values()) this.setLive(entry, { ...entry.state, status: "error", error: closed })
+    this.setConnection({ status: "closed", attempt: 0, error: undefined })
+  }
+
+  private setConnection(next: ConnectionState) {
+    this.connection = next
+    for (const listener of [...this.connectionListeners]) listener()
+  }
+
+  private setLive(entry: LiveEntry, state: LiveState<unknown>) {
+    entry.state = state
+    for (const listener of [...entry.listeners]) listener()
+  }
+
+  private hasDemand() {
+    return this.queued.length > 0 || [...this.lives.values()].some((entry) => entry.listeners.size > 0)
+  }
+
+  /** Connects if nothing is connecting yet (a scheduled reconnect keeps its delay). */
+  private demand() {
+    if (this.connection.status === "idle") this.connect()
+  }
+
+  private connect() {
+    const generation = ++this.generation
+    this.setConnection({ ...this.connection, status: this.connection.attempt === 0 ? "connecting" : "reconnecting" })
+    this.resolveHeaders().then(
+      (headers) => {
+        if (generation !== this.generation) return
+        this.headers = headers
+        this.open(generation)
+      },
+      (error: unknown) => {
+        if (generation !== this.generation) return
+        this.failed(new HeadersFailed({ reason: reasonOf(error) }))
+      }
+    )
+  }
+
+  private async resolveHeaders(): Promise<Array<[string, string]>> {
+    const { headers, authHeaders } = this.config
+    const base = typeof headers === "function" ? await headers() : headers ?? {}
+    const auth = authHeaders === undefined ? {} : await authHeaders()
+    return [...new Map([...lowerCased(base), ...lowerCased(auth)])]
+  }
+
+  private open(generation: number) {
+    let socket: SocketLike
+    try {
+      socket = new this.Socket(this.url)
+    } catch (error) {
+      return this.failed(new Disconnected({ sent: false, reason: reasonOf(error) }))
+    }
+    this.socket = socket
+    let opened = false
+    socket.onopen = () => {
+      if (generation !== this.generation) return
+      opened = true
+      this.setConnection({ status: "open", attempt: 0, error: undefined })
+      this.startPing(socket)
+      const queued = this.queued
+      this.queued = []
+      for (const pending of queued) this.send(pending)
+      for (const entry of this.lives.values()) {
+        if (entry.listeners.size > 0) this.subscribeLive(entry)
+      }
+    }
+    socket.onmessage = (event) => {
+      if (this.socket === socket) this.receive(socket, event.data)
+    }
+    socket.onerror = () => undefined
+    socket.onclose = (event) => {
+      if (this.socket !== socket) return
+      this.dropped(opened, `the connection closed (code ${event.code}${event.reason ? `: ${event.reason}` : ""})`)
+    }
+  }
+
+  /** The socket is gone (or never opened): fail what was in flight and reconnect if anything waits. */
+  private dropped(opened: boolean, reason: string) {
+    const socket = this.socket
+    this.socket = undefined
+    if (socket !== undefined) {
+      socket.onclose = null
+      socket.onmessage = null
+      try {
+        socket.close()
+      } catch {
+        // already closing
+      }
+    }
+    this.stopPing()
+    for (const pending of this.inflight.values()) {
+      if (pending._tag === "call") pending.reject(new Disconnected({ sent: true, reason }))
+      else pending.entry.requestId = undefined
+    }
+    this.inflight.clear()
+    this.failed(new Disconnected({ sent: false, reason }), opened)
+  }
+
+  /** A connect failed or a connection ended: reject queued calls, mark live queries, schedule a retry. */
+  private failed(error: ClientError, wasOpen = false) {
+    for (const pending of this.queued) pending.reject(error)
+    this.queued = []
+    const attempt = wasOpen ? 0 : this.connection.attempt + 1
+    for (const entry of this.lives.values()) {
+      if (entry.state.status !== "error") this.setLive(entry, { ...entry.state, status: "reconnecting" })
+    }
+    if (!this.hasDemand()) {
+      this.setConnection({ status: "idle", attempt: 0, error })
+      return
+    }
+    this.setConnection({ status: "reconnecting", attempt, error })
+    const ceiling = Math.min(this.maxDelayMs, this.initialDelayMs * 2 ** attempt)
+    const delay = ceiling / 2 + Math.random() * ceiling / 2
+    clearTimeout(this.reconnectTimer)
+    this.reconnectTimer = setTimeout(() => {
+      if (this.connection.status === "reconnecting") this.connect()
+    }, delay)
+  }
+
+  private startPing(socket: SocketLike) {
+    this.stopPing()
+    this.awaitingPong = false
+    this.pingTimer = setInterval(() => {
+      if (this.socket !== socket) return
+      if (this.awaitingPong) return this.dropped(true, "no answer to a ping")
+      this.awaitingPong = true
+      this.write({ _tag: "Ping" })
+    }, this.pingIntervalMs)
+  }
+
+  private stopPing() {
+    clearInterval(this.pingTimer)
+    this.pingTimer = undefined
+  }
+
+  private write(message: unknown) {
+    this.socket?.send(JSON.stringify(message))
+  }
+
+  private request(tag: string, payload: unknown, pending: Pending): string {
+    const id = String(this.nextId++)
+    this.inflight.set(id, pending)
+    this.write({ _tag: "Request", id, tag, payload, headers: this.headers })
+    return id
+  }
+
+  private send(pending: Extract<Pending, { _tag: "call" }>) {
+    this.request(pending.contract.tag, pending.payload, pending)
+  }
+
+  private subscribeLive(entry: LiveEntry) {
+    if (entry.requestId !== undefined) return
+    if (entry.state.status === "error") this.setLive(entry, { ...entry.state, status: "reconnecting" })
+    entry.requestId = this.request(`${entry.contract.tag}${liveSuffix}`, entry.payload, { _tag: "live", entry })
+  }
+
+  private unsubscribeLive(entry: LiveEntry) {
+    const id = entry.requestId
+    if (id === undefined) return
+    entry.requestId = undefined
+    this.inflight.delete(id)
+    this.write({ _tag: "Interrupt", requestId: id })
+  }
+
+  private receive(socket: SocketLike, data: unknown) {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(typeof data === "string" ? data : new TextDecoder().decode(data as Uint8Array))
+    } catch (error) {
+      return this.protocolFailure(socket, `unreadable frame: ${reasonOf(error)}`)
+    }
+    for (const message of Array.isArray(parsed) ? parsed : [parsed]) {
+      if (this.socket !== socket) return
+      this.handle(socket, message as Readonly<Record<string, unknown>>)
+    }
+  }
+
+  private handle(socket: SocketLike, message: Readonly<Record<string, unknown>>) {
+    switch (message._tag) {
+      case "Pong":
+        this.awaitingPong = false
+        return
+      case "Chunk": {
+        const id = String(message.requestId)
+        const pending = this.inflight.get(id)
+        if (pending?._tag !== "live") return
+        const values = Array.isArray(message.values) ? message.values : []
+        for (const value of values) {
+          const decoded = S.decodeUnknownEither(pending.entry.contract.output)(value)
+          if (Either.isLeft(decoded)) {
+            this.unsubscribeLive(pending.entry)
+            return this.setLive(pending.entry, {
+              ...pending.entry.state,
+              status: "error",
+              error: new ProtocolError({ reason: `a result failed the output schema: ${describeParseError(decoded.left)}` })
+            })
+          }
+          this.setLive(pending.entry, { status: "live", data: decoded.right, error: undefined })
+        }
+        this.write({ _tag: "Ack", requestId: id })
+        return
+      }
+      case "Exit": {
+        const id = String(message.requestId)
+        const pending = this.inflight.get(id)
+        if (pending === undefined) return
+        this.inflight.delete(id)
+        const outcome = this.outcome(message.exit, pending)
+        if (pending._tag === "call") {
+          return Either.isRight(outcome) ? pending.resolve(outcome.right) : pending.reject(outcome.left)
+        }
+        pending.entry.requestId = undefined
+        if (Either.isLeft(outcome)) {
+          // An interrupted stream (the server is shutting down) is resubscribed on the next connect.
+          const status = outcome.left._tag === "Disconnected" ? "reconnecting" : "error"
+          this.setLive(pending.entry, { ...pending.entry.state, status, error: outcome.left })
+        }
+        return
+      }
+      case "Defect":
+        return this.protocolFailure(socket, `the server reported a defect: ${reasonOf(message.defect)}`)
+      default:
+        return
+    }
+  }
+
+  /** The result of an `Exit` message: the decoded output, or the typed error. */
+  private outcome(exit: unknown, pending: Pending): Either.Either<unknown, ClientError> {
+    const decoded = decodeExit(exit)
+    if (Either.isLeft(decoded)) return Either.left(new ProtocolError({ reason: "an unreadable exit" }))
+    if (decoded.right._tag === "Failure") {
+      const cause = decoded.right.cause
+      const failure = Cause.failureOption(cause)
+      if (Option.isSome(failure)) return Either.left(failure.value)
+      if (Cause.isInterruptedOnly(cause)) return Either.left(new Disconnected({ sent: true, reason: "interrupted by the server" }))
+      const defect = Cause.dieOption(cause)
+      return Either.left(new ProtocolError({ reason: Option.isSome(defect) ? reasonOf(defect.value) : Cause.pretty(cause) }))
+    }
+    if (pending._tag === "live") return Either.right(undefined)
+    return S.decodeUnknownEither(pending.contract.output)(decoded.right.value).pipe(
+      Either.mapLeft((error) => new ProtocolError({ reason: `the output failed its schema: ${describeParseError(error)}` }))
+    )
+  }
+
+  private protocolFailure(socket: SocketLike, reason: string) {
+    const error = new ProtocolError({ reason })
+    for (const pending of this.inflight.values()) {
+      if (pending._tag === "call") pending.reject(error)
+    }
+    this.inflight.clear()
+    if (this.socket === socket) this.dropped(true, reason)
+  }
+}

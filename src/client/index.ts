@@ -1,0 +1,39 @@
+/**
+ * `@fw/framework/client`: the browser-safe client of an fw app. `mount()` with its stores for UI
+ * bindings, the typed errors a caller can get, and the Effect client (`Client.connect`) for Node
+ * and Effect programs.
+ */
+export { mount } from "./Mount.js"
+export type { MountConfig, Mounted } from "./Mount.js"
+export { Api, socketUrl } from "./Api.js"
+export type {
+  ApiConfig,
+  ApiOptions,
+  ConnectionState,
+  Contract,
+  HeaderRecord,
+  Input,
+  LiveQuery,
+  LiveState,
+  Mutation,
+  MutationState,
+  Output,
+  Readable,
+  ReconnectOptions,
+  SocketConstructor,
+  SocketLike
+} from "./Api.js"
+export { ClientClosed, Disconnected, HeadersFailed, ProtocolError } from "./Errors.js"
+export type { ClientError } from "./Errors.js"
+export {
+  InputInvalid,
+  InternalError,
+  ProcedureError,
+  ProcedureFailure,
+  ProcedureNotFound,
+  Unauthenticated
+} from "../app/Errors.js"
+export { GuardRefused } from "../app/Guard.js"
+export * as Client from "./Client.js"
+export type { CallOptions, InputOf, OutputOf } from "./Client.js"
+export { connect, layerHttp, layerWebSocket, make } from "./Client.js"

@@ -1,0 +1,49 @@
+/**
+ * React hooks over the client's stores. They hold no state of their own: each reads a store of
+ * `@fw/framework/client` through `useSyncExternalStore`, so the same store can back any other UI
+ * library.
+ */
+import { useMemo, useSyncExternalStore } from "react"
+import type { Api, ConnectionState, Contract, Input, LiveState, MutationState, Output } from "../client/index.js"
+
+/**
+ * The live result of a query: subscribed while the component is mounted (shared with every other
+ * component asking for the same query and input), re-rendered on every change.
+ */
+export const useQuery = <P extends Contract & { readonly kind: "query" }>(
+  api: Api,
+  query: P,
+  input: Input<P>
+): LiveState<Output<P>> => {
+  const fresh = api.live(query, input)
+  // One store per (api, procedure, input): an equal input on the next render keeps the subscription.
+  const live = useMemo(() => fresh, [api, fresh.key])
+  return useSyncExternalStore(live.subscribe, live.getSnapshot, live.getSnapshot)
+}
+
+/** What `useMutation` returns: the state of the last run, and ways to run it. */
+export interface UseMutation<I, O> extends MutationState<O> {
+  /** Runs it; the result and any error land in the state (nothing to catch). */
+  readonly mutate: (input: I) => void
+  /** Runs it and resolves with the output, or rejects with the `ClientError`. */
+  readonly run: (input: I) => Promise<O>
+  readonly reset: () => void
+}
+
+/** A mutation (or action) with the state of its last run. */
+export const useMutation = <P extends Contract>(api: Api, procedure: P): UseMutation<Input<P>, Output<P>> => {
+  const mutation = useMemo(() => api.mutation(procedure), [api, procedure.tag])
+  const state = useSyncExternalStore(mutation.subscribe, mutation.getSnapshot, mutation.getSnapshot)
+  return useMemo(() => ({
+    ...state,
+    mutate: (input: Input<P>) => {
+      mutation.run(input).catch(() => undefined)
+    },
+    run: mutation.run,
+    reset: mutation.reset
+  }), [state, mutation])
+}
+
+/** The api's connection state (`open`, `reconnecting`, ...), for a status indicator. */
+export const useConnection = (api: Api): ConnectionState =>
+  useSyncExternalStore(api.connectionState.subscribe, api.connectionState.getSnapshot, api.connectionState.getSnapshot)

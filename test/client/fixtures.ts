@@ -1,0 +1,73 @@
+/**
+ * A small two-tenant todo app for the client tests. Callers authenticate with
+ * `Authorization: Bearer <token>`; `tokens` is mutable so a test can rotate a token.
+ */
+import { Effect, Layer, Schema } from "effect"
+import * as AuthStrategy from "../../src/app/AuthStrategy.js"
+import { defineApp } from "../../src/app/App.js"
+import { requireAuthenticated, requireScope } from "../../src/app/Guard.js"
+import { action, mutation, query } from "../../src/app/Procedure.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as Store from "../../src/kernel/Store.js"
+import * as Subject from "../../src/kernel/Subject.js"
+import { defineTable } from "../../src/kernel/Table.js"
+import { addTodo, hang, listTodos, whoami } from "./contracts.js"
+
+export const Todos = defineTable("client_todos", {
+  fields: { tenantId: Schema.String, text: Schema.String },
+  tenantField: "tenantId"
+})
+
+/** Token → subject. */
+export const tokens: Record<string, Subject.Subject> = {
+  "tok-alice": Subject.make({ type: "user", id: "alice", tenantId: "acme", scopes: ["todos:write"] }),
+  "tok-alice-2": Subject.make({ type: "user", id: "alice", tenantId: "acme", scopes: ["todos:write"] }),
+  // Rotated (and the first revoked) by the browser restart test, and used by nothing else.
+  "tok-rotate": Subject.make({ type: "user", id: "rita", tenantId: "rotation", scopes: ["todos:write"] }),
+  "tok-rotate-2": Subject.make({ type: "user", id: "rita", tenantId: "rotation", scopes: ["todos:write"] }),
+  "tok-bob": Subject.make({ type: "user", id: "bob", tenantId: "globex", scopes: ["todos:write"] }),
+  "tok-carol": Subject.make({ type: "user", id: "carol", tenantId: "acme", scopes: [] })
+}
+
+const tokenStrategy: AuthStrategy.AuthStrategy = {
+  id: "client-test-token",
+  outboundHosts: [],
+  authenticate: ({ headers }) =>
+    Effect.sync(() => {
+      const token = AuthStrategy.readBearer(headers)
+      if (token === undefined) return AuthStrategy.Verdict.NoMatch()
+      const subject = tokens[token]
+      return subject ? AuthStrategy.Verdict.Authenticated({ subject }) : AuthStrategy.Verdict.Failed({ reason: "unknown token" })
+    })
+}
+
+const list = query(listTodos.tag, {
+  input: listTodos.input,
+  output: listTodos.output,
+  guards: [requireAuthenticated],
+  handler: (_, { store }) =>
+    Effect.map(store.find(Todos, { orderBy: "text" }), (rows) => rows.map((row) => ({ id: row.id, text: row.text })))
+})
+
+const add = mutation(addTodo.tag, {
+  input: addTodo.input,
+  output: addTodo.output,
+  guards: [requireScope("todos:write")],
+  handler: ({ text }, { store, subject }) =>
+    Effect.map(store.insert(Todos, { tenantId: subject.tenantId ?? "", text }), (row) => ({ id: row.id, text: row.text }))
+})
+
+const me = query(whoami.tag, {
+  input: whoami.input,
+  output: whoami.output,
+  handler: (_, { subject }) => Effect.succeed({ type: subject.type, id: subject.id, tenantId: subject.tenantId })
+})
+
+const hangs = action(hang.tag, { input: hang.input, output: hang.output, handler: () => Effect.never })
+
+/** What the test app is made of, for tests that define a variant of it. */
+export const parts = { tables: [Todos], procedures: [list, add, me, hangs], auth: [tokenStrategy] }
+
+export const app = defineApp({ name: "client-test", ...parts })
+
+export const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
