@@ -79,14 +79,7 @@ const boot = (
       yield* engine.flushStats
       yield* engine.checkPeers(singleProcess)
     }
-    if (checked.sync.resyncIntervalMs > 0) {
-      yield* engine.sweep.pipe(
-        Effect.catchAllCause((cause) => Effect.logWarning("search: repair sweep failed", cause)),
-        Effect.repeat(Schedule.spaced(checked.sync.resyncIntervalMs)),
-        Effect.delay(checked.sync.resyncIntervalMs),
-        Effect.forkScoped
-      )
-    }
+    yield* engine.startSweep
     if (checked.sync.statsFlushIntervalMs > 0) {
       yield* Effect.zipRight(engine.flushStats, factory.durable ? Effect.void : engine.checkPeers(singleProcess)).pipe(
         Effect.repeat(Schedule.spaced(checked.sync.statsFlushIntervalMs)),

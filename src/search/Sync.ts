@@ -14,7 +14,7 @@
  * that ledger write fails, delivery fails and the writer gets `ChangeDeliveryFailed`.
  */
 import type { Scope } from "effect"
-import { Clock, Duration, Effect, Exit, FiberSet, Option, Schema, Stream } from "effect"
+import { Clock, Duration, Effect, Exit, Fiber, FiberSet, Option, Schema, Stream } from "effect"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import type { StoreError } from "../kernel/Errors.js"
 import type { StoreShape } from "../kernel/Store.js"
@@ -98,6 +98,10 @@ export const make = (options: {
   Effect.gen(function*() {
     const { backend, indexes, replica, store, sync } = options
     const fibers = yield* FiberSet.make()
+    // Background work is forked with the runtime of the plugin's start, not from the change
+    // delivery that triggers it: that fiber is uninterruptible and marked as delivering.
+    const runInBackground = yield* FiberSet.runtime(fibers)<never>()
+    const background = <E>(effect: Effect.Effect<void, E>) => Effect.sync(() => void runInBackground(effect))
     const byTable = new Map<string, Array<Resolved>>()
     for (const index of indexes) {
       const list = byTable.get(index.table.name) ?? []
@@ -152,7 +156,7 @@ export const make = (options: {
         counters.get(index.name)![key] += n
         buffered += n
         if (sync.statsFlushIntervalMs === 0) return flushStats
-        if (buffered >= sync.statsFlushMaxBuffered) return Effect.asVoid(FiberSet.run(fibers, flushStats))
+        if (buffered >= sync.statsFlushMaxBuffered) return background(flushStats)
         return Effect.void
       })
 
@@ -297,7 +301,7 @@ export const make = (options: {
             yield* record(index, event.id, "retrying", error, 1)
             // Registered before delivery returns, so the next change to this row sees it busy.
             busy.set(key, { dirty: false })
-            yield* FiberSet.run(fibers, retry(index, event.id, error))
+            yield* background(retry(index, event.id, error))
           } else {
             yield* count(index, "dropped")
             yield* record(index, event.id, "failed", error, 1)
@@ -560,6 +564,21 @@ export const make = (options: {
           : "search: several replicas serve this app on the memory backend: each has its own index")
       }).pipe(Effect.catchAll(() => Effect.void))
 
+    /**
+     * Runs the sweep every `resyncIntervalMs`. Each sweep runs with the background fibers, so
+     * `idle` also waits for a sweep in progress.
+     */
+    const startSweep = Effect.suspend(() =>
+      sync.resyncIntervalMs <= 0 ? Effect.void : Effect.sleep(Duration.millis(sync.resyncIntervalMs)).pipe(
+        Effect.zipRight(Effect.suspend(() => Fiber.join(runInBackground(
+          sweep.pipe(Effect.catchAllCause((cause) => Effect.logWarning("search: repair sweep failed", cause)))
+        )))),
+        Effect.forever,
+        Effect.interruptible,
+        Effect.forkScoped,
+        Effect.asVoid
+      ))
+
     /** Waits for background retries to finish (tests, shutdown). */
     const idle = FiberSet.awaitEmpty(fibers)
 
@@ -567,6 +586,7 @@ export const make = (options: {
       onChange,
       recordEvent,
       sweep,
+      startSweep,
       resync,
       reindex: reindexExclusive,
       view,
