@@ -14,7 +14,7 @@ import { SearchDrift, SearchStats } from "../../src/search/tables.js"
 import * as Pg from "../support/Pg.js"
 import { type Client, flakyBackend, Notes, notesIndex, plugin, search, stack } from "./support.js"
 
-const ROWS = Number(process.env.SEARCH_DRIFT_ROWS ?? 500)
+const ROWS = Number(process.env.SEARCH_DRIFT_ROWS ?? 200)
 const alice = Subject.make({ type: "user", id: "alice", tenantId: "t1" })
 
 const indexIds = (backend: { readonly documents?: (index: string) => Stream.Stream<{ readonly id: string }, unknown> }) =>
@@ -226,7 +226,7 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
           assert.deepStrictEqual(result.hits.map((h) => h.doc["id"]), ["s1"])
         }))
 
-      it.scoped("drift end to end: 500 rows written while the engine is down, a restart midway, then the index equals the table", () =>
+      it.scoped("drift end to end: rows written while the engine is down, a restart midway, then the index equals the table", () =>
         Effect.gen(function*() {
           const connect = yield* restartable
           const flaky = flakyBackend()
