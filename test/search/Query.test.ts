@@ -30,7 +30,7 @@ const seed = Effect.gen(function*() {
   ])
 })
 
-const failure = <A, E>(effect: Effect.Effect<A, E>) =>
+const failure = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.map(Effect.exit(effect), (exit) => {
     if (Exit.isSuccess(exit)) return assert.fail("expected a failure")
     const error = exit.cause._tag === "Fail" ? exit.cause.error as { readonly _tag: string; readonly status?: number } : undefined
