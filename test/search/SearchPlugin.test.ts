@@ -9,6 +9,7 @@ import * as path from "node:path"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { SearchConfigInvalid } from "../../src/search/Errors.js"
+import * as Sql from "../../src/search/Sql.js"
 import { searchPlugin } from "../../src/search/SearchPlugin.js"
 import { SearchDrift, SearchStats } from "../../src/search/tables.js"
 import * as Pg from "../support/Pg.js"
@@ -224,6 +225,24 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
           const p = plugin("memory")
           const result = yield* Effect.scoped(search(p, alice, { index: "notes", q: "seeded" }).pipe(Effect.provide(stack(connect, p))))
           assert.deepStrictEqual(result.hits.map((h) => h.doc["id"]), ["s1"])
+        }))
+
+      it.scoped("the sql backend keeps its index in the database across a restart", () =>
+        Effect.gen(function*() {
+          const connect = yield* restartable
+          const first = plugin(Sql.backend(connect))
+          yield* Effect.scoped(Effect.gen(function*() {
+            const store = yield* Store.Store
+            yield* store.insert(Notes, { id: "q1", tenantId: "t1", title: "durable words", body: "", n: 1 })
+            yield* store.insert(Notes, { id: "q2", tenantId: "t2", title: "durable other", body: "", n: 2 })
+          }).pipe(Effect.provide(stack(connect, first))))
+          const second = plugin(Sql.backend(connect))
+          const result = yield* Effect.scoped(Effect.gen(function*() {
+            const store = yield* Store.Store
+            yield* store.delete(Notes, "q2")
+            return yield* search(second, alice, { index: "notes", q: "durble", fuzziness: 1, highlight: { fields: ["title"], preTag: "<b>", postTag: "</b>" } })
+          }).pipe(Effect.provide(stack(connect, second))))
+          assert.deepStrictEqual(result.hits, [{ doc: { id: "q1", tenantId: "t1", title: "durable words", body: "", n: 1 }, highlights: { title: "<b>durable</b> words" } }])
         }))
 
       it.scoped("drift end to end: rows written while the engine is down, a restart midway, then the index equals the table", () =>

@@ -13,6 +13,7 @@ import type { Subject } from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import { SearchBackendError } from "../../src/search/Errors.js"
 import * as Memory from "../../src/search/Memory.js"
+import type { BackendOption } from "../../src/search/Backend.js"
 import type { Options } from "../../src/search/Options.js"
 import { searchIndex } from "../../src/search/Options.js"
 import type { SearchQueryInput } from "../../src/search/index.js"
@@ -88,7 +89,7 @@ export const stack = (client: Client | null, plugin: SearchPlugin) => {
 }
 
 /** A plugin over `backend` with test-friendly sync options. */
-export const plugin = (backend: SearchBackendShape | "memory", more: Partial<Options> = {}) =>
+export const plugin = (backend: BackendOption, more: Partial<Options> = {}) =>
   searchPlugin({
     backend,
     indexes: { notes: notesIndex },
