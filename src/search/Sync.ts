@@ -14,7 +14,7 @@
  * that ledger write fails, delivery fails and the writer gets `ChangeDeliveryFailed`.
  */
 import type { Scope } from "effect"
-import { Clock, Duration, Effect, Exit, Fiber, FiberSet, Option, Schema, Stream } from "effect"
+import { Clock, Duration, Effect, Either, Exit, Fiber, FiberSet, Option, Schema, SchemaAST, Stream } from "effect"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import type { StoreError } from "../kernel/Errors.js"
 import type { StoreShape } from "../kernel/Store.js"
@@ -108,13 +108,19 @@ export const make = (options: {
       list.push(index)
       byTable.set(index.table.name, list)
     }
-    const decoders = new Map(indexes.map((index) => [index.name, Schema.decodeUnknownEither(index.table.schema)]))
+    // Rows whose schema has no transformation decode to themselves: skip the decode on the hot path.
+    const decoders = new Map(indexes.map((index) => {
+      const plain = SchemaAST.encodedAST(index.table.schema.ast) === index.table.schema.ast
+      const decode = Schema.decodeUnknownEither(index.table.schema)
+      return [index.name, plain ? (row: unknown) => Either.right(row) : decode] as const
+    }))
     const busy = new Map<string, { dirty: boolean }>()
     const ledgerKeys = new Set<string>()
     const rebuilding = new Map<string, { readonly rebuild: Rebuild; readonly touched: Set<string> }>()
     const reindexing = new Set<string>()
     const counters = new Map<string, Counters>(indexes.map((index) => [index.name, { synced: 0, removed: 0, dropped: 0 }]))
     let buffered = 0
+    let flushScheduled = false
     let sawRemote = false
     let warnedPeer = false
 
@@ -156,7 +162,10 @@ export const make = (options: {
         counters.get(index.name)![key] += n
         buffered += n
         if (sync.statsFlushIntervalMs === 0) return flushStats
-        if (buffered >= sync.statsFlushMaxBuffered) return background(flushStats)
+        if (buffered >= sync.statsFlushMaxBuffered && !flushScheduled) {
+          flushScheduled = true
+          return background(Effect.ensuring(flushStats, Effect.sync(() => flushScheduled = false)))
+        }
         return Effect.void
       })
 

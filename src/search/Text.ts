@@ -9,7 +9,10 @@ const wordChars = /[\p{L}\p{N}]+/gu
 const rawWordChars = /[\p{L}\p{N}\p{M}]+/gu
 
 /** Lower-cases and strips diacritics. */
-export const fold = (text: string): string => text.normalize("NFKD").replace(marks, "").toLowerCase()
+export const fold = (text: string): string =>
+  ascii.test(text) ? text.toLowerCase() : text.normalize("NFKD").replace(marks, "").toLowerCase()
+
+const ascii = /^[\x00-\x7f]*$/
 
 /** The folded words of a text. */
 export const tokenize = (text: string): Array<string> => fold(text).match(wordChars) ?? []
@@ -145,38 +148,48 @@ interface TrieNode {
 /**
  * The vocabulary of an index, searched within an edit distance: one edit through a deletion
  * neighbourhood (every word and its one-letter deletions, as SymSpell does: a handful of map
- * lookups per term), two edits through the trie.
+ * lookups per term), two edits through the trie. Both structures are built on the first search
+ * that needs them and kept up to date after, so a write-only index never pays for them.
  */
 export class Vocabulary {
-  private readonly trie = new WordTrie()
-  private readonly deletions = new Map<string, Array<string> | string>()
+  private readonly words: Array<string> = []
+  private trie: WordTrie | undefined
+  private deletions: Map<string, Array<string> | string> | undefined
 
   add(word: string): void {
-    this.trie.add(word)
-    this.link(word, word)
+    this.words.push(word)
+    this.trie?.add(word)
+    if (this.deletions !== undefined) this.linkAll(this.deletions, word)
+  }
+
+  private linkAll(deletions: Map<string, Array<string> | string>, word: string): void {
+    link(deletions, word, word)
     if (word.length > 1) {
       for (let i = 0; i < word.length; i++) {
         const variant = word.slice(0, i) + word.slice(i + 1)
-        if (i > 0 && variant === word.slice(0, i - 1) + word.slice(i)) continue
-        this.link(variant, word)
+        if (i > 0 && word[i] === word[i - 1]) continue
+        link(deletions, variant, word)
       }
     }
   }
 
-  private link(variant: string, word: string): void {
-    const existing = this.deletions.get(variant)
-    if (existing === undefined) this.deletions.set(variant, word)
-    else if (typeof existing === "string") {
-      if (existing !== word) this.deletions.set(variant, [existing, word])
-    } else if (!existing.includes(word)) existing.push(word)
-  }
-
   /** Every word within `max` edits of `term`, with its distance. */
   search(term: string, max: number): Array<readonly [string, number]> {
-    if (max >= 2) return this.trie.search(term, max)
+    if (max >= 2) {
+      if (this.trie === undefined) {
+        this.trie = new WordTrie()
+        for (const word of this.words) this.trie.add(word)
+      }
+      return this.trie.search(term, max)
+    }
+    if (this.deletions === undefined) {
+      this.deletions = new Map()
+      for (const word of this.words) this.linkAll(this.deletions, word)
+    }
+    const deletions = this.deletions
     const found = new Map<string, number>()
     const consider = (variant: string) => {
-      const words = this.deletions.get(variant)
+      const words = deletions.get(variant)
       if (words === undefined) return
       for (const word of typeof words === "string" ? [words] : words) {
         if (found.has(word)) continue
@@ -188,4 +201,12 @@ export class Vocabulary {
     if (max === 1) for (let i = 0; i < term.length; i++) consider(term.slice(0, i) + term.slice(i + 1))
     return [...found]
   }
+}
+
+const link = (deletions: Map<string, Array<string> | string>, variant: string, word: string): void => {
+  const existing = deletions.get(variant)
+  if (existing === undefined) deletions.set(variant, word)
+  else if (typeof existing === "string") {
+    if (existing !== word) deletions.set(variant, [existing, word])
+  } else if (!existing.includes(word)) existing.push(word)
 }
