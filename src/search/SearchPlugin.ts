@@ -41,6 +41,37 @@ export interface SearchPlugin extends Plugin.Plugin {
   ) => Effect.Effect<Option.Option<{ readonly index: string; readonly rows: number }>, unknown>
   /** Completes when no background retry is pending. */
   readonly idle: Effect.Effect<void>
+  /**
+   * Reindexes one index from a process that does not serve the app (the `fw search reindex`
+   * command): builds the backend, walks the table, swaps. Refused for the memory backend, whose
+   * index lives in the serving process (use the inspect route there).
+   */
+  readonly reindexOffline: (
+    index: string,
+    onProgress?: (progress: Sync.ReindexProgress) => Effect.Effect<void>
+  ) => Effect.Effect<{ readonly index: string; readonly rows: number }, unknown, Store>
+}
+
+/** The search plugin among an app's plugins, if any. */
+export const find = (plugins: ReadonlyArray<Plugin.Plugin>): SearchPlugin | undefined =>
+  plugins.find((plugin): plugin is SearchPlugin => "reindexOffline" in plugin && "indexes" in plugin)
+
+/**
+ * What `fw search reindex <entry> <index>` runs once it has the app and its store: reindexes
+ * `index` with `onProgress` called per page (for a progress bar). Fails with a readable message
+ * when the app has no search plugin or no such index.
+ */
+export const reindexCommand = (
+  plugins: ReadonlyArray<Plugin.Plugin>,
+  index: string,
+  onProgress?: (progress: Sync.ReindexProgress) => Effect.Effect<void>
+): Effect.Effect<{ readonly index: string; readonly rows: number }, unknown, Store> => {
+  const plugin = find(plugins)
+  if (plugin === undefined) return Effect.fail(new Error("the app has no search plugin"))
+  if (!plugin.indexes.some((candidate) => candidate.name === index)) {
+    return Effect.fail(new Error(`no search index "${index}"; declared: ${plugin.indexes.map((i) => i.name).join(", ")}`))
+  }
+  return plugin.reindexOffline(index, onProgress)
 }
 
 const defaultReplica = Config.string("FW_REPLICA_ID").pipe(
@@ -168,6 +199,20 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
     running,
     resync: (index) => Effect.flatMap(running, (current) => current.engine.resync(index)),
     reindex: (index, onProgress) => Effect.flatMap(running, (current) => current.engine.reindex(index, onProgress)),
-    idle: Effect.flatMap(running, (current) => current.engine.idle).pipe(Effect.ignore)
+    idle: Effect.flatMap(running, (current) => current.engine.idle).pipe(Effect.ignore),
+    reindexOffline: (index, onProgress) =>
+      Effect.scoped(Effect.gen(function*() {
+        if (!factory.durable) {
+          return yield* Effect.fail(new Error("the memory backend's index lives in the serving process: reindex through its inspect route"))
+        }
+        const store = yield* Store
+        const backend = yield* factory.make
+        for (const spec of checked.indexes) if (backend.ensureIndex) yield* backend.ensureIndex(spec.spec)
+        const replica = options.replicaId ?? (yield* defaultReplica)
+        const engine = yield* Sync.make({ backend, store, indexes: checked.indexes, sync: checked.sync, replica })
+        const result = yield* engine.reindex(index, onProgress)
+        if (Option.isNone(result)) return yield* Effect.fail(new Error(`a reindex of "${index}" is already running`))
+        return result.value
+      }))
   }
 }

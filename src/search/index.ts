@@ -32,7 +32,8 @@ export type {
   Scalar,
   SearchBackendShape
 } from "./SearchBackend.js"
-export { searchPlugin } from "./SearchPlugin.js"
+export { reindexCommand, searchPlugin } from "./SearchPlugin.js"
+export * as Sql from "./Sql.js"
 export type { Running, SearchPlugin } from "./SearchPlugin.js"
 export type { IndexView, ReindexProgress, ResyncReport } from "./Sync.js"
 export { SearchDrift, SearchStats } from "./tables.js"

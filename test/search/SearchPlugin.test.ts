@@ -10,7 +10,8 @@ import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { SearchConfigInvalid } from "../../src/search/Errors.js"
 import * as Sql from "../../src/search/Sql.js"
-import { searchPlugin } from "../../src/search/SearchPlugin.js"
+import { reindexCommand, searchPlugin } from "../../src/search/SearchPlugin.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import { SearchDrift, SearchStats } from "../../src/search/tables.js"
 import * as Pg from "../support/Pg.js"
 import { type Client, flakyBackend, Notes, notesIndex, plugin, search, stack } from "./support.js"
@@ -243,6 +244,31 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
             return yield* search(second, alice, { index: "notes", q: "durble", fuzziness: 1, highlight: { fields: ["title"], preTag: "<b>", postTag: "</b>" } })
           }).pipe(Effect.provide(stack(connect, second))))
           assert.deepStrictEqual(result.hits, [{ doc: { id: "q1", tenantId: "t1", title: "durable words", body: "", n: 1 }, highlights: { title: "<b>durable</b> words" } }])
+        }))
+
+      it.scoped("reindexCommand (for `fw search reindex`) reindexes from another process with progress", () =>
+        Effect.gen(function*() {
+          const connect = yield* restartable
+          const serving = plugin(Sql.backend(connect))
+          yield* Effect.scoped(Effect.gen(function*() {
+            const store = yield* Store.Store
+            yield* store.insertMany(Notes, Array.from({ length: 12 }, (_, i) => ({ id: `z${i}`, tenantId: "t1", title: `zeta ${i}`, body: "", n: i })))
+          }).pipe(Effect.provide(stack(connect, serving))))
+          const offline = plugin(Sql.backend(connect), { sync: { reindexBatchSize: 5 } })
+          const progress: Array<number> = []
+          const result = yield* reindexCommand([offline], "notes", (event) => Effect.sync(() => progress.push(event.done))).pipe(
+            Effect.provide(Store.layerSql.pipe(Layer.provide(ChangeTap.layerLocal), Layer.provide(connect)))
+          )
+          assert.deepStrictEqual(result, { index: "notes", rows: 12 })
+          assert.deepStrictEqual(progress, [0, 5, 10, 12, 12, 12])
+          const missing = yield* Effect.either(reindexCommand([offline], "nope").pipe(
+            Effect.provide(Store.layerSql.pipe(Layer.provide(ChangeTap.layerLocal), Layer.provide(connect)))
+          ))
+          assert.match(String(missing._tag === "Left" ? missing.left : ""), /no search index "nope"/)
+          const memory = yield* Effect.either(reindexCommand([plugin("memory")], "notes").pipe(
+            Effect.provide(Store.layerSql.pipe(Layer.provide(ChangeTap.layerLocal), Layer.provide(connect)))
+          ))
+          assert.match(String(memory._tag === "Left" ? memory.left : ""), /inspect route/)
         }))
 
       it.scoped("drift end to end: rows written while the engine is down, a restart midway, then the index equals the table", () =>
