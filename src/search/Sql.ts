@@ -73,10 +73,8 @@ export const make = Effect.gen(function*() {
   }
 
   const removeIn = (index: string, gen: number, ids: ReadonlyArray<string>) =>
-    Effect.forEach(ids, (id) =>
-      pg
-        ? run(`DELETE FROM _fw_search_docs WHERE idx = $1 AND gen = $2 AND id = $3`, [index, gen, id])
-        : Effect.gen(function*() {
+    pg ? Effect.asVoid(run(`DELETE FROM _fw_search_docs WHERE idx = $1 AND gen = $2 AND id = ANY($3::text[])`, [index, gen, ids])) : Effect.forEach(ids, (id) =>
+      Effect.gen(function*() {
           const rows = yield* run(`SELECT rid FROM _fw_search_docs WHERE idx = ? AND gen = ? AND id = ?`, [index, gen, id])
           for (const row of rows) {
             yield* run(`DELETE FROM _fw_search_fts WHERE rowid = ?`, [row["rid"]])
@@ -84,8 +82,42 @@ export const make = Effect.gen(function*() {
           }
         }), { discard: true })
 
-  const upsertIn = (index: string, gen: number, docs: ReadonlyArray<Document>) =>
+  /** PostgreSQL: a batch is three statements (delete, insert from arrays, vocabulary). */
+  const upsertPg = (index: string, gen: number, docs: ReadonlyArray<Document>) =>
     Effect.gen(function*() {
+      const spec = specOf(index)
+      // The last version of an id in a batch wins.
+      const byId = new Map(docs.map((doc) => [doc.id, doc]))
+      const batch = [...byId.values()]
+      const bodies = batch.map((doc) => bodyOf(spec, doc))
+      yield* run(`DELETE FROM _fw_search_docs WHERE idx = $1 AND gen = $2 AND id = ANY($3::text[])`, [index, gen, batch.map((doc) => doc.id)])
+      yield* run(
+        `INSERT INTO _fw_search_docs (idx, gen, id, doc, tenant, body)
+         SELECT $1, $2, u.id, u.doc::jsonb, u.tenant, u.body FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS u(id, doc, tenant, body)`,
+        [
+          index,
+          gen,
+          batch.map((doc) => doc.id),
+          batch.map((doc) => JSON.stringify(doc)),
+          batch.map((doc) => typeof doc[spec.tenantField] === "string" ? doc[spec.tenantField] as string : null),
+          bodies.map((words) => words.join(" "))
+        ]
+      )
+      const cached = vocabularies.get(`${index}:${gen}`)
+      const unseen = [...new Set(bodies.flat())].filter((word) => cached === undefined || !cached.words.has(word))
+      if (unseen.length > 0) {
+        yield* run(`INSERT INTO _fw_search_terms (idx, gen, term) SELECT $1, $2, unnest($3::text[]) ON CONFLICT DO NOTHING`, [index, gen, unseen])
+        if (cached !== undefined) {
+          for (const word of unseen) {
+            cached.words.add(word)
+            cached.vocabulary.add(word)
+          }
+        }
+      }
+    })
+
+  const upsertIn = (index: string, gen: number, docs: ReadonlyArray<Document>) =>
+    pg ? upsertPg(index, gen, docs) : Effect.gen(function*() {
       const spec = specOf(index)
       yield* removeIn(index, gen, docs.map((doc) => doc.id))
       const cached = vocabularies.get(`${index}:${gen}`)
