@@ -12,6 +12,9 @@ import * as Sse from "./http/sse.js"
 import * as Rpc from "./rpc.js"
 import * as SamlAcs from "./saml/acs.js"
 import * as SamlLimits from "./saml/limits.js"
+import * as SearchInsert from "./search/insert.js"
+import * as SearchMemory from "./search/memory.js"
+import * as SearchSqlPg from "./search/sqlPg.js"
 import * as Store from "./store/store.js"
 
 await Store.run()
@@ -26,3 +29,6 @@ await SamlLimits.run()
 await FlagsEvaluate.run()
 await FlagsDistribution.run()
 await FlagsGated.run()
+await SearchMemory.run()
+await SearchInsert.run()
+await SearchSqlPg.run()

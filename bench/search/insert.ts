@@ -6,7 +6,7 @@
 import { FetchHttpClient, Headers } from "@effect/platform"
 import { Effect, Layer, Schema } from "effect"
 import { defineApp } from "../../src/app/App.js"
-import * as PluginHost from "../../src/app/PluginHost.js"
+import * as PluginHost from "../../src/server/PluginHost.js"
 import * as Procedure from "../../src/app/Procedure.js"
 import * as Runtime from "../../src/app/Runtime.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"

@@ -15,15 +15,11 @@ import { SearchBackendError, SearchBackendNotDurable } from "./Errors.js"
 import * as Inspect from "./inspect.js"
 import * as Options from "./Options.js"
 import * as Query from "./Query.js"
-import type { SearchBackendShape } from "./SearchBackend.js"
 import * as Sync from "./Sync.js"
 import { SearchDrift, SearchStats } from "./tables.js"
 
 /** The running state of a started plugin. */
-export interface Running {
-  readonly backend: SearchBackendShape
-  readonly engine: Sync.Engine
-}
+export type Running = Sync.Running
 
 /** The search plugin, with handles for operators, the CLI and tests. */
 export interface SearchPlugin extends Plugin.Plugin {

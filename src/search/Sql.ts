@@ -24,6 +24,13 @@ import { maxEdits, SearchBackend } from "./SearchBackend.js"
 import * as Text from "./Text.js"
 
 const distanceWeight = [1, 0.35, 0.15]
+const vocabularyTtlMs = 60_000
+
+/**
+ * PostgreSQL: the tenant is also a word of the document's tsvector, so one GIN lookup answers
+ * "these terms in this tenant" (hex keeps any tenant id a single word of the simple parser).
+ */
+const tenantWord = (tenant: string) => `zzt${Buffer.from(tenant, "utf8").toString("hex")}`
 
 /** Makes the backend over a SqlClient; creates its tables if missing. */
 export const make = Effect.gen(function*() {
@@ -100,7 +107,10 @@ export const make = Effect.gen(function*() {
           batch.map((doc) => doc.id),
           batch.map((doc) => JSON.stringify(doc)),
           batch.map((doc) => typeof doc[spec.tenantField] === "string" ? doc[spec.tenantField] as string : null),
-          bodies.map((words) => words.join(" "))
+          bodies.map((words, i) => {
+            const tenant = batch[i]![spec.tenantField]
+            return typeof tenant === "string" ? `${words.join(" ")} ${tenantWord(tenant)}` : words.join(" ")
+          })
         ]
       )
       const cached = vocabularies.get(`${index}:${gen}`)
@@ -152,12 +162,15 @@ export const make = Effect.gen(function*() {
       }
     })
 
-  /** The vocabulary of a generation: cached, re-read after 5 s (other processes write too). */
+  /**
+   * The vocabulary of a generation: cached and kept current with this process's writes; re-read
+   * after a minute for words other processes added (until then their new words match exactly only).
+   */
   const vocabularyOf = (index: string, gen: number) =>
     Effect.gen(function*() {
       const key = `${index}:${gen}`
       const cached = vocabularies.get(key)
-      if (cached !== undefined && Date.now() - cached.loadedAt < 5_000) return cached.vocabulary
+      if (cached !== undefined && Date.now() - cached.loadedAt < vocabularyTtlMs) return cached.vocabulary
       const rows = yield* run(`SELECT term FROM _fw_search_terms WHERE idx = ${p(1)} AND gen = ${p(2)}`, [index, gen])
       const vocabulary = new Text.Vocabulary()
       const words = new Set<string>()
@@ -199,7 +212,8 @@ export const make = Effect.gen(function*() {
       if (terms.length === 0) {
         text = `SELECT d.doc FROM _fw_search_docs d WHERE ${where}`
       } else if (pg) {
-        params.push(expansions.map((words) => `(${words.map(([word]) => `'${word}'`).join(" | ")})`).join(" & "))
+        const tenantTerm = tenantFilter !== undefined ? ` & '${tenantWord(tenantFilter.value as string)}'` : ""
+        params.push(expansions.map((words) => `(${words.map(([word]) => `'${word}'`).join(" | ")})`).join(" & ") + tenantTerm)
         text = `SELECT d.doc FROM _fw_search_docs d WHERE ${where} AND d.tsv @@ to_tsquery('simple', ${p(params.length)})`
       } else {
         params.push(expansions.map((words) => `(${words.map(([word]) => quoteFts(word)).join(" OR ")})`).join(" AND "))

@@ -609,5 +609,11 @@ export const make = (options: {
 
 /** The running sync engine. */
 export type Engine = Effect.Effect.Success<ReturnType<typeof make>>
+
+/** The running state of a started search plugin: its backend and sync engine. */
+export interface Running {
+  readonly backend: SearchBackendShape
+  readonly engine: Engine
+}
 /** Requirements of `make`. */
 export type MakeR = Scope.Scope

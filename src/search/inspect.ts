@@ -8,8 +8,7 @@ import { Effect, Mailbox, Option, Schema, Stream } from "effect"
 import * as Plugin from "../app/Plugin.js"
 import { Store } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
-import type { Running } from "./SearchPlugin.js"
-import type { ReindexProgress } from "./Sync.js"
+import type { ReindexProgress, Running } from "./Sync.js"
 import { SearchDrift } from "./tables.js"
 
 const json = (status: number, body: unknown) => HttpServerResponse.unsafeJson(body, { status })

@@ -5,7 +5,7 @@
 import { FetchHttpClient, Headers } from "@effect/platform"
 import type { SqlClient } from "@effect/sql"
 import { Effect, Layer, Schema } from "effect"
-import * as PluginHost from "../../src/app/PluginHost.js"
+import * as PluginHost from "../../src/server/PluginHost.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
