@@ -2,7 +2,7 @@ import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, ConfigProvider, Effect, Exit, Layer, Option, Redacted, type Scope, Stream, TestClock } from "effect"
+import { Chunk, ConfigProvider, type Duration, Effect, Exit, Layer, Option, Redacted, type Scope, Stream, TestClock } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -23,6 +23,20 @@ const indexIds = (backend: { readonly documents?: (index: string) => Stream.Stre
   Effect.map(Stream.runCollect(backend.documents!("notes")), (docs) => Chunk.toReadonlyArray(docs).map((doc) => doc.id).sort())
 
 const ledger = Effect.flatMap(Store.Store, (store) => store.find(SearchDrift, { orderBy: "id" }))
+
+/**
+ * Moves the test clock on in steps until `done` holds. Retries and sweeps do real database work
+ * between their waits, so one big jump could pass a wait scheduled after it.
+ */
+const advanceUntil = <E, R>(done: Effect.Effect<boolean, E, R>, step: Duration.DurationInput = "50 millis") =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 10_000; i++) {
+      if (yield* done) return
+      yield* TestClock.adjust(step)
+      yield* Effect.yieldNow()
+    }
+    return yield* Effect.dieMessage("advanceUntil: the condition never held")
+  })
 
 const suite = (name: string, client: () => Client | null, restartable: Effect.Effect<Client, never, Scope.Scope> | null) =>
   describe(`search plugin: ${name}`, () => {
@@ -54,10 +68,10 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         yield* store.insert(Notes, { id: "r1", tenantId: "t1", title: "retry me", body: "", n: 1 })
         const entries = yield* ledger
         assert.deepStrictEqual(entries.map((e) => [e.id, e.state, e.errorKind, e.attempts]), [["notes:r1", "retrying", "transient", 1]])
-        yield* TestClock.adjust("100 millis")
+        yield* advanceUntil(Effect.sync(() => flaky.state.failures >= 2))
         assert.strictEqual(flaky.state.failures, 2)
         flaky.state.mode = "up"
-        yield* TestClock.adjust("200 millis")
+        yield* advanceUntil(Effect.map(ledger, (entries) => entries.length === 0))
         yield* p.idle
         assert.deepStrictEqual(yield* ledger, [])
         assert.deepStrictEqual(yield* indexIds(flaky.backend), ["r1"])
@@ -72,7 +86,7 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         flaky.state.mode = "transient"
         yield* store.insert(Notes, { id: "x1", tenantId: "t1", title: "one", body: "", n: 1 })
         // Waits 100, 200, 400 ms (3 retries), each capped at 1000 ms.
-        yield* TestClock.adjust("700 millis")
+        yield* advanceUntil(Effect.map(ledger, (entries) => entries[0]?.state === "failed"))
         yield* p.idle
         const [entry] = yield* ledger
         assert.deepStrictEqual([entry!.state, entry!.attempts, entry!.errorKind], ["failed", 4, "transient"])
@@ -84,8 +98,8 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         yield* store.update(Notes, "x1", { title: "three" })
         flaky.state.mode = "up"
         const writesBefore = flaky.state.writes
-        yield* TestClock.adjust("60 seconds")
-        assert.deepStrictEqual(yield* ledger, [])
+        yield* advanceUntil(Effect.map(ledger, (entries) => entries.length === 0), "10 seconds")
+        yield* p.idle
         const docs = Chunk.toReadonlyArray(yield* Stream.runCollect(flaky.backend.documents!("notes")))
         assert.deepStrictEqual(docs.map((d) => d["title"]), ["three"])
         assert.strictEqual(flaky.state.writes - writesBefore, 1)
@@ -143,7 +157,7 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         yield* store.update(Notes, "o1", { title: "v2" })
         yield* store.update(Notes, "o1", { title: "v3" })
         assert.deepStrictEqual(yield* indexIds(flaky.backend), [])
-        yield* TestClock.adjust("100 millis")
+        yield* advanceUntil(Effect.map(ledger, (entries) => entries.length === 0))
         yield* p.idle
         const docs = Chunk.toReadonlyArray(yield* Stream.runCollect(flaky.backend.documents!("notes")))
         assert.deepStrictEqual(docs.map((d) => d["title"]), ["v3"])
@@ -299,10 +313,8 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
             const entries = yield* ledger
             assert.strictEqual(entries.length, ROWS)
             flaky.state.mode = "up"
-            for (let i = 0; i < 6; i++) {
-              yield* TestClock.adjust("30 seconds")
-              yield* second.idle
-            }
+            yield* advanceUntil(Effect.map(ledger, (entries) => entries.length === 0), "10 seconds")
+            yield* second.idle
             assert.deepStrictEqual(yield* ledger, [])
             const store = yield* Store.Store
             const rows = yield* store.find(Notes, { orderBy: "id" })
