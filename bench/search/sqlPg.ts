@@ -43,20 +43,25 @@ export const run = async () => {
       const start = performance.now()
       for (let i = 0; i < docs.length; i += 1000) yield* backend.upsert("bench", docs.slice(i, i + 1000))
       const build = performance.now() - start
-      const memory = Memory.make()
-      yield* memory.ensureIndex!(spec)
-      yield* memory.upsert("bench", docs)
+      // Warm-up (the first fuzzy query loads the vocabulary), then the measured queries; the memory
+      // peer is built afterwards so its heap does not weigh on the sql timings.
+      for (const [i, [a, b]] of queries.slice(100, 110).entries()) yield* backend.query("bench", toQuery(a, b, i))
       const sqlTimes: Array<number> = []
       const memoryTimes: Array<number> = []
       let found = 0
       for (const [i, [a, b]] of queries.slice(0, 100).entries()) {
-        const query = toQuery(a, b, i)
-        let t0 = performance.now()
-        const result = yield* backend.query("bench", query)
+        const t0 = performance.now()
+        const result = yield* backend.query("bench", toQuery(a, b, i))
         sqlTimes.push(performance.now() - t0)
         found += result.found
-        t0 = performance.now()
-        yield* memory.query("bench", query)
+      }
+      const memory = Memory.make()
+      yield* memory.ensureIndex!(spec)
+      yield* memory.upsert("bench", docs)
+      for (const [i, [a, b]] of queries.slice(100, 110).entries()) yield* memory.query("bench", toQuery(a, b, i))
+      for (const [i, [a, b]] of queries.slice(0, 100).entries()) {
+        const t0 = performance.now()
+        yield* memory.query("bench", toQuery(a, b, i))
         memoryTimes.push(performance.now() - t0)
       }
       table(`search sql backend on PostgreSQL, ${N.toLocaleString("en-US")} rows: 2-term query with a typo, fuzziness 1, tenant filter, 2 facets`, [
