@@ -339,6 +339,35 @@ if (Pg.serverUrl !== null) {
   describe("search plugin: postgresql", () => it("is skipped", () => console.warn(Pg.skipReason)))
 }
 
+describe("search plugin: stats", () => {
+  it.scoped("counters are buffered and flushed by count or interval; replicas sum under local scope, max under fleet", () => {
+    const p = plugin("memory", { sync: { statsFlushIntervalMs: 5000, statsFlushMaxBuffered: 3 } })
+    return Effect.gen(function*() {
+      const store = yield* Store.Store
+      const synced = Effect.map(store.find(SearchStats, { where: { replica: "r1" } }), (rows) => rows[0]?.synced ?? 0)
+      const base = yield* synced
+      yield* store.insert(Notes, { id: "s1", tenantId: "t1", title: "a", body: "", n: 1 })
+      yield* store.insert(Notes, { id: "s2", tenantId: "t1", title: "b", body: "", n: 2 })
+      assert.strictEqual(yield* synced, base)
+      yield* store.insert(Notes, { id: "s3", tenantId: "t1", title: "c", body: "", n: 3 })
+      yield* p.idle
+      assert.strictEqual(yield* synced, base + 3)
+      yield* store.insert(Notes, { id: "s4", tenantId: "t1", title: "d", body: "", n: 4 })
+      yield* TestClock.adjust("5 seconds")
+      yield* p.idle
+      assert.strictEqual(yield* synced, base + 4)
+      const running = yield* p.running
+      const other = { id: "notes:r2", indexName: "notes", replica: "r2", synced: 10, removed: 0, dropped: 2, fleet: false, lastReindexAt: null, lastReindexRows: null, seenAt: 0 }
+      yield* store.upsert(SearchStats, other)
+      let [view] = yield* running.engine.view
+      assert.deepStrictEqual([view!.synced, view!.dropped, view!.aggregation, view!.replicas], [base + 14, 2, "sum", 2])
+      yield* store.upsert(SearchStats, { ...other, fleet: true })
+      ;[view] = yield* running.engine.view
+      assert.deepStrictEqual([view!.synced, view!.aggregation], [Math.max(base + 4, 10), "max"])
+    }).pipe(Effect.provide(stack(null, p)))
+  })
+})
+
 describe("search plugin: configuration and boot", () => {
   it("refuses queryableFields listing the tenant field, and bad sync options", () => {
     assert.throws(() => searchPlugin({ indexes: { notes: { ...notesIndex, queryableFields: ["tenantId"] } } }), SearchConfigInvalid)
