@@ -13,6 +13,9 @@ import * as Rpc from "./rpc.js"
 import * as SamlAcs from "./saml/acs.js"
 import * as SamlLimits from "./saml/limits.js"
 import * as Standing from "./standing/inserts.js"
+import * as SearchInsert from "./search/insert.js"
+import * as SearchMemory from "./search/memory.js"
+import * as SearchSqlPg from "./search/sqlPg.js"
 import * as Store from "./store/store.js"
 
 await Store.run()
@@ -28,3 +31,6 @@ await FlagsEvaluate.run()
 await FlagsDistribution.run()
 await FlagsGated.run()
 await Standing.run()
+await SearchMemory.run()
+await SearchInsert.run()
+await SearchSqlPg.run()

@@ -1,0 +1,73 @@
+/**
+ * Insert throughput through a procedure (the procedure runtime, memory store) with the search
+ * plugin on (memory backend) against the same app without it, measured in the same run.
+ * Aim: at least 0.7× the throughput without the plugin. `BENCH_SEARCH_INSERTS` sets the count.
+ */
+import { FetchHttpClient, Headers } from "@effect/platform"
+import { Effect, Layer, Schema } from "effect"
+import { defineApp } from "../../src/app/App.js"
+import * as PluginHost from "../../src/server/PluginHost.js"
+import * as Procedure from "../../src/app/Procedure.js"
+import * as Runtime from "../../src/app/Runtime.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as Store from "../../src/kernel/Store.js"
+import * as Subject from "../../src/kernel/Subject.js"
+import { defineTable } from "../../src/kernel/Table.js"
+import { searchIndex, searchPlugin } from "../../src/search/index.js"
+import { perSecond, table } from "../support.js"
+
+const N = Number(process.env.BENCH_SEARCH_INSERTS ?? 20_000)
+const Notes = defineTable("notes", {
+  fields: { tenantId: Schema.String, title: Schema.String, body: Schema.String },
+  tenantField: "tenantId"
+})
+const add = Procedure.mutation("notes.add", {
+  input: Schema.Struct({ title: Schema.String, body: Schema.String }),
+  output: Schema.String,
+  handler: (input, ctx) => Effect.map(ctx.store.insert(Notes, { tenantId: ctx.subject.tenantId!, ...input }), (row) => row.id)
+})
+const words = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau".split(" ")
+const subject = Subject.make({ type: "user", id: "u", tenantId: "t1" })
+
+const measure = (withSearch: boolean) => {
+  const plugins = withSearch
+    ? [searchPlugin({
+      indexes: { notes: searchIndex(Notes, { index: "notes", tenantField: "tenantId", map: (row) => ({ ...row }) }) },
+      sync: { resyncIntervalMs: 0 }
+    })]
+    : []
+  const app = defineApp({ tables: [Notes], procedures: [add], plugins })
+  const stack = Layer.mergeAll(Runtime.layer(app), ...plugins.map((plugin) => Layer.scopedDiscard(PluginHost.start(plugin)))).pipe(
+    Layer.provideMerge(Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))),
+    Layer.provide(FetchHttpClient.layer)
+  )
+  return Effect.gen(function*() {
+    const runtime = yield* Runtime.Runtime
+    const call = (i: number) =>
+      runtime.call(add, {
+        input: { title: `${words[i % words.length]} ${words[(i * 7) % words.length]} ${i}`, body: `${words[(i * 3) % words.length]} note ${i}` },
+        headers: Headers.empty,
+        subject
+      })
+    for (let i = 0; i < 500; i++) yield* call(i)
+    const start = performance.now()
+    for (let i = 0; i < N; i++) yield* call(i)
+    return N / ((performance.now() - start) / 1000)
+  }).pipe(Effect.provide(stack), Effect.scoped)
+}
+
+export const run = async () => {
+  const off = await Effect.runPromise(measure(false))
+  const on = await Effect.runPromise(measure(true))
+  const off2 = await Effect.runPromise(measure(false))
+  const on2 = await Effect.runPromise(measure(true))
+  const offBest = Math.max(off, off2)
+  const onBest = Math.max(on, on2)
+  table(`search: inserts through a procedure (memory store), ${N.toLocaleString("en-US")} per run, best of two`, [
+    { setup: "search plugin off", "inserts/s": perSecond(offBest) },
+    { setup: "search plugin on (memory backend)", "inserts/s": perSecond(onBest) },
+    { setup: "ratio on/off (aim ≥ 0.7)", "inserts/s": (onBest / offBest).toFixed(2) }
+  ])
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) await run()

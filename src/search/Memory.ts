@@ -1,0 +1,319 @@
+/**
+ * The memory backend: an inverted index in the process, for dev and tests (spec 2.1), and for one
+ * process that declares `singleProcessMemoryIndex` (re-seeded from the tables at start).
+ *
+ * Written by hand rather than on MiniSearch or Orama: neither gives facets, highlights and filters
+ * with our semantics together, and a flat index (postings as ascending arrays of document numbers,
+ * typed-array accumulators, a deletion neighbourhood and a word trie for edit-distance expansion) answers the benchmark query in
+ * well under half of MiniSearch's time (see `bench/search/`).
+ */
+import { Effect, Layer, Stream } from "effect"
+import * as Matching from "./Matching.js"
+import type { Document, Hit, IndexSpec, Query, Rebuild, Result, SearchBackendShape } from "./SearchBackend.js"
+import { maxEdits, SearchBackend } from "./SearchBackend.js"
+import * as Text from "./Text.js"
+
+interface Posting {
+  readonly ords: Array<number>
+  readonly tfs: Array<number>
+}
+
+const bm25K = 1.2
+const bm25B = 0.75
+/** Weight of a match by its edit distance: exact words rank above typos. */
+const distanceWeight = [1, 0.35, 0.15]
+
+/** One in-memory index. */
+export class MemoryIndex {
+  private readonly ordOf = new Map<string, number>()
+  private docs: Array<Document | undefined> = []
+  private lengths: Array<number> = []
+  private postings = new Map<string, Posting>()
+  private vocabulary = new Text.Vocabulary()
+  private live = 0
+  private totalLength = 0
+  private stamp = new Int32Array(0)
+  private score = new Float64Array(0)
+  private epoch = 0
+
+  constructor(readonly spec: IndexSpec) {}
+
+  get size(): number {
+    return this.live
+  }
+
+  upsert(doc: Document): void {
+    this.removeOne(doc.id)
+    const ord = this.docs.length
+    this.docs.push(doc)
+    this.ordOf.set(doc.id, ord)
+    const counts = new Map<string, number>()
+    let length = 0
+    for (const field of Text.searchableFields(this.spec, doc)) {
+      const text = Text.textOf(doc[field])
+      if (text === undefined) continue
+      for (const word of Text.tokenize(text)) {
+        counts.set(word, (counts.get(word) ?? 0) + 1)
+        length++
+      }
+    }
+    this.lengths.push(length)
+    this.totalLength += length
+    for (const [word, tf] of counts) {
+      let posting = this.postings.get(word)
+      if (posting === undefined) {
+        this.postings.set(word, posting = { ords: [], tfs: [] })
+        this.vocabulary.add(word)
+      }
+      posting.ords.push(ord)
+      posting.tfs.push(tf)
+    }
+    this.live++
+  }
+
+  removeOne(id: string): void {
+    const ord = this.ordOf.get(id)
+    if (ord === undefined) return
+    this.ordOf.delete(id)
+    this.docs[ord] = undefined
+    this.totalLength -= this.lengths[ord]!
+    this.live--
+    // Postings keep dead numbers until they outnumber the live ones; then the index is rebuilt.
+    if (this.docs.length > 1024 && this.docs.length > this.live * 2) this.compact()
+  }
+
+  private compact(): void {
+    const docs = this.docs.filter((doc): doc is Document => doc !== undefined)
+    this.ordOf.clear()
+    this.docs = []
+    this.lengths = []
+    this.postings = new Map()
+    this.vocabulary = new Text.Vocabulary()
+    this.live = 0
+    this.totalLength = 0
+    for (const doc of docs) this.upsert(doc)
+  }
+
+  all(): Array<Document> {
+    return this.docs.filter((doc): doc is Document => doc !== undefined)
+  }
+
+  /** Vocabulary words within the allowed edits of `term`, nearest first. */
+  private expand(term: string, fuzziness: Query["fuzziness"]): Array<readonly [string, number]> {
+    const edits = Math.min(maxEdits(fuzziness, term), Math.max(0, term.length - 1))
+    if (edits === 0) return this.postings.has(term) ? [[term, 0]] : []
+    return this.vocabulary.search(term, edits).filter(([word]) => this.postings.has(word)).sort((a, b) => a[1] - b[1])
+  }
+
+  query(query: Query): Result {
+    const terms = [...new Set(Text.tokenize(query.q))]
+    const accept = Matching.predicateAll(query.filters)
+    const matched: Array<number> = []
+    const matchedWords = new Set<string>()
+    const n = this.docs.length
+    if (terms.length === 0) {
+      for (let ord = 0; ord < n; ord++) {
+        const doc = this.docs[ord]
+        if (doc !== undefined && accept(doc)) matched.push(ord)
+      }
+    } else {
+      if (this.stamp.length < n) {
+        this.stamp = new Int32Array(Math.max(n, this.stamp.length * 2, 1024))
+        this.score = new Float64Array(this.stamp.length)
+        this.epoch = 0
+      }
+      if (this.epoch > 2_000_000_000 - terms.length * 2) {
+        this.stamp.fill(0)
+        this.epoch = 0
+      }
+      const base = this.epoch
+      this.epoch += terms.length + 1
+      const stamp = this.stamp
+      const score = this.score
+      const avgLength = this.live === 0 ? 1 : Math.max(1, this.totalLength / this.live)
+      const expansions = terms.map((term) => this.expand(term, query.fuzziness))
+      // Rarest term first: later terms only touch documents that matched every earlier one.
+      const order = terms.map((_, i) => i).sort((a, b) => this.postingCount(expansions[a]!) - this.postingCount(expansions[b]!))
+      for (let step = 0; step < order.length; step++) {
+        const expansion = expansions[order[step]!]!
+        if (expansion.length === 0) return { hits: [], facets: Matching.countFacets(query.facets, []), found: 0 }
+        const before = base + step
+        const after = base + step + 1
+        const last = step === order.length - 1
+        const df = this.live
+        for (const [word, distance] of expansion) {
+          const posting = this.postings.get(word)!
+          const ords = posting.ords
+          const tfs = posting.tfs
+          const idf = Math.log(1 + (df - ords.length + 0.5) / (ords.length + 0.5))
+          const weight = distanceWeight[distance] ?? 0.1
+          let used = false
+          for (let k = 0; k < ords.length; k++) {
+            const ord = ords[k]!
+            const s = stamp[ord]!
+            // Skip a document already counted for this term by a nearer word, or one that missed an earlier term.
+            if (step === 0 ? s === after : s !== before) continue
+            const doc = this.docs[ord]
+            if (doc === undefined) continue
+            const tf = tfs[k]!
+            const norm = tf * (bm25K + 1) / (tf + bm25K * (1 - bm25B + bm25B * this.lengths[ord]! / avgLength))
+            const contribution = idf * norm * weight
+            score[ord] = step === 0 ? contribution : score[ord]! + contribution
+            stamp[ord] = after
+            used = true
+            if (last) matched.push(ord)
+          }
+          if (used) matchedWords.add(word)
+        }
+      }
+    }
+    // Filters, then facets over the whole matched set.
+    const accepted: Array<number> = []
+    const facetMaps = query.facets.map(() => new Map<string, number>())
+    for (const ord of matched) {
+      const doc = this.docs[ord]!
+      if (terms.length > 0 && !accept(doc)) continue
+      accepted.push(ord)
+      if (facetMaps.length > 0) Matching.addFacets(query.facets, facetMaps, doc)
+    }
+    const wanted = query.offset + query.limit
+    const page = terms.length === 0 ? this.byId(accepted, wanted) : this.topByScore(accepted, wanted)
+    const hits: Array<Hit> = page.slice(query.offset).map((ord) => {
+      const doc = this.docs[ord]!
+      if (query.highlight === undefined || terms.length === 0) return { doc }
+      const highlights: Record<string, string> = {}
+      for (const field of query.highlight.fields) {
+        const text = Text.textOf(doc[field])
+        if (text === undefined || field === this.spec.tenantField) continue
+        const marked = Text.highlight(text, matchedWords, query.highlight.preTag, query.highlight.postTag)
+        if (marked !== undefined) highlights[field] = marked
+      }
+      return { doc, highlights }
+    })
+    const facets: Record<string, Record<string, number>> = {}
+    query.facets.forEach((field, i) => facets[field] = Object.fromEntries(facetMaps[i]!))
+    return { hits, facets, found: accepted.length }
+  }
+
+  private postingCount(expansion: ReadonlyArray<readonly [string, number]>): number {
+    let count = 0
+    for (const [word] of expansion) count += this.postings.get(word)!.ords.length
+    return count
+  }
+
+  private byId(ords: Array<number>, wanted: number): Array<number> {
+    const docs = this.docs
+    ords.sort((a, b) => {
+      const x = docs[a]!.id
+      const y = docs[b]!.id
+      return x < y ? -1 : x > y ? 1 : 0
+    })
+    return ords.slice(0, wanted)
+  }
+
+  /** The best `wanted` by score (ties by id), with a bounded selection instead of a full sort. */
+  private topByScore(ords: Array<number>, wanted: number): Array<number> {
+    const score = this.score
+    const docs = this.docs
+    const better = (a: number, b: number) => {
+      const d = score[a]! - score[b]!
+      if (d !== 0) return d > 0
+      return docs[a]!.id < docs[b]!.id
+    }
+    if (ords.length <= wanted * 4 || wanted > 2000) {
+      return ords.sort((a, b) => (better(a, b) ? -1 : better(b, a) ? 1 : 0)).slice(0, wanted)
+    }
+    // A min-heap of the best `wanted` seen so far (root = worst kept).
+    const heap: Array<number> = []
+    const worse = (i: number, j: number) => better(heap[j]!, heap[i]!)
+    const swap = (i: number, j: number) => {
+      const t = heap[i]!
+      heap[i] = heap[j]!
+      heap[j] = t
+    }
+    const down = (i: number) => {
+      for (;;) {
+        const l = 2 * i + 1
+        const r = l + 1
+        let m = i
+        if (l < heap.length && worse(l, m)) m = l
+        if (r < heap.length && worse(r, m)) m = r
+        if (m === i) return
+        swap(i, m)
+        i = m
+      }
+    }
+    for (const ord of ords) {
+      if (heap.length < wanted) {
+        heap.push(ord)
+        let i = heap.length - 1
+        while (i > 0) {
+          const p = (i - 1) >> 1
+          if (!worse(i, p)) break
+          swap(i, p)
+          i = p
+        }
+      } else if (better(ord, heap[0]!)) {
+        heap[0] = ord
+        down(0)
+      }
+    }
+    return heap.sort((a, b) => (better(a, b) ? -1 : better(b, a) ? 1 : 0))
+  }
+}
+
+/** The memory backend over a map of indexes (one backend value per process or test). */
+export const make = (): SearchBackendShape => {
+  const indexes = new Map<string, MemoryIndex>()
+  const specs = new Map<string, IndexSpec>()
+  const indexOf = (name: string) => {
+    let index = indexes.get(name)
+    if (index === undefined) {
+      index = new MemoryIndex(specs.get(name) ?? { index: name, tenantField: "tenantId" })
+      indexes.set(name, index)
+    }
+    return index
+  }
+  return {
+    name: "memory",
+    durable: false,
+    ensureIndex: (spec) =>
+      Effect.sync(() => {
+        specs.set(spec.index, spec)
+        if (!indexes.has(spec.index)) indexes.set(spec.index, new MemoryIndex(spec))
+      }),
+    upsert: (index, docs) =>
+      Effect.sync(() => {
+        const target = indexOf(index)
+        for (const doc of docs) target.upsert(doc)
+      }),
+    remove: (index, ids) =>
+      Effect.sync(() => {
+        const target = indexOf(index)
+        for (const id of ids) target.removeOne(id)
+      }),
+    query: (index, query) => Effect.sync(() => indexOf(index).query(query)),
+    documents: (index) => Stream.suspend(() => Stream.fromIterable(indexOf(index).all())),
+    rebuild: (spec) =>
+      Effect.sync((): Rebuild => {
+        const fresh = new MemoryIndex(spec)
+        let done = false
+        return {
+          upsert: (docs) => Effect.sync(() => docs.forEach((doc) => fresh.upsert(doc))),
+          remove: (ids) => Effect.sync(() => ids.forEach((id) => fresh.removeOne(id))),
+          swap: Effect.sync(() => {
+            if (done) return
+            done = true
+            specs.set(spec.index, spec)
+            indexes.set(spec.index, fresh)
+          }),
+          abort: Effect.sync(() => {
+            done = true
+          })
+        }
+      })
+  }
+}
+
+/** A fresh memory backend as the `SearchBackend` service. */
+export const layer: Layer.Layer<SearchBackend> = Layer.sync(SearchBackend, make)

@@ -1,0 +1,48 @@
+/**
+ * The search plugin's tables: the drift ledger and the sync counters (spec 2.4), applied by the
+ * schema differ like the app's own.
+ */
+import { Schema } from "effect"
+import { defineTable } from "../kernel/Table.js"
+
+/**
+ * `_fw_search_drift`: one row per (index, source row) whose index write failed. The id is
+ * `<index>:<rowId>`. `state` is `retrying` while this process still retries a transient failure
+ * (the row is written first, so a crash mid-backoff loses nothing), `failed` once it gave up or
+ * the failure was permanent. The row is re-read on repair: the failed event itself is never kept.
+ */
+export const SearchDrift = defineTable("_fw_search_drift", {
+  fields: {
+    indexName: Schema.String,
+    rowId: Schema.String,
+    tableName: Schema.String,
+    state: Schema.Literal("retrying", "failed"),
+    lastError: Schema.String,
+    errorKind: Schema.Literal("transient", "permanent"),
+    attempts: Schema.Number,
+    firstFailedAt: Schema.Number,
+    lastFailedAt: Schema.Number
+  },
+  indexes: [["indexName", "lastFailedAt"], ["lastFailedAt"]]
+})
+
+/** `_fw_search_stats`: sync counters per (index, replica); the id is `<index>:<replica>`. */
+export const SearchStats = defineTable("_fw_search_stats", {
+  fields: {
+    indexName: Schema.String,
+    replica: Schema.String,
+    synced: Schema.Number,
+    removed: Schema.Number,
+    dropped: Schema.Number,
+    /** True once this replica received another replica's change (fleet change scope). */
+    fleet: Schema.Boolean,
+    lastReindexAt: Schema.NullOr(Schema.Number),
+    lastReindexRows: Schema.NullOr(Schema.Number),
+    /** Last flush or heartbeat of the replica (epoch ms). */
+    seenAt: Schema.Number
+  },
+  indexes: [["indexName"]]
+})
+
+/** The ledger id of a (index, row). */
+export const driftId = (index: string, rowId: string) => `${index}:${rowId}`

@@ -1,0 +1,393 @@
+import { PgClient } from "@effect/sql-pg"
+import { SqlClient } from "@effect/sql"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, ConfigProvider, type Duration, Effect, Exit, Layer, Option, Redacted, type Scope, Stream, TestClock } from "effect"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+import * as Store from "../../src/kernel/Store.js"
+import * as Subject from "../../src/kernel/Subject.js"
+import { SearchConfigInvalid } from "../../src/search/Errors.js"
+import * as Sql from "../../src/search/Sql.js"
+import { reindexCommand, searchPlugin } from "../../src/search/SearchPlugin.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import { SearchDrift, SearchStats } from "../../src/search/tables.js"
+import * as Pg from "../support/Pg.js"
+import { type Client, flakyBackend, Notes, notesIndex, plugin, search, stack } from "./support.js"
+
+const ROWS = Number(process.env.SEARCH_DRIFT_ROWS ?? 200)
+const alice = Subject.make({ type: "user", id: "alice", tenantId: "t1" })
+
+const indexIds = (backend: { readonly documents?: (index: string) => Stream.Stream<{ readonly id: string }, unknown> }) =>
+  Effect.map(Stream.runCollect(backend.documents!("notes")), (docs) => Chunk.toReadonlyArray(docs).map((doc) => doc.id).sort())
+
+const ledger = Effect.flatMap(Store.Store, (store) => store.find(SearchDrift, { orderBy: "id" }))
+
+/**
+ * Moves the test clock on in steps until `done` holds. Retries and sweeps do real database work
+ * between their waits, so one big jump could pass a wait scheduled after it.
+ */
+const advanceUntil = <E, R>(done: Effect.Effect<boolean, E, R>, step: Duration.DurationInput = "50 millis") =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 10_000; i++) {
+      if (yield* done) return
+      yield* TestClock.adjust(step)
+      yield* Effect.yieldNow()
+    }
+    return yield* Effect.dieMessage("advanceUntil: the condition never held")
+  })
+
+const suite = (name: string, client: () => Client | null, restartable: Effect.Effect<Client, never, Scope.Scope> | null) =>
+  describe(`search plugin: ${name}`, () => {
+    it.scoped("inserts, updates and deletes reach the index; search.query answers in the caller's tenant", () => {
+      const p = plugin("memory")
+      return Effect.gen(function*() {
+        const store = yield* Store.Store
+        yield* store.insert(Notes, { id: "n1", tenantId: "t1", title: "Alpha report", body: "quarterly numbers", n: 1 })
+        yield* store.insert(Notes, { id: "n2", tenantId: "t2", title: "Alpha plan", body: "other tenant", n: 2 })
+        yield* store.insert(Notes, { id: "n3", tenantId: "t1", title: "Beta", body: "alpha in body", n: 3 })
+        let result = yield* search(p, alice, { index: "notes", q: "alpha" })
+        assert.deepStrictEqual(result.hits.map((h) => h.doc["id"]).sort(), ["n1", "n3"])
+        yield* store.update(Notes, "n1", { title: "Gamma report" })
+        yield* store.delete(Notes, "n3")
+        result = yield* search(p, alice, { index: "notes", q: "alpha" })
+        assert.deepStrictEqual(result.hits.map((h) => h.doc["id"]), [])
+        result = yield* search(p, alice, { index: "notes", q: "gama", fuzziness: 1, facets: ["n"] })
+        assert.deepStrictEqual(result.hits.map((h) => h.doc["id"]), ["n1"])
+        assert.deepStrictEqual(result.facets, { n: { "1": 1 } })
+      }).pipe(Effect.provide(stack(client(), p)))
+    })
+
+    it.scoped("a transient failure is retried with backoff; the ledger entry is written first and cleared on success", () => {
+      const flaky = flakyBackend()
+      const p = plugin(flaky.backend)
+      return Effect.gen(function*() {
+        const store = yield* Store.Store
+        flaky.state.mode = "transient"
+        yield* store.insert(Notes, { id: "r1", tenantId: "t1", title: "retry me", body: "", n: 1 })
+        const entries = yield* ledger
+        assert.deepStrictEqual(entries.map((e) => [e.id, e.state, e.errorKind, e.attempts]), [["notes:r1", "retrying", "transient", 1]])
+        yield* advanceUntil(Effect.sync(() => flaky.state.failures >= 2))
+        assert.strictEqual(flaky.state.failures, 2)
+        flaky.state.mode = "up"
+        yield* advanceUntil(Effect.map(ledger, (entries) => entries.length === 0))
+        yield* p.idle
+        assert.deepStrictEqual(yield* ledger, [])
+        assert.deepStrictEqual(yield* indexIds(flaky.backend), ["r1"])
+      }).pipe(Effect.provide(stack(client(), p)))
+    })
+
+    it.scoped("retries exhausted: the entry is failed with its attempts; the sweep drains it once the engine is back", () => {
+      const flaky = flakyBackend()
+      const p = plugin(flaky.backend, { sync: { resyncIntervalMs: 60_000 } })
+      return Effect.gen(function*() {
+        const store = yield* Store.Store
+        flaky.state.mode = "transient"
+        yield* store.insert(Notes, { id: "x1", tenantId: "t1", title: "one", body: "", n: 1 })
+        // Waits 100, 200, 400 ms (3 retries), each capped at 1000 ms.
+        yield* advanceUntil(Effect.map(ledger, (entries) => entries[0]?.state === "failed"))
+        yield* p.idle
+        const [entry] = yield* ledger
+        assert.deepStrictEqual([entry!.state, entry!.attempts, entry!.errorKind], ["failed", 4, "transient"])
+        assert.strictEqual(flaky.state.failures, 4)
+        const stats = yield* Effect.flatMap(Store.Store, (s) => s.find(SearchStats, {}))
+        assert.strictEqual(stats[0]!.dropped, 1)
+        // Updated twice while drifted: the sweep converges in one pass to the latest row.
+        yield* store.update(Notes, "x1", { title: "two" })
+        yield* store.update(Notes, "x1", { title: "three" })
+        flaky.state.mode = "up"
+        const writesBefore = flaky.state.writes
+        yield* advanceUntil(Effect.map(ledger, (entries) => entries.length === 0), "10 seconds")
+        yield* p.idle
+        const docs = Chunk.toReadonlyArray(yield* Stream.runCollect(flaky.backend.documents!("notes")))
+        assert.deepStrictEqual(docs.map((d) => d["title"]), ["three"])
+        assert.strictEqual(flaky.state.writes - writesBefore, 1)
+      }).pipe(Effect.provide(stack(client(), p)))
+    })
+
+    it.scoped("a row deleted since the failure converges to removal; resync reports scanned, repaired, failed", () => {
+      const flaky = flakyBackend()
+      const p = plugin(flaky.backend, { sync: { retries: 0 } })
+      return Effect.gen(function*() {
+        const store = yield* Store.Store
+        yield* store.insert(Notes, { id: "d1", tenantId: "t1", title: "doomed", body: "", n: 1 })
+        yield* store.insert(Notes, { id: "d2", tenantId: "t1", title: "kept", body: "", n: 2 })
+        flaky.state.mode = "transient"
+        yield* store.update(Notes, "d1", { title: "doomed again" })
+        yield* store.update(Notes, "d2", { title: "kept again" })
+        yield* store.delete(Notes, "d1")
+        assert.deepStrictEqual((yield* ledger).map((e) => [e.id, e.state, e.attempts]), [["notes:d1", "failed", 2], ["notes:d2", "failed", 1]])
+        flaky.state.mode = "up"
+        flaky.state.refuse.add("d2")
+        assert.deepStrictEqual(yield* p.resync(), { scanned: 2, repaired: 1, failed: 1 })
+        assert.deepStrictEqual((yield* ledger).map((e) => [e.id, e.attempts, e.errorKind]), [["notes:d2", 2, "permanent"]])
+        flaky.state.refuse.clear()
+        assert.deepStrictEqual(yield* p.resync(), { scanned: 1, repaired: 1, failed: 0 })
+        assert.deepStrictEqual(yield* indexIds(flaky.backend), ["d2"])
+      }).pipe(Effect.provide(stack(client(), p)))
+    })
+
+    it.scoped("a permanent failure (map throws) is recorded at once, never retried", () => {
+      const flaky = flakyBackend()
+      const p = plugin(flaky.backend)
+      return Effect.gen(function*() {
+        const store = yield* Store.Store
+        yield* store.insert(Notes, { id: "b1", tenantId: "t1", title: "boom", body: "", n: 1 })
+        const [entry] = yield* ledger
+        assert.deepStrictEqual([entry!.state, entry!.errorKind, entry!.attempts], ["failed", "permanent", 1])
+        assert.match(entry!.lastError, /cannot index boom/)
+        yield* TestClock.adjust("10 seconds")
+        assert.strictEqual((yield* ledger)[0]!.attempts, 1)
+        // A later good version clears the entry.
+        yield* store.update(Notes, "b1", { title: "fine" })
+        assert.deepStrictEqual(yield* ledger, [])
+      }).pipe(Effect.provide(stack(client(), p)))
+    })
+
+    it.scoped("writes for one row never land out of order: changes during a retry are re-read, not replayed", () => {
+      const flaky = flakyBackend()
+      const p = plugin(flaky.backend)
+      return Effect.gen(function*() {
+        const store = yield* Store.Store
+        flaky.state.mode = "transient"
+        yield* store.insert(Notes, { id: "o1", tenantId: "t1", title: "v1", body: "", n: 1 })
+        flaky.state.mode = "up"
+        // The engine is back, but o1 is owned by its retry: v2 and v3 are not written inline.
+        yield* store.update(Notes, "o1", { title: "v2" })
+        yield* store.update(Notes, "o1", { title: "v3" })
+        assert.deepStrictEqual(yield* indexIds(flaky.backend), [])
+        yield* advanceUntil(Effect.map(ledger, (entries) => entries.length === 0))
+        yield* p.idle
+        const docs = Chunk.toReadonlyArray(yield* Stream.runCollect(flaky.backend.documents!("notes")))
+        assert.deepStrictEqual(docs.map((d) => d["title"]), ["v3"])
+        assert.deepStrictEqual(yield* ledger, [])
+      }).pipe(Effect.provide(stack(client(), p)))
+    })
+
+    it.scoped("reindex walks the table into a fresh index and swaps it in: no orphans, progress reported", () => {
+      const flaky = flakyBackend()
+      const p = plugin(flaky.backend, { sync: { reindexBatchSize: 7 } })
+      return Effect.gen(function*() {
+        const store = yield* Store.Store
+        yield* store.insertMany(Notes, Array.from({ length: 30 }, (_, i) => ({ id: `k${String(i).padStart(2, "0")}`, tenantId: "t1", title: `row ${i}`, body: "", n: i })))
+        // Drift behind the plugin's back: orphans in the engine, and rows missing from it.
+        yield* flaky.inner.upsert("notes", [{ id: "ghost", tenantId: "t1", title: "orphan" }])
+        yield* flaky.inner.remove("notes", ["k03", "k04"])
+        const progress: Array<string> = []
+        const result = yield* p.reindex("notes", (event) => Effect.sync(() => progress.push(`${event.phase}:${event.done}/${event.total}`)))
+        assert.deepStrictEqual(Option.getOrThrow(result), { index: "notes", rows: 30 })
+        assert.deepStrictEqual(progress, ["walking:0/30", "walking:7/30", "walking:14/30", "walking:21/30", "walking:28/30", "walking:30/30", "swapping:30/30", "done:30/30"])
+        const ids = yield* indexIds(flaky.backend)
+        assert.strictEqual(ids.length, 30)
+        assert.isFalse(ids.includes("ghost"))
+        const stats = yield* store.find(SearchStats, {})
+        assert.strictEqual(stats[0]!.lastReindexRows, 30)
+      }).pipe(Effect.provide(stack(client(), p)))
+    })
+
+    it.scoped("changes made during a reindex are in the swapped index", () => {
+      const flaky = flakyBackend()
+      const p = plugin(flaky.backend, { sync: { reindexBatchSize: 5 } })
+      return Effect.gen(function*() {
+        const store = yield* Store.Store
+        yield* store.insertMany(Notes, Array.from({ length: 20 }, (_, i) => ({ id: `c${String(i).padStart(2, "0")}`, tenantId: "t1", title: `row ${i}`, body: "", n: i })))
+        let step = 0
+        yield* p.reindex("notes", (event) =>
+          event.phase === "walking" && event.done === 10 && step++ === 0
+            ? Effect.gen(function*() {
+              // c01 was walked already, c15 not yet; c18 deleted; c99 inserted.
+              yield* store.update(Notes, "c01", { title: "changed early" })
+              yield* store.update(Notes, "c15", { title: "changed late" })
+              yield* store.delete(Notes, "c18")
+              yield* store.insert(Notes, { id: "c99", tenantId: "t1", title: "new", body: "", n: 99 })
+            }).pipe(Effect.orDie)
+            : Effect.void)
+        const docs = Chunk.toReadonlyArray(yield* Stream.runCollect(flaky.backend.documents!("notes")))
+        const byId = new Map(docs.map((d) => [d.id, d["title"]]))
+        assert.strictEqual(byId.get("c01"), "changed early")
+        assert.strictEqual(byId.get("c15"), "changed late")
+        assert.isFalse(byId.has("c18"))
+        assert.strictEqual(byId.get("c99"), "new")
+        assert.strictEqual(docs.length, 20)
+      }).pipe(Effect.provide(stack(client(), p)))
+    })
+
+    if (client() !== null) {
+      it.scoped("a ledger that cannot be written makes the mutation fail loudly", () => {
+        const flaky = flakyBackend()
+        const p = plugin(flaky.backend, { sync: { retries: 0 } })
+        return Effect.gen(function*() {
+          const store = yield* Store.Store
+          const sql = yield* Effect.serviceOptional(SqlClient.SqlClient).pipe(Effect.orDie)
+          yield* sql`DROP TABLE _fw_search_drift`
+          flaky.state.mode = "transient"
+          const exit = yield* Effect.exit(store.insert(Notes, { id: "lost", tenantId: "t1", title: "x", body: "", n: 1 }))
+          assert.isTrue(Exit.isFailure(exit))
+          assert.match(String(Exit.isFailure(exit) ? exit.cause : ""), /ChangeDeliveryFailed/)
+        }).pipe(Effect.provide(stack(client(), p)))
+      })
+    }
+
+    if (restartable !== null) {
+      it.scoped("the memory index is re-seeded from the table at start", () =>
+        Effect.gen(function*() {
+          const connect = yield* restartable
+          yield* Effect.scoped(Effect.gen(function*() {
+            const store = yield* Store.Store
+            yield* store.insert(Notes, { id: "s1", tenantId: "t1", title: "seeded row", body: "", n: 1 })
+          }).pipe(Effect.provide(stack(connect, plugin("memory")))))
+          const p = plugin("memory")
+          const result = yield* Effect.scoped(search(p, alice, { index: "notes", q: "seeded" }).pipe(Effect.provide(stack(connect, p))))
+          assert.deepStrictEqual(result.hits.map((h) => h.doc["id"]), ["s1"])
+        }))
+
+      it.scoped("the sql backend keeps its index in the database across a restart", () =>
+        Effect.gen(function*() {
+          const connect = yield* restartable
+          const first = plugin(Sql.backend(connect))
+          yield* Effect.scoped(Effect.gen(function*() {
+            const store = yield* Store.Store
+            yield* store.insert(Notes, { id: "q1", tenantId: "t1", title: "durable words", body: "", n: 1 })
+            yield* store.insert(Notes, { id: "q2", tenantId: "t2", title: "durable other", body: "", n: 2 })
+          }).pipe(Effect.provide(stack(connect, first))))
+          const second = plugin(Sql.backend(connect))
+          const result = yield* Effect.scoped(Effect.gen(function*() {
+            const store = yield* Store.Store
+            yield* store.delete(Notes, "q2")
+            return yield* search(second, alice, { index: "notes", q: "durble", fuzziness: 1, highlight: { fields: ["title"], preTag: "<b>", postTag: "</b>" } })
+          }).pipe(Effect.provide(stack(connect, second))))
+          assert.deepStrictEqual(result.hits, [{ doc: { id: "q1", tenantId: "t1", title: "durable words", body: "", n: 1 }, highlights: { title: "<b>durable</b> words" } }])
+        }))
+
+      it.scoped("reindexCommand (for `fw search reindex`) reindexes from another process with progress", () =>
+        Effect.gen(function*() {
+          const connect = yield* restartable
+          const serving = plugin(Sql.backend(connect))
+          yield* Effect.scoped(Effect.gen(function*() {
+            const store = yield* Store.Store
+            yield* store.insertMany(Notes, Array.from({ length: 12 }, (_, i) => ({ id: `z${i}`, tenantId: "t1", title: `zeta ${i}`, body: "", n: i })))
+          }).pipe(Effect.provide(stack(connect, serving))))
+          const offline = plugin(Sql.backend(connect), { sync: { reindexBatchSize: 5 } })
+          const progress: Array<number> = []
+          const result = yield* reindexCommand([offline], "notes", (event) => Effect.sync(() => progress.push(event.done))).pipe(
+            Effect.provide(Store.layerSql.pipe(Layer.provide(ChangeTap.layerLocal), Layer.provide(connect)))
+          )
+          assert.deepStrictEqual(result, { index: "notes", rows: 12 })
+          assert.deepStrictEqual(progress, [0, 5, 10, 12, 12, 12])
+          const missing = yield* Effect.either(reindexCommand([offline], "nope").pipe(
+            Effect.provide(Store.layerSql.pipe(Layer.provide(ChangeTap.layerLocal), Layer.provide(connect)))
+          ))
+          assert.match(String(missing._tag === "Left" ? missing.left : ""), /no search index "nope"/)
+          const memory = yield* Effect.either(reindexCommand([plugin("memory")], "notes").pipe(
+            Effect.provide(Store.layerSql.pipe(Layer.provide(ChangeTap.layerLocal), Layer.provide(connect)))
+          ))
+          assert.match(String(memory._tag === "Left" ? memory.left : ""), /inspect route/)
+        }))
+
+      it.scoped("drift end to end: rows written while the engine is down, a restart midway, then the index equals the table", () =>
+        Effect.gen(function*() {
+          const connect = yield* restartable
+          const flaky = flakyBackend()
+          const options = { sync: { retries: 1, resyncIntervalMs: 30_000, resyncBatchSize: 100 } }
+          flaky.state.mode = "transient"
+          const write = (from: number, to: number) =>
+            Effect.gen(function*() {
+              const store = yield* Store.Store
+              for (let i = from; i < to; i++) {
+                const id = `e${String(i).padStart(3, "0")}`
+                yield* store.insert(Notes, { id, tenantId: i % 2 === 0 ? "t1" : "t2", title: `title ${i}`, body: "", n: i })
+                if (i % 3 === 0) yield* store.update(Notes, id, { title: `updated ${i}` })
+                if (i % 5 === 0) yield* store.delete(Notes, id)
+              }
+            })
+          // First process: half the rows, then it stops while retries are pending.
+          yield* Effect.scoped(Effect.gen(function*() {
+            yield* write(0, ROWS / 2)
+            assert.strictEqual((yield* ledger).length, ROWS / 2)
+          }).pipe(Effect.provide(stack(connect, plugin(flaky.backend, options)))))
+          // Second process: the rest; the engine comes back; the sweep drains everything.
+          const second = plugin(flaky.backend, options)
+          yield* Effect.scoped(Effect.gen(function*() {
+            yield* write(ROWS / 2, ROWS)
+            const entries = yield* ledger
+            assert.strictEqual(entries.length, ROWS)
+            flaky.state.mode = "up"
+            yield* advanceUntil(Effect.map(ledger, (entries) => entries.length === 0), "10 seconds")
+            yield* second.idle
+            assert.deepStrictEqual(yield* ledger, [])
+            const store = yield* Store.Store
+            const rows = yield* store.find(Notes, { orderBy: "id" })
+            const docs = Chunk.toReadonlyArray(yield* Stream.runCollect(flaky.backend.documents!("notes")))
+              .slice().sort((a, b) => a.id < b.id ? -1 : 1)
+            assert.strictEqual(rows.length, ROWS * 4 / 5)
+            assert.deepStrictEqual(docs, rows.map((row) => ({ id: row.id, tenantId: row.tenantId, title: row.title, body: row.body, n: row.n })))
+          }).pipe(Effect.provide(stack(connect, second))))
+        }))
+    }
+  })
+
+suite("memory store", () => null, null)
+suite(
+  "sqlite",
+  () => SqliteClient.layer({ filename: ":memory:" }),
+  Effect.sync(() => SqliteClient.layer({ filename: path.join(mkdtempSync(path.join(tmpdir(), "fw-search-")), "search.db") }))
+)
+if (Pg.serverUrl !== null) {
+  suite("postgresql", () => Pg.layerFreshClient, Effect.map(Pg.freshDatabase, (url) => PgClient.layer({ url: Redacted.make(url) })))
+} else {
+  describe("search plugin: postgresql", () => it("is skipped", () => console.warn(Pg.skipReason)))
+}
+
+describe("search plugin: stats", () => {
+  it.scoped("counters are buffered and flushed by count or interval; replicas sum under local scope, max under fleet", () => {
+    const p = plugin("memory", { sync: { statsFlushIntervalMs: 5000, statsFlushMaxBuffered: 3 } })
+    return Effect.gen(function*() {
+      const store = yield* Store.Store
+      const synced = Effect.map(store.find(SearchStats, { where: { replica: "r1" } }), (rows) => rows[0]?.synced ?? 0)
+      const base = yield* synced
+      yield* store.insert(Notes, { id: "s1", tenantId: "t1", title: "a", body: "", n: 1 })
+      yield* store.insert(Notes, { id: "s2", tenantId: "t1", title: "b", body: "", n: 2 })
+      assert.strictEqual(yield* synced, base)
+      yield* store.insert(Notes, { id: "s3", tenantId: "t1", title: "c", body: "", n: 3 })
+      yield* p.idle
+      assert.strictEqual(yield* synced, base + 3)
+      yield* store.insert(Notes, { id: "s4", tenantId: "t1", title: "d", body: "", n: 4 })
+      yield* TestClock.adjust("5 seconds")
+      yield* p.idle
+      assert.strictEqual(yield* synced, base + 4)
+      const running = yield* p.running
+      const other = { id: "notes:r2", indexName: "notes", replica: "r2", synced: 10, removed: 0, dropped: 2, fleet: false, lastReindexAt: null, lastReindexRows: null, seenAt: 0 }
+      yield* store.upsert(SearchStats, other)
+      let [view] = yield* running.engine.view
+      assert.deepStrictEqual([view!.synced, view!.dropped, view!.aggregation, view!.replicas], [base + 14, 2, "sum", 2])
+      yield* store.upsert(SearchStats, { ...other, fleet: true })
+      ;[view] = yield* running.engine.view
+      assert.deepStrictEqual([view!.synced, view!.aggregation], [Math.max(base + 4, 10), "max"])
+    }).pipe(Effect.provide(stack(null, p)))
+  })
+})
+
+describe("search plugin: configuration and boot", () => {
+  it("refuses queryableFields listing the tenant field, and bad sync options", () => {
+    assert.throws(() => searchPlugin({ indexes: { notes: { ...notesIndex, queryableFields: ["tenantId"] } } }), SearchConfigInvalid)
+    assert.throws(() => searchPlugin({ indexes: { notes: notesIndex }, sync: { retries: -1 } }), SearchConfigInvalid)
+    assert.throws(() => searchPlugin({ indexes: {} }), SearchConfigInvalid)
+    assert.throws(() => searchPlugin({ indexes: { notes: { ...notesIndex, tenantField: "" } } }), SearchConfigInvalid)
+  })
+
+  it("declares the permissions of 5.4 rule 5, with the engine host", () => {
+    const p = searchPlugin({ indexes: { notes: notesIndex }, backend: { engine: "engineA", url: "http://search.internal:8108", apiKey: "k" } })
+    assert.deepStrictEqual(p.permissions, ["store:changes:read", "store:write", "inspect:read", "inspect:write", "network:outbound:search.internal:8108"])
+    assert.deepStrictEqual(searchPlugin({ indexes: { notes: notesIndex } }).permissions.length, 4)
+  })
+
+  it.scoped("memory under NODE_ENV=production without singleProcessMemoryIndex: SearchBackendNotDurable", () =>
+    Effect.gen(function*() {
+      const exit = yield* Effect.exit(Layer.build(stack(null, plugin("memory"))))
+      assert.isTrue(Exit.isFailure(exit))
+      assert.match(String(Exit.isFailure(exit) ? exit.cause : ""), /SearchBackendNotDurable|not durable/)
+      const ok = yield* Effect.exit(Layer.build(stack(null, plugin("memory", { singleProcessMemoryIndex: true }))))
+      assert.isTrue(Exit.isSuccess(ok))
+    }).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["NODE_ENV", "production"]])))))
+})
