@@ -1,0 +1,76 @@
+/**
+ * Typed errors of the search plugin (spec 7.1). `SearchBackendError` says whether a retry can help:
+ * `transient` (network, timeout, engine unavailable, 5xx, 429) is retried with backoff; `permanent`
+ * (a document or request the engine refuses, `map` throwing) goes to the drift ledger at once.
+ */
+import { Schema } from "effect"
+
+/** Whether retrying the same operation later can succeed. */
+export const FailureKind = Schema.Literal("transient", "permanent")
+/** @see FailureKind */
+export type FailureKind = typeof FailureKind.Type
+
+/** A backend operation failed. */
+export class SearchBackendError extends Schema.TaggedError<SearchBackendError>()("SearchBackendError", {
+  /** `transient` failures are retried; `permanent` ones are recorded immediately. */
+  kind: FailureKind,
+  /** The backend (`memory`, `sql`, `engineA`, ...). */
+  backend: Schema.String,
+  /** The operation: `upsert`, `remove`, `query`, `ensureIndex`, `reindex`, `documents`. */
+  operation: Schema.String,
+  message: Schema.String,
+  /** HTTP status from the engine, when there was one. */
+  status: Schema.optional(Schema.Number),
+  /** Milliseconds the engine asked us to wait (`Retry-After`), when it said. */
+  retryAfterMs: Schema.optional(Schema.Number)
+}) {}
+
+/** `search.query` named an index the plugin does not declare: refused, not answered empty. */
+export class SearchIndexNotFound extends Schema.TaggedError<SearchIndexNotFound>()("SearchIndexNotFound", {
+  index: Schema.String
+}) {
+  override get message() {
+    return `no search index "${this.index}" is declared`
+  }
+}
+
+/** A filter, facet or highlight field fails the identifier pattern or is outside `queryableFields`. */
+export class SearchFieldRejected extends Schema.TaggedError<SearchFieldRejected>()("SearchFieldRejected", {
+  index: Schema.String,
+  field: Schema.String,
+  /** `filter`, `facet` or `highlight`. */
+  usage: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `search index "${this.index}": ${this.usage} field "${this.field}" is rejected: ${this.reason}`
+  }
+}
+
+/** The memory backend was activated under `NODE_ENV=production` without `singleProcessMemoryIndex`. */
+export class SearchBackendNotDurable extends Schema.TaggedError<SearchBackendNotDurable>()("SearchBackendNotDurable", {}) {
+  override get message() {
+    return "the memory search backend is not durable: in production declare singleProcessMemoryIndex: true " +
+      "(exactly one process serves search and re-seeds the index at start) or use a durable backend (sql or an engine)"
+  }
+}
+
+/** A query input the plugin refuses before reaching the backend (bad limit, bad filter value, ...). */
+export class SearchQueryInvalid extends Schema.TaggedError<SearchQueryInvalid>()("SearchQueryInvalid", {
+  index: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A search plugin declaration refused at configuration time. */
+export class SearchConfigInvalid extends Error {
+  override readonly name = "SearchConfigInvalid"
+}
+
+/** A reindex was asked for while one of the same index is running. */
+export class SearchReindexBusy extends Schema.TaggedError<SearchReindexBusy>()("SearchReindexBusy", {
+  index: Schema.String
+}) {
+  override get message() {
+    return `a reindex of "${this.index}" is already running`
+  }
+}
