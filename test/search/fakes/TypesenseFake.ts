@@ -6,7 +6,7 @@
  * schema (facets need `facet: true`); typo budget `num_typos` gated by `min_len_1typo` /
  * `min_len_2typo`, typos tried only below `typo_tokens_threshold` exact results, words dropped
  * from the right below `drop_tokens_threshold` results (the defaults are Typesense's), prefix
- * on unless `prefix=false`. Decisions where the docs are silent: string `:=` is case-sensitive,
+ * on unless `prefix=false`, a swap of neighbours is one typo. Decisions where the docs are silent: string `:=` is case-sensitive,
  * `:!=` matches a document without the field.
  */
 import type { FakeServer, Json, Match, Reply, Term } from "./FakeCore.js"
@@ -190,7 +190,7 @@ const search = (c: Collection, query: Readonly<Record<string, string>>): Reply =
       prefix: prefix && i === qWords.length - 1
     }))
     return candidates.flatMap((doc) => {
-      const m = matchDoc(doc, terms, queryBy, false)
+      const m = matchDoc(doc, terms, queryBy, true)
       return m ? [m] : []
     })
   }
