@@ -91,7 +91,9 @@ export const classify = (operation: string, error: unknown): SearchBackendError 
   }
   // MeilisearchRequestError (network), MeilisearchRequestTimeOutError, MeilisearchTaskTimeOutError:
   // nothing says the engine refused; a retry can succeed.
-  return backendError(NAME, operation, `Meilisearch: ${e?.message ?? String(error)}`, { kind: "transient" })
+  const cause = (error as { cause?: { code?: unknown; name?: unknown; cause?: { code?: unknown } } })?.cause
+  const detail = cause?.code ?? cause?.cause?.code ?? cause?.name
+  return backendError(NAME, operation, `Meilisearch: ${e?.message ?? String(error)}${detail === undefined ? "" : ` (${String(detail)})`}`, { kind: "transient" })
 }
 
 /** Builds the engineB backend. */

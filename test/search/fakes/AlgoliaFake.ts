@@ -115,16 +115,13 @@ export const startAlgolia = async (): Promise<AlgoliaFake> => {
           throw error(501, `fake algolia does not model ${operationId}`)
       }
     }, (message) => ({ message, status: 400 }))
-  const server = await start("algolia", handler, normaliseRequest)
-  return Object.assign(server, {
-    indexes,
-    get stallTasks() {
-      return state.stall
-    },
-    set stallTasks(v: boolean) {
+  const server = await start("algolia", handler, normaliseRequest, OPERATIONS)
+  return Object.defineProperty(Object.assign(server, { indexes }), "stallTasks", {
+    get: () => state.stall,
+    set: (v: boolean) => {
       state.stall = v
     }
-  })
+  }) as AlgoliaFake
 }
 
 const facetable = (settings: Json): Set<string> =>
@@ -202,6 +199,9 @@ const search = (index: Index, body: Json): Json => {
     ...(facets.length > 0 ? { facets: counted, exhaustiveFacetsCount: true } : {})
   }
 }
+
+/** The operations this fake models (their validators are compiled at start). */
+const OPERATIONS = ["batch", "setSettings", "getSettings", "getTask", "searchSingleIndex", "browse", "operationIndex", "deleteIndex"]
 
 type Pred = (doc: Json) => boolean
 

@@ -56,8 +56,9 @@ export type Handler = (request: SeenRequest, operationId: string) => Reply
 export type Normalise = (request: SeenRequest) => SeenRequest
 
 /** Starts a fake engine. */
-export const start = async (engine: Engine, handler: Handler, normalise: Normalise = (r) => r): Promise<FakeServer> => {
+export const start = async (engine: Engine, handler: Handler, normalise: Normalise, operations: ReadonlyArray<string>): Promise<FakeServer> => {
   const spec = await validator(engine)
+  spec.warm(operations)
   const requests: FakeServer["requests"] = []
   const violations: Array<string> = []
   let faults: Array<Fault> = []

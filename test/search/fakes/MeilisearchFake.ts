@@ -193,17 +193,13 @@ export const startMeilisearch = async (): Promise<MeilisearchFake> => {
           throw new HttpError(501, { message: `fake meilisearch does not model ${operationId}` })
       }
     }, (message) => ({ message, code: "invalid_search_filter", type: "invalid_request", link: "" }))
-  const server = await start("meilisearch", handler)
-  return Object.assign(server, {
-    indexes,
-    tasks,
-    get failTasks() {
-      return state.fail
-    },
-    set failTasks(f: ((doc: Json) => string | undefined) | undefined) {
+  const server = await start("meilisearch", handler, (r) => r, OPERATIONS)
+  return Object.defineProperty(Object.assign(server, { indexes, tasks }), "failTasks", {
+    get: () => state.fail,
+    set: (f: ((doc: Json) => string | undefined) | undefined) => {
       state.fail = f
     }
-  })
+  }) as MeilisearchFake
 }
 
 const search = (index: Index, body: Json): Json => {
@@ -284,6 +280,9 @@ const search = (index: Index, body: Json): Json => {
     ...(facets.length > 0 ? { facetDistribution: counts, facetStats: {} } : {})
   }
 }
+
+/** The operations this fake models (their validators are compiled at start). */
+const OPERATIONS = ["create_index", "get_index", "delete_index", "update_all", "replace_documents", "delete_documents_batch", "get_documents", "search_with_post", "swap_indexes", "get_task"]
 
 type Pred = (doc: Json) => boolean
 const KEYWORDS = new Set(["AND", "OR", "NOT", "IN", "TO", "EXISTS", "IS", "NULL", "EMPTY"])

@@ -136,6 +136,8 @@ export interface Verdict {
 /** A validator for one engine's spec. */
 export interface SpecValidator {
   readonly validate: (request: SeenRequest) => Verdict
+  /** Compiles the validators of these operations now (they are compiled lazily otherwise, slowly for big schemas). */
+  readonly warm: (operationIds: ReadonlyArray<string>) => void
 }
 
 const cache = new Map<Engine, Promise<SpecValidator>>()
@@ -178,7 +180,10 @@ export const validator = (engine: Engine): Promise<SpecValidator> => {
       for (const e of result.errors ?? []) errors.push(`${e.instancePath || "/"} ${e.message ?? e.keyword} ${JSON.stringify(e.params)}`)
       return { operationId: operation.operationId, errors }
     }
-    return { validate }
+    const warm = (operationIds: ReadonlyArray<string>) => {
+      for (const id of operationIds) api.validator.getRequestValidatorsForOperation(id)
+    }
+    return { validate, warm }
   })()
   cache.set(engine, made)
   return made

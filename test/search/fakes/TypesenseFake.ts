@@ -28,6 +28,9 @@ interface Collection {
   readonly docs: Map<string, Json>
 }
 
+/** The operations this fake models (their validators are compiled at start). */
+const OPERATIONS = ["createCollection", "getCollection", "deleteCollection", "upsertAlias", "getAlias", "importDocuments", "deleteDocument", "exportDocuments", "searchCollection"]
+
 type Pred = (doc: Json) => boolean
 
 /** The fake's state, exposed for tests. */
@@ -129,17 +132,13 @@ export const startTypesense = async (): Promise<TypesenseFake> => {
           throw new HttpError(501, { message: `fake typesense does not model ${operationId}` })
       }
     }, (message) => ({ message }))
-  const server = await start("typesense", handler, normaliseRequest)
-  return Object.assign(server, {
-    collections,
-    aliases,
-    get rejectDocuments() {
-      return state.reject
-    },
-    set rejectDocuments(f: ((doc: Json) => string | undefined) | undefined) {
+  const server = await start("typesense", handler, normaliseRequest, OPERATIONS)
+  return Object.defineProperty(Object.assign(server, { collections, aliases }), "rejectDocuments", {
+    get: () => state.reject,
+    set: (f: ((doc: Json) => string | undefined) | undefined) => {
       state.reject = f
     }
-  })
+  }) as TypesenseFake
 }
 
 const checkTypes = (c: Collection, doc: Json): string | undefined => {
