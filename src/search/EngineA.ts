@@ -195,7 +195,7 @@ export const make = (config: EngineAConfig): EngineBackend => {
       call("remove", (c) => c.collections(collection).documents(id).delete()).pipe(
         Effect.asVoid,
         // A missing document is no failure (idempotent remove); a missing collection still is.
-        Effect.catchIf((e) => e.status === 404 && /document/i.test(e.message), () => Effect.void)
+        Effect.catchIf((e) => e.httpStatus === 404 && /document/i.test(e.message), () => Effect.void)
       ), { discard: true })
 
   const searchPage = (index: string, params: Record<string, unknown>) =>
@@ -284,7 +284,7 @@ export const make = (config: EngineAConfig): EngineBackend => {
         specs.set(spec.index, spec)
         const existing = yield* call("ensureIndex", (c) => c.aliases(spec.index).retrieve()).pipe(
           Effect.map((alias) => alias.collection_name as string | undefined),
-          Effect.catchIf((e) => e.status === 404, () => Effect.succeed(undefined))
+          Effect.catchIf((e) => e.httpStatus === 404, () => Effect.succeed(undefined))
         )
         if (existing !== undefined) return
         const name = yield* createCollection(spec, "ensureIndex")
@@ -303,7 +303,7 @@ export const make = (config: EngineAConfig): EngineBackend => {
         specs.set(spec.index, spec)
         const fresh = yield* createCollection(spec, "reindex")
         let settled = false
-        const drop = (name: string) => call("reindex", (c) => c.collections(name).delete()).pipe(Effect.asVoid, Effect.catchIf((e) => e.status === 404, () => Effect.void))
+        const drop = (name: string) => call("reindex", (c) => c.collections(name).delete()).pipe(Effect.asVoid, Effect.catchIf((e) => e.httpStatus === 404, () => Effect.void))
         const abort = Effect.suspend(() => (settled ? Effect.void : (settled = true, Effect.ignore(drop(fresh)))))
         yield* Effect.addFinalizer(() => abort)
         return {
@@ -312,7 +312,7 @@ export const make = (config: EngineAConfig): EngineBackend => {
           swap: Effect.gen(function*() {
             const previous = yield* call("reindex", (c) => c.aliases(spec.index).retrieve()).pipe(
               Effect.map((alias) => alias.collection_name as string | undefined),
-              Effect.catchIf((e) => e.status === 404, () => Effect.succeed(undefined))
+              Effect.catchIf((e) => e.httpStatus === 404, () => Effect.succeed(undefined))
             )
             yield* call("reindex", (c) => c.aliases().upsert(spec.index, { collection_name: fresh }))
             settled = true

@@ -200,7 +200,7 @@ export const make = (config: EngineBConfig): EngineBackend => {
         specs.set(spec.index, spec)
         const exists = yield* call("ensureIndex", (c) => c.getRawIndex(spec.index)).pipe(
           Effect.as(true),
-          Effect.catchIf((e) => e.status === 404, () => Effect.succeed(false))
+          Effect.catchIf((e) => e.httpStatus === 404, () => Effect.succeed(false))
         )
         if (!exists) yield* task("ensureIndex", (c) => c.createIndex(spec.index, { primaryKey: PRIMARY_KEY }))
         // Settings are applied every time: a changed spec takes effect (an async, idempotent task).

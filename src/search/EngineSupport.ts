@@ -59,7 +59,7 @@ export const backendError = (
     operation,
     message,
     kind: options.kind ?? (options.status === undefined || isTransientStatus(options.status) ? "transient" : "permanent"),
-    ...(options.status === undefined ? {} : { status: options.status }),
+    ...(options.status === undefined ? {} : { httpStatus: options.status }),
     ...(options.retryAfterMs === undefined ? {} : { retryAfterMs: options.retryAfterMs })
   })
 

@@ -19,18 +19,27 @@ export class SearchBackendError extends Schema.TaggedError<SearchBackendError>()
   /** The operation: `upsert`, `remove`, `query`, `ensureIndex`, `reindex`, `documents`. */
   operation: Schema.String,
   message: Schema.String,
-  /** HTTP status from the engine, when there was one. */
-  status: Schema.optional(Schema.Number),
+  /** HTTP status the engine answered, when there was one. */
+  httpStatus: Schema.optional(Schema.Number),
   /** Milliseconds the engine asked us to wait (`Retry-After`), when it said. */
   retryAfterMs: Schema.optional(Schema.Number)
-}) {}
+}) {
+  /** The status a `search.query` caller sees: 503 for a transient failure, 502 for a permanent one. */
+  get status() {
+    return this.kind === "transient" ? 503 : 502
+  }
+}
 
 /** `search.query` named an index the plugin does not declare: refused, not answered empty. */
 export class SearchIndexNotFound extends Schema.TaggedError<SearchIndexNotFound>()("SearchIndexNotFound", {
   index: Schema.String
 }) {
   override get message() {
-    return `no search index "${this.index}" is declared`
+    return `SearchIndexNotFound: no search index "${this.index}" is declared`
+  }
+  /** Answered as 404 (the procedure runtime maps `{status, message}` errors). */
+  get status() {
+    return 404
   }
 }
 
@@ -43,7 +52,11 @@ export class SearchFieldRejected extends Schema.TaggedError<SearchFieldRejected>
   reason: Schema.String
 }) {
   override get message() {
-    return `search index "${this.index}": ${this.usage} field "${this.field}" is rejected: ${this.reason}`
+    return `SearchFieldRejected: search index "${this.index}": ${this.usage} field "${this.field}" is rejected: ${this.reason}`
+  }
+  /** Answered as 400. */
+  get status() {
+    return 400
   }
 }
 
@@ -58,8 +71,16 @@ export class SearchBackendNotDurable extends Schema.TaggedError<SearchBackendNot
 /** A query input the plugin refuses before reaching the backend (bad limit, bad filter value, ...). */
 export class SearchQueryInvalid extends Schema.TaggedError<SearchQueryInvalid>()("SearchQueryInvalid", {
   index: Schema.String,
-  message: Schema.String
-}) {}
+  reason: Schema.String
+}) {
+  override get message() {
+    return `SearchQueryInvalid: search index "${this.index}": ${this.reason}`
+  }
+  /** Answered as 400. */
+  get status() {
+    return 400
+  }
+}
 
 /** A search plugin declaration refused at configuration time. */
 export class SearchConfigInvalid extends Error {
@@ -71,6 +92,10 @@ export class SearchReindexBusy extends Schema.TaggedError<SearchReindexBusy>()("
   index: Schema.String
 }) {
   override get message() {
-    return `a reindex of "${this.index}" is already running`
+    return `SearchReindexBusy: a reindex of "${this.index}" is already running`
+  }
+  /** Answered as 409. */
+  get status() {
+    return 409
   }
 }

@@ -39,7 +39,7 @@ for (const engine of cases) {
         assert.strictEqual(error.kind, "transient")
         assert.strictEqual(error.backend, engine.name)
         assert.strictEqual(error.operation, "query")
-        assert.strictEqual(error.status, 503)
+        assert.strictEqual(error.httpStatus, 503)
       }))
 
     it.live("a 429 with Retry-After is transient", () =>
@@ -48,7 +48,7 @@ for (const engine of cases) {
         engine.fake().inject({ kind: "status", status: 429, retryAfterSeconds: 0, times: Infinity })
         const error = yield* Effect.flip(backend.upsert(index, [doc]))
         assert.strictEqual(error.kind, "transient")
-        assert.strictEqual(error.status, 429)
+        assert.strictEqual(error.httpStatus, 429)
         if (engine.name === "engineB") assert.strictEqual(error.retryAfterMs, 0)
       }))
 
@@ -80,7 +80,7 @@ for (const engine of cases) {
         engine.fake().inject({ kind: "status", status: 400, body: { message: "bad request", code: "bad_request", type: "invalid_request", link: "", status: 400 } })
         const error = yield* Effect.flip(backend.query(index, query))
         assert.strictEqual(error.kind, "permanent")
-        assert.strictEqual(error.status, 400)
+        assert.strictEqual(error.httpStatus, 400)
         engine.fake().inject({ kind: "status", status: 403, body: { message: "forbidden", code: "invalid_api_key", type: "auth", link: "", status: 403 } })
         const auth = yield* Effect.flip(backend.upsert(index, [doc]))
         assert.strictEqual(auth.kind, "permanent")
