@@ -88,7 +88,7 @@ for (const engine of cases) {
 
     it.live("a timeout is transient", () =>
       Effect.gen(function*() {
-        const { backend, index } = yield* ready()
+        const { backend, index } = yield* ready({ timeoutMs: 500 })
         engine.fake().inject({ kind: "hang", times: Infinity })
         const error = yield* Effect.flip(backend.query(index, query))
         assert.strictEqual(error.kind, "transient")
