@@ -24,7 +24,7 @@ for (const engine of cases) {
   describe(`${engine.name}: failure classification`, () => {
     const ready = (tuning = {}) =>
       Effect.gen(function*() {
-        const backend = engine.make({ timeoutMs: 1000, taskTimeoutMs: 3000, ...tuning })
+        const backend = engine.make({ timeoutMs: 5000, taskTimeoutMs: 10_000, ...tuning })
         const index = freshIndex(engine.name)
         yield* backend.ensureIndex!(spec(index))
         return { backend, index }
@@ -88,7 +88,7 @@ for (const engine of cases) {
 
     it.live("a timeout is transient", () =>
       Effect.gen(function*() {
-        const { backend, index } = yield* ready({ timeoutMs: 500 })
+        const { backend, index } = yield* ready({ timeoutMs: 2000 })
         engine.fake().inject({ kind: "hang", times: Infinity })
         const error = yield* Effect.flip(backend.query(index, query))
         assert.strictEqual(error.kind, "transient")
