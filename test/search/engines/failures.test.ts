@@ -168,7 +168,7 @@ describe("asynchronous acknowledgements: a write is done when the engine says it
 
   it.live("engineB: a task that does not finish in time is transient (the outcome is unknown)", () =>
     Effect.gen(function*() {
-      const backend = cases[1]!.make({ taskTimeoutMs: 1000 })
+      const backend = cases[1]!.make({ taskTimeoutMs: 2500 })
       const index = freshIndex("ack_b3")
       yield* backend.ensureIndex!(spec(index))
       fakes.meilisearch.inject({ kind: "hang", times: Infinity, match: (r) => r.path.startsWith("/tasks/") })
@@ -178,7 +178,7 @@ describe("asynchronous acknowledgements: a write is done when the engine says it
 
   it.live("engineC: a task never published within the wait is transient (the outcome is unknown)", () =>
     Effect.gen(function*() {
-      const backend = cases[2]!.make({ taskTimeoutMs: 1000 })
+      const backend = cases[2]!.make({ taskTimeoutMs: 2500 })
       const index = freshIndex("ack_c")
       yield* backend.ensureIndex!(spec(index))
       fakes.algolia.stallTasks = true
