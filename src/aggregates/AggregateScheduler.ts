@@ -10,7 +10,8 @@
  * only if no replica started one after the change committed. Every replica reads the same rows.
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Scope, Clock, Context, Cron, Effect, Either, Fiber, Layer, Option, ParseResult, Ref, Schema } from "effect"
+import type { Queue } from "effect"
+import { Cause, PubSub, Scope, Clock, Context, Cron, Effect, Either, Fiber, Layer, Option, ParseResult, Ref, Schema } from "effect"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import type { StoreUnavailable } from "../kernel/Errors.js"
 import { Store } from "../kernel/Store.js"
@@ -57,6 +58,21 @@ export interface AggregateSchedulerShape {
   readonly meta: (name: string) => Effect.Effect<Meta, AggregateNotFound | StoreUnavailable>
   /** A manual refresh (skipped when one is running). */
   readonly refresh: (name: string) => Effect.Effect<Outcome, AggregateNotFound>
+  /**
+   * Every trigger's outcome on this replica from now on (for observers and tests: a refresh started
+   * by the clock or a change can be awaited without polling).
+   */
+  readonly outcomes: Effect.Effect<Queue.Dequeue<TriggerOutcome>, never, Scope.Scope>
+  /** Completes when every aggregate's boot refresh (background ones included) has finished. */
+  readonly booted: Effect.Effect<void>
+}
+
+/** What one trigger did. */
+export interface TriggerOutcome {
+  readonly name: string
+  readonly trigger: "boot" | "schedule" | "change" | "manual"
+  readonly outcome: Outcome
+  readonly at: number
 }
 
 /** The scheduler service tag. */
@@ -164,6 +180,8 @@ const make = (
       if (seen.has(aggregate.name)) return yield* Effect.dieMessage(`aggregate "${aggregate.name}" is registered twice`)
       seen.add(aggregate.name)
     }
+    const hub = yield* PubSub.unbounded<TriggerOutcome>()
+    const boots: Array<Fiber.Fiber<Outcome>> = []
     const entries = new Map<string, Entry>()
     for (const aggregate of aggregates) {
       entries.set(aggregate.name, {
@@ -231,13 +249,18 @@ const make = (
       ))
 
     /** Runs a refresh unless one is running here; `claim` decides across replicas for scheduled triggers. */
-    const trigger = (entry: Entry, claim?: Effect.Effect<boolean, StoreUnavailable>): Effect.Effect<Outcome> =>
+    const trigger = (entry: Entry, kind: TriggerOutcome["trigger"], claim?: Effect.Effect<boolean, StoreUnavailable>): Effect.Effect<Outcome> =>
       entry.lock.withPermitsIfAvailable(1)(
         claim === undefined ? perform(entry) : Effect.flatMap(
           claim.pipe(Effect.catchAll((error) => Effect.as(Effect.logWarning(`aggregate "${entry.aggregate.name}": claim failed`, error), false))),
           (claimed): Effect.Effect<Outcome> => claimed ? perform(entry) : Effect.succeed("skipped")
         )
-      ).pipe(Effect.map(Option.getOrElse((): Outcome => "skipped")))
+      ).pipe(
+        Effect.map(Option.getOrElse((): Outcome => "skipped")),
+        Effect.tap((outcome) =>
+          Effect.flatMap(Clock.currentTimeMillis, (at) => PubSub.publish(hub, { name: entry.aggregate.name, trigger: kind, outcome, at }))
+        )
+      )
 
     const sleepUntil = (at: number) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sleep(Math.max(0, at - now)))
 
@@ -248,7 +271,7 @@ const make = (
         const slot = nextSlot(now)
         yield* Ref.set(entry.nextAt, slot)
         yield* sleepUntil(slot)
-        yield* Effect.fork(trigger(entry, storage.claimSlot(entry.aggregate.name, slot)))
+        yield* Effect.fork(trigger(entry, "schedule", storage.claimSlot(entry.aggregate.name, slot)))
       }).pipe(Effect.forever)
 
     const start = (entry: Entry) =>
@@ -268,14 +291,14 @@ const make = (
         const meta = yield* storage.meta(name)
         if (aggregate.bootRefresh === "async") yield* storage.reset(name)
         if (aggregate.bootRefresh === "sync") {
-          const outcome = yield* trigger(entry)
+          const outcome = yield* trigger(entry, "boot")
           if (outcome === "failed") {
             const failed = yield* storage.meta(name)
             return yield* new AggregateBootFailed({ aggregate: name, reason: failed.lastError ?? "failed" })
           }
         } else if (!(entry.shape !== undefined && aggregate.bootRefresh === "persistent" && meta.ready)) {
           // An incremental aggregate whose state is ready was kept exact by every write: nothing to redo.
-          yield* Effect.forkIn(trigger(entry), scope)
+          boots.push(yield* Effect.forkIn(trigger(entry, "boot"), scope))
         }
         const policy = aggregate.policy
         if (policy._tag === "interval" || policy._tag === "hybrid") {
@@ -285,26 +308,33 @@ const make = (
         }
         if (policy._tag === "hybrid") {
           const watched = new Set(policy.onChange)
-          const pending = yield* Ref.make<Fiber.RuntimeFiber<void> | null>(null)
+          // A trailing debounce: each change pushes the deadline back; one timer fiber waits for it.
+          let timer = false
+          let changeAt = 0
+          const wait: Effect.Effect<void> = Effect.gen(function*() {
+            const deadline = yield* Ref.get(entry.debounceAt)
+            const now = yield* Clock.currentTimeMillis
+            if (deadline === null) {
+              timer = false
+              return
+            }
+            if (now < deadline) return yield* Effect.zipRight(Effect.sleep(deadline - now), wait)
+            yield* Ref.set(entry.debounceAt, null)
+            timer = false
+            yield* trigger(entry, "change", storage.claimChange(name, changeAt, now))
+          })
           yield* tap.subscribe({
             name: `aggregate:${name}:onChange`,
             onEvent: (event) =>
               watched.has(event.table)
                 ? Effect.gen(function*() {
-                  const previous = yield* Ref.get(pending)
-                  if (previous !== null) yield* Fiber.interrupt(previous)
                   const now = yield* Clock.currentTimeMillis
+                  changeAt = Math.max(changeAt, event.at)
                   yield* Ref.set(entry.debounceAt, now + policy.debounceMs)
-                  const fiber = yield* Effect.forkIn(
-                    Effect.sleep(policy.debounceMs).pipe(
-                      Effect.zipRight(Ref.set(entry.debounceAt, null)),
-                      Effect.zipRight(Clock.currentTimeMillis),
-                      Effect.flatMap((at) => trigger(entry, storage.claimChange(name, event.at, at))),
-                      Effect.asVoid
-                    ),
-                    scope
-                  )
-                  yield* Ref.set(pending, fiber)
+                  if (!timer) {
+                    timer = true
+                    yield* Effect.forkIn(wait, scope)
+                  }
                 })
                 : Effect.void
           }).pipe(Scope.extend(scope))
@@ -362,7 +392,9 @@ const make = (
       aggregates,
       read,
       meta: metaOf,
-      refresh: (name) => Effect.flatMap(entryOf(name), (entry) => trigger(entry))
+      refresh: (name) => Effect.flatMap(entryOf(name), (entry) => trigger(entry, "manual")),
+      outcomes: PubSub.subscribe(hub),
+      booted: Effect.asVoid(Fiber.awaitAll(boots))
     }
   })
 
