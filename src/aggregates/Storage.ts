@@ -266,13 +266,10 @@ export const makeSql: Effect.Effect<StorageShape, never, SqlClient.SqlClient> = 
       } ON CONFLICT (id) DO UPDATE SET n = _fw_aggregate_rows.n + excluded.n, c = _fw_aggregate_rows.c + excluded.c,
         s = _fw_aggregate_rows.s + excluded.s`.pipe(Effect.asVoid)),
     lock: (name, key, group) =>
-      fail(Effect.gen(function*() {
-        yield* sql`INSERT INTO _fw_aggregate_rows ${
-          sql.insert({ id: stateId(name, key), aggregate: name, generation: 0, key, row: json(group), n: 0, c: 0, s: 0, v: null })
-        } ON CONFLICT (id) DO NOTHING`
-        const [row] = yield* sql<Record<string, unknown>>`SELECT key, row, n, c, s, v FROM _fw_aggregate_rows WHERE id = ${stateId(name, key)} ${forUpdate}`
-        return toState(row!)
-      })),
+      // One statement: creates the group if absent and, on PostgreSQL, takes its row lock (DO UPDATE).
+      fail(sql<Record<string, unknown>>`INSERT INTO _fw_aggregate_rows ${
+        sql.insert({ id: stateId(name, key), aggregate: name, generation: 0, key, row: json(group), n: 0, c: 0, s: 0, v: null })
+      } ON CONFLICT (id) DO UPDATE SET n = _fw_aggregate_rows.n RETURNING key, row, n, c, s, v`.pipe(Effect.map(([row]) => toState(row!)))),
     set: (name, state) =>
       fail(sql`UPDATE _fw_aggregate_rows SET n = ${state.n}, c = ${state.c}, s = ${state.s}, v = ${state.v}
         WHERE id = ${stateId(name, state.key)}`.pipe(Effect.asVoid))
