@@ -4,11 +4,12 @@
  * options and staleness, and the noop analytics sink.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Queue, Schema, Scope, TestClock } from "effect"
+import { Deferred, Effect, Exit, Layer, Queue, Schema, Scope, TestClock } from "effect"
 import { defineAggregate } from "../../src/aggregates/index.js"
 import type { TriggerOutcome } from "../../src/aggregates/AggregateScheduler.js"
 import { Store } from "../../src/kernel/Store.js"
-import { base, Events, scheduler, tiers } from "./support.js"
+import * as Pg from "../support/Pg.js"
+import { base, baseOn, Events, scheduler, tiers } from "./support.js"
 
 const Row = Schema.Struct({ k: Schema.String, total: Schema.Number })
 type Row = typeof Row.Type
@@ -249,6 +250,36 @@ for (const tier of tiers) {
           `AnalyticsCapabilityNotSupported: analytics provider "noop" does not support topN (configure an analytics provider)`
         )
         assert.deepStrictEqual(yield* s.read("top"), [{ k: "seed", total: 1 }])
+      }))
+  })
+}
+
+if (Pg.serverUrl !== null) {
+  describe("aggregate refresh: two app instances on one PostgreSQL", () => {
+    it.scoped("each scheduled trigger refreshes once across both instances, and both serve the same rows", () =>
+      Effect.gen(function*() {
+        const url = yield* Pg.freshDatabase
+        const ctx1 = yield* Layer.build(baseOn(Pg.layerClient(url)))
+        const ctx2 = yield* Layer.build(baseOn(Pg.layerClient(url)))
+        let builds = 0
+        const agg = () => defineAggregate({ name: "shared", refresh: "1m", output: Row, build: () => [{ k: "builds", total: ++builds }] })
+        const s1 = yield* scheduler("pg", ctx1, [agg()])
+        const s2 = yield* scheduler("pg", ctx2, [agg()])
+        const q1 = yield* s1.outcomes
+        const q2 = yield* s2.outcomes
+        yield* s1.booted
+        yield* s2.booted
+        yield* Queue.takeAll(q1)
+        yield* Queue.takeAll(q2)
+        const afterBoot = builds
+        for (let round = 1; round <= 3; round++) {
+          yield* TestClock.adjust(60_000)
+          const [a, b] = [yield* takeOutcome(q1, "shared"), yield* takeOutcome(q2, "shared")]
+          assert.deepStrictEqual([a.outcome, b.outcome].sort(), ["refreshed", "skipped"], `round ${round}`)
+          assert.strictEqual(builds, afterBoot + round)
+          assert.deepStrictEqual(yield* s1.read("shared"), yield* s2.read("shared"))
+          assert.deepStrictEqual(yield* s1.read("shared"), [{ k: "builds", total: builds }])
+        }
       }))
   })
 }

@@ -36,17 +36,17 @@ export const tiers: ReadonlyArray<Tier> = [
 ]
 
 /** Base services over a client (applies the schema). */
-export const baseOn = (client: Layer.Layer<SqlClient.SqlClient> | null) =>
-  client === null
+export const baseOn = (client: Layer.Layer<SqlClient.SqlClient> | null): Layer.Layer<Store.Store | ChangeTap.ChangeTap | SqlClient.SqlClient> =>
+  (client === null
     ? Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
     : Store.layerSql.pipe(
       Layer.provideMerge(ChangeTap.layerLocal),
       Layer.provideMerge(Layer.effectDiscard(SchemaDiffer.apply([...appTables, ...aggregateTables])).pipe(Layer.provideMerge(client)))
-    )
+    )) as Layer.Layer<Store.Store | ChangeTap.ChangeTap | SqlClient.SqlClient>
 
 /** Builds the base for `tier` in the current scope. */
 export const base = (tier: Tier) =>
-  Layer.build(baseOn(tier.client()) as Layer.Layer<Store.Store | ChangeTap.ChangeTap | SqlClient.SqlClient>)
+  Layer.build(baseOn(tier.client()))
 
 /** Builds a scheduler over `ctx` in `scope` (or the current scope). */
 export const scheduler = (
