@@ -1,6 +1,7 @@
 /**
  * `npm run bench`: every benchmark in turn, each printing ratios against a peer measured in the same run.
  */
+import * as AggregatesIncremental from "./aggregates/incremental.js"
 import * as Jwt from "./auth/jwt.js"
 import * as FlagsDistribution from "./flags/distribution.js"
 import * as FlagsEvaluate from "./flags/evaluate.js"
@@ -28,3 +29,4 @@ await FlagsEvaluate.run()
 await FlagsDistribution.run()
 await FlagsGated.run()
 await Standing.run()
+await AggregatesIncremental.run()

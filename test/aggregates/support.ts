@@ -5,22 +5,16 @@
 import type { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import type { Scope } from "effect"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer } from "effect"
 import type * as Aggregate from "../../src/aggregates/Aggregate.js"
 import { AggregateScheduler, layerMemory, layerSql, tables as aggregateTables } from "../../src/aggregates/index.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
-import { defineTable } from "../../src/kernel/Table.js"
 import * as Pg from "../support/Pg.js"
 
-/** The source table of the incremental tests. */
-export const Orders = defineTable("orders", {
-  fields: { g: Schema.String, h: Schema.Boolean, x: Schema.NullOr(Schema.Number) },
-  indexes: [["g", "h", "x"], ["x"]]
-})
-export const Events = defineTable("events", { fields: { kind: Schema.String } })
-export const appTables = [Orders, Events]
+export { appTables, Events, Orders } from "./tables.js"
+import { appTables } from "./tables.js"
 
 /** A storage tier. */
 export interface Tier {
