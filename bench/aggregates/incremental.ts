@@ -37,7 +37,7 @@ const load = (tier: Tier) =>
   Effect.gen(function*() {
     const sql = yield* Sql.SqlClient
     if (tier === "pg") {
-      yield* sql.unsafe(`INSERT INTO source (id, g, x) SELECT 'r' || i, 'g' || (i % 100), (i * 7919) % 100000 FROM generate_series(1, ${rows}) AS i`)
+      yield* sql.unsafe(`INSERT INTO source (id, g, x) SELECT 'r' || i, 'g' || (i % 100), (i::bigint * 7919) % 100000 FROM generate_series(1, ${rows}) AS i`)
       yield* sql.unsafe("ANALYZE source")
     } else {
       yield* sql.unsafe(`INSERT INTO source (id, g, x) WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < ${rows})
@@ -126,6 +126,7 @@ export const run = async () => {
       "inserts/s with one incremental sum": perSecond(r.fed),
       ratio: (r.fed / r.plain).toFixed(2)
     })
+    console.log(`${tier} done`, JSON.stringify(results.at(-1)), JSON.stringify(inserted.at(-1)))
   }
   table("Incremental aggregate: per change (write + maintenance, two aggregates) vs a full refresh (medians)", results)
   table(`Insert throughput with one incremental aggregate vs without (median of 3 rounds of ${inserts})`, inserted)
