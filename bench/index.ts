@@ -1,6 +1,7 @@
 /**
  * `npm run bench`: every benchmark in turn, each printing ratios against a peer measured in the same run.
  */
+import * as AggregatesIncremental from "./aggregates/incremental.js"
 import * as Jwt from "./auth/jwt.js"
 import * as FlagsDistribution from "./flags/distribution.js"
 import * as FlagsEvaluate from "./flags/evaluate.js"
@@ -34,3 +35,4 @@ await Standing.run()
 await SearchMemory.run()
 await SearchInsert.run()
 await SearchSqlPg.run()
+await AggregatesIncremental.run()

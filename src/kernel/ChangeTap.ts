@@ -53,6 +53,24 @@ export interface ChangeTapShape {
    * subscribed immediately so nothing committed after this call is missed; unsubscribed with the scope.
    */
   readonly events: Effect.Effect<Queue.Dequeue<ChangeEvent>, never, Scope.Scope>
+  /**
+   * Registers, for the lifetime of the scope, a hook run inside the writing transaction just
+   * before it commits, with the transaction's changes to `hook.tables` (as the system, on the
+   * transaction's connection). A hook's failure fails (and rolls back) the write. For work that
+   * must commit exactly once with the write, such as incremental aggregates.
+   */
+  readonly beforeCommit?: (hook: BeforeCommitHook) => Effect.Effect<void, never, Scope.Scope>
+  /** True when staging a write to `table` does work (a before-commit hook watches it, or fleet scope). */
+  readonly stagesFor?: (table: string) => boolean
+}
+
+/** A hook run inside the writing transaction before commit (see `ChangeTapShape.beforeCommit`). */
+export interface BeforeCommitHook {
+  /** Used in the error a failing hook gives the write. */
+  readonly name: string
+  /** The tables whose changes the hook receives. */
+  readonly tables: ReadonlySet<string>
+  readonly run: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void, unknown>
 }
 
 /** The change tap service tag. */
@@ -121,7 +139,27 @@ export const makeDelivery = Effect.gen(function*() {
       () => Ref.update(listeners, (all) => all.filter((l) => l !== listener))
     )
 
-  return { deliver, number, subscribe, events: PubSub.subscribe(hub) }
+  const hooks: Array<BeforeCommitHook> = []
+  const beforeCommit = (hook: BeforeCommitHook) =>
+    Effect.acquireRelease(
+      Effect.sync(() => void hooks.push(hook)),
+      () => Effect.sync(() => void hooks.splice(hooks.indexOf(hook), 1))
+    )
+  const stagesFor = (table: string) => hooks.some((hook) => hook.tables.has(table))
+  /** Runs the hooks watching any of `changes`, in registration order. */
+  const runHooks = (changes: ReadonlyArray<PendingChange>): Effect.Effect<void, StoreUnavailable> =>
+    hooks.length === 0 ? Effect.void : Effect.forEach([...hooks], (hook) => {
+      const mine = changes.filter((change) => hook.tables.has(change.table))
+      return mine.length === 0 ? Effect.void : Subject.asSystem(hook.run(mine)).pipe(
+        Effect.mapError((error) =>
+          error instanceof StoreUnavailable
+            ? error
+            : new StoreUnavailable({ message: `before-commit hook "${hook.name}": ${error instanceof Error ? error.message : String(error)}` })
+        )
+      )
+    }, { discard: true })
+
+  return { deliver, number, subscribe, events: PubSub.subscribe(hub), beforeCommit, stagesFor, runHooks }
 })
 
 /** Local change scope: only the writing process sees its changes. */
@@ -129,10 +167,12 @@ export const layerLocal: Layer.Layer<ChangeTap> = Layer.effect(
   ChangeTap,
   Effect.map(makeDelivery, (delivery): ChangeTapShape => ({
     scope: "local",
-    stage: () => Effect.void,
+    stage: delivery.runHooks,
     publish: (changes) => delivery.deliver(delivery.number(changes)),
     subscribe: delivery.subscribe,
-    events: delivery.events
+    events: delivery.events,
+    beforeCommit: delivery.beforeCommit,
+    stagesFor: delivery.stagesFor
   }))
 )
 
@@ -252,10 +292,15 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
             // Own changes are delivered at publish; the row is marked so catch-up skips it.
             if (row !== undefined) delivered.add(Number(row.id))
             yield* pg`SELECT pg_notify(${fleetChannel}, ${origin})`
-          }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
+          }).pipe(
+            Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` })),
+            Effect.zipRight(delivery.runHooks(changes))
+          ),
         publish: (changes) => delivery.deliver(delivery.number(changes)),
         subscribe: delivery.subscribe,
-        events: delivery.events
+        events: delivery.events,
+        beforeCommit: delivery.beforeCommit,
+        stagesFor: () => true
       })
     })
   )

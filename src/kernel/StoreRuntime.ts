@@ -139,13 +139,14 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
 
   /**
    * A write of one statement. Outside a transaction it needs no BEGIN/COMMIT (every tier runs a
-   * statement atomically) when the tap's staging does nothing (local scope), so stage and publish
-   * follow the statement directly; under fleet scope staging must commit with the write.
+   * statement atomically) when the tap's staging does nothing (local scope, no before-commit hook
+   * on the table), so stage and publish follow the statement directly; otherwise staging must
+   * commit with the write.
    */
-  const single = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
+  const single = <A, E, R>(table: Table.Any, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
     Effect.flatMap(FiberRef.get(buffer), (outer) => {
       if (outer !== undefined) return effect
-      if (tap.scope !== "local") return transaction(effect)
+      if (tap.scope !== "local" || tap.stagesFor?.(table.name) === true) return transaction(effect)
       const own: Array<PendingChange> = []
       return Effect.uninterruptibleMask((restore) =>
         Effect.tap(restore(Effect.locally(effect, buffer, own)), () => Effect.zipRight(stage(own), publish(own)))
@@ -189,7 +190,7 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
     RowCodec.of(table).encode(row.id === undefined ? { ...row, id: crypto.randomUUID() } : row)
 
   const insert = (table: Table.Any, row: Readonly<Record<string, unknown>>) =>
-    single(Effect.gen(function*() {
+    single(table, Effect.gen(function*() {
       const encoded = yield* encodeNew(table, row)
       yield* TenantScope.checkWrite(table, yield* TenantScope.of(table), encoded)
       yield* driver.insert(table, [encoded])

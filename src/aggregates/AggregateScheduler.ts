@@ -1,0 +1,440 @@
+/**
+ * The `AggregateScheduler` service: boots every aggregate (spec 3.7 boot modes), runs its refreshes
+ * on the Effect `Clock` (interval, cron with a time zone, hybrid interval + on-change debounce,
+ * manual), one at a time per aggregate with extra triggers skipped, and serves reads and metadata.
+ *
+ * Several replicas on one database: a scheduled trigger is claimed in `_fw_aggregate_meta` (one
+ * conditional UPDATE: the slot, i.e. the trigger's epoch ms, must be newer than the last claimed
+ * one), so each trigger refreshes once across the fleet; intervals are aligned to multiples of the
+ * interval since the epoch so every replica agrees on the slots. An on-change refresh is claimed
+ * only if no replica started one after the change committed. Every replica reads the same rows.
+ */
+import { SqlClient } from "@effect/sql"
+import type { Queue } from "effect"
+import { Cause, PubSub, Scope, Clock, Context, Cron, Effect, Either, Fiber, Layer, Option, ParseResult, Ref, Schema } from "effect"
+import { ChangeTap } from "../kernel/ChangeTap.js"
+import type { StoreUnavailable } from "../kernel/Errors.js"
+import { Store } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/Store.js"
+import * as Subject from "../kernel/Subject.js"
+import type * as Table from "../kernel/Table.js"
+import type * as Aggregate from "./Aggregate.js"
+import { Analytics, noop } from "./Analytics.js"
+import type { AnalyticsShape } from "./Analytics.js"
+import { AggregateBootFailed, AggregateNotFound, AggregateStale } from "./Errors.js"
+import * as Incremental from "./Incremental.js"
+import * as Storage from "./Storage.js"
+import type { StorageShape } from "./Storage.js"
+
+/** An aggregate's metadata (spec 2.13). */
+export interface Meta {
+  readonly refreshedAt: Date | null
+  readonly rowCount: number
+  readonly durationMs: number | null
+  readonly lastError: string | null
+  readonly nextRefreshAt: Date | null
+}
+
+/** Options of `read` (spec 2.13). */
+export interface ReadOptions {
+  /** Field to a value or a list of values (any of them), ANDed. */
+  readonly where?: Readonly<Record<string, unknown>>
+  readonly limit?: number
+  readonly offset?: number
+  /** Any output column; default: build order (merge: mergeKey order; incremental: group order). */
+  readonly orderBy?: string
+  readonly direction?: "asc" | "desc"
+  /** Fail `AggregateStale` when the last refresh is older than this. */
+  readonly maxAgeMs?: number
+}
+
+/** What a refresh did: ran and succeeded, ran and failed (rows kept, `lastError` set), or was skipped (one already running, or another replica took the trigger). */
+export type Outcome = "refreshed" | "failed" | "skipped"
+
+/** The scheduler. */
+export interface AggregateSchedulerShape {
+  readonly aggregates: ReadonlyArray<Aggregate.Any>
+  readonly read: (name: string, options?: ReadOptions) => Effect.Effect<ReadonlyArray<unknown>, AggregateStale | AggregateNotFound | StoreUnavailable>
+  readonly meta: (name: string) => Effect.Effect<Meta, AggregateNotFound | StoreUnavailable>
+  /** A manual refresh (skipped when one is running). */
+  readonly refresh: (name: string) => Effect.Effect<Outcome, AggregateNotFound>
+  /**
+   * Every trigger's outcome on this replica from now on (for observers and tests: a refresh started
+   * by the clock or a change can be awaited without polling).
+   */
+  readonly outcomes: Effect.Effect<Queue.Dequeue<TriggerOutcome>, never, Scope.Scope>
+  /** Completes when every aggregate's boot refresh (background ones included) has finished. */
+  readonly booted: Effect.Effect<void>
+}
+
+/** What one trigger did. */
+export interface TriggerOutcome {
+  readonly name: string
+  readonly trigger: "boot" | "schedule" | "change" | "manual"
+  readonly outcome: Outcome
+  readonly at: number
+}
+
+/** The scheduler service tag. */
+export class AggregateScheduler extends Context.Tag("@fw/framework/aggregates/AggregateScheduler")<
+  AggregateScheduler,
+  AggregateSchedulerShape
+>() {}
+
+/** Options of the scheduler layers. */
+export interface Options {
+  /** The app's tables: an incremental `source` named by string is looked up here. */
+  readonly tables?: ReadonlyArray<Table.Any>
+}
+
+/** The text `lastError` holds for a failed build. */
+const errorText = (cause: Cause.Cause<unknown>): string => {
+  const failure = Cause.failureOption(cause)
+  const error = Option.isSome(failure) ? failure.value : Option.getOrUndefined(Cause.dieOption(cause))
+  if (error === undefined) return Cause.pretty(cause).split("\n")[0] ?? "refresh failed"
+  if (typeof error === "object" && error !== null && "_tag" in error && "message" in error) {
+    return `${String(error._tag)}: ${String(error.message)}`
+  }
+  if (error instanceof Error) return error.message
+  return String(error)
+}
+
+/** `output schema mismatch: row[N] failed output-schema decode at <path>: <issue>` (spec 3.7). */
+const mismatch = (index: number, error: ParseResult.ParseError): string => {
+  const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const path = issue === undefined || issue.path.length === 0 ? "(root)" : issue.path.map(String).join(".")
+  return `output schema mismatch: row[${index}] failed output-schema decode at ${path}: ${issue?.message ?? error.message}`
+}
+
+const runBuild = (aggregate: Aggregate.Any, ctx: Aggregate.BuildContext): Effect.Effect<ReadonlyArray<unknown>, unknown> =>
+  Effect.suspend(() => {
+    const result = aggregate.build!(ctx)
+    if (Effect.isEffect(result)) return result
+    if (result instanceof Promise) return Effect.tryPromise({ try: () => result, catch: (error) => error })
+    return Effect.succeed(result)
+  })
+
+const comparable = (value: unknown): unknown => value instanceof Date ? value.getTime() : value
+
+const compare = (a: unknown, b: unknown): number => {
+  const x = comparable(a)
+  const y = comparable(b)
+  if (x === y) return 0
+  if (x === null || x === undefined) return -1
+  if (y === null || y === undefined) return 1
+  return (x as number) < (y as number) ? -1 : 1
+}
+
+const matches = (row: Readonly<Record<string, unknown>>, where: Readonly<Record<string, unknown>>) =>
+  Object.entries(where).every(([field, condition]) => {
+    if (condition === undefined) return true
+    const value = comparable(row[field])
+    return Array.isArray(condition) ? condition.some((c) => comparable(c) === value) : comparable(condition) === value
+  })
+
+/** Applies the read options to decoded rows. */
+export const select = (rows: ReadonlyArray<unknown>, options: ReadOptions): ReadonlyArray<unknown> => {
+  let out = options.where === undefined ? [...rows] : rows.filter((row) => matches(row as Record<string, unknown>, options.where!))
+  if (options.orderBy !== undefined) {
+    const field = options.orderBy
+    const sign = options.direction === "desc" ? -1 : 1
+    out = out.map((row, i) => [row, i] as const)
+      .sort(([a, i], [b, j]) => sign * compare((a as Record<string, unknown>)[field], (b as Record<string, unknown>)[field]) || i - j)
+      .map(([row]) => row)
+  } else if (options.direction === "desc") {
+    out.reverse()
+  }
+  const offset = Math.max(0, Math.floor(options.offset ?? 0))
+  const limit = options.limit === undefined ? undefined : Math.max(0, Math.floor(options.limit))
+  return out.slice(offset, limit === undefined ? undefined : offset + limit)
+}
+
+/** How the tier runs incremental maintenance. */
+interface Backend {
+  readonly storage: StorageShape
+  readonly rescan: Incremental.Rescan
+  readonly rebuild: (shape: Incremental.Shape, at: number) => Effect.Effect<void, StoreUnavailable>
+}
+
+interface Entry {
+  readonly aggregate: Aggregate.Any
+  readonly shape: Incremental.Shape | undefined
+  readonly lock: Effect.Semaphore
+  readonly nextAt: Ref.Ref<number | null>
+  readonly debounceAt: Ref.Ref<number | null>
+}
+
+const make = (
+  aggregates: ReadonlyArray<Aggregate.Any>,
+  options: Options,
+  backend: Backend
+): Effect.Effect<AggregateSchedulerShape, AggregateBootFailed | StoreUnavailable, Store | ChangeTap | Scope.Scope> =>
+  Effect.gen(function*() {
+    const store: StoreShape = yield* Store
+    const tap = yield* ChangeTap
+    const analytics: AnalyticsShape = Option.getOrElse(yield* Effect.serviceOption(Analytics), () => noop)
+    const storage = backend.storage
+    const scope = yield* Effect.scope
+    const seen = new Set<string>()
+    for (const aggregate of aggregates) {
+      if (seen.has(aggregate.name)) return yield* Effect.dieMessage(`aggregate "${aggregate.name}" is registered twice`)
+      seen.add(aggregate.name)
+    }
+    const hub = yield* PubSub.unbounded<TriggerOutcome>()
+    const boots: Array<Fiber.Fiber<Outcome>> = []
+    const entries = new Map<string, Entry>()
+    for (const aggregate of aggregates) {
+      entries.set(aggregate.name, {
+        aggregate,
+        // Throws AggregateDefinitionError at boot for a source that is not an app table.
+        shape: aggregate.incremental === undefined ? undefined : Incremental.resolve(aggregate, options.tables ?? []),
+        lock: yield* Effect.makeSemaphore(1),
+        nextAt: yield* Ref.make<number | null>(null),
+        debounceAt: yield* Ref.make<number | null>(null)
+      })
+    }
+    const entryOf = (name: string) => {
+      const entry = entries.get(name)
+      return entry === undefined ? Effect.fail(new AggregateNotFound({ aggregate: name })) : Effect.succeed(entry)
+    }
+
+    /** One refresh, as the system; never fails (a failure is recorded as `lastError`). */
+    const perform = (entry: Entry): Effect.Effect<"refreshed" | "failed"> =>
+      Effect.gen(function*() {
+        const { aggregate } = entry
+        const started = yield* Clock.currentTimeMillis
+        if (entry.shape !== undefined) {
+          const rebuilt = yield* Effect.exit(backend.rebuild(entry.shape, started))
+          if (rebuilt._tag === "Success") return "refreshed" as const
+          yield* storage.fail(aggregate.name, errorText(rebuilt.cause))
+          return "failed" as const
+        }
+        const built = yield* Effect.exit(Subject.asSystem(runBuild(aggregate, { store, analytics })))
+        const outcome = Either.gen(function*() {
+          if (built._tag === "Failure") return yield* Either.left(errorText(built.cause))
+          const rows = built.value
+          if (!Array.isArray(rows)) return yield* Either.left("build did not return a list of rows")
+          const encoded: Array<{ key: string; row: unknown }> = []
+          for (let i = 0; i < rows.length; i++) {
+            const decoded = Schema.decodeUnknownEither(aggregate.output)(rows[i])
+            if (Either.isLeft(decoded)) return yield* Either.left(mismatch(i, decoded.left))
+            const row = Schema.encodeEither(aggregate.output)(decoded.right)
+            if (Either.isLeft(row)) return yield* Either.left(mismatch(i, row.left))
+            let key = ""
+            if (aggregate.strategy === "merge") {
+              const value = (decoded.right as Record<string, unknown>)[aggregate.mergeKey!]
+              if (value === undefined || value === null) {
+                return yield* Either.left(`mergeKey "${aggregate.mergeKey}" is missing on row[${i}]`)
+              }
+              key = JSON.stringify(comparable(value))
+            }
+            encoded.push({ key, row: row.right })
+          }
+          return encoded
+        })
+        const finished = yield* Clock.currentTimeMillis
+        if (Either.isLeft(outcome)) {
+          yield* Effect.logWarning(`aggregate "${aggregate.name}" refresh failed: ${outcome.left}`)
+          yield* storage.fail(aggregate.name, outcome.left)
+          return "failed" as const
+        }
+        if (aggregate.strategy === "merge") yield* storage.merge(aggregate.name, outcome.right, started, finished - started)
+        else yield* storage.replace(aggregate.name, outcome.right.map((r) => r.row), started, finished - started)
+        return "refreshed" as const
+      }).pipe(Effect.catchAllCause((cause) =>
+        Effect.zipRight(
+          Effect.logWarning(`aggregate "${entry.aggregate.name}" refresh could not be stored`, cause),
+          Effect.ignore(storage.fail(entry.aggregate.name, errorText(cause))).pipe(Effect.as("failed" as const))
+        )
+      ))
+
+    /** Runs a refresh unless one is running here; `claim` decides across replicas for scheduled triggers. */
+    const trigger = (entry: Entry, kind: TriggerOutcome["trigger"], claim?: Effect.Effect<boolean, StoreUnavailable>): Effect.Effect<Outcome> =>
+      entry.lock.withPermitsIfAvailable(1)(
+        claim === undefined ? perform(entry) : Effect.flatMap(
+          claim.pipe(Effect.catchAll((error) => Effect.as(Effect.logWarning(`aggregate "${entry.aggregate.name}": claim failed`, error), false))),
+          (claimed): Effect.Effect<Outcome> => claimed ? perform(entry) : Effect.succeed("skipped")
+        )
+      ).pipe(
+        Effect.map(Option.getOrElse((): Outcome => "skipped")),
+        Effect.tap((outcome) =>
+          Effect.flatMap(Clock.currentTimeMillis, (at) => PubSub.publish(hub, { name: entry.aggregate.name, trigger: kind, outcome, at }))
+        )
+      )
+
+    const sleepUntil = (at: number) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sleep(Math.max(0, at - now)))
+
+    /** Scheduled triggers: the next slot, claimed across replicas. */
+    const scheduleLoop = (entry: Entry, nextSlot: (now: number) => number) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const slot = nextSlot(now)
+        yield* Ref.set(entry.nextAt, slot)
+        yield* sleepUntil(slot)
+        yield* Effect.fork(trigger(entry, "schedule", storage.claimSlot(entry.aggregate.name, slot)))
+      }).pipe(Effect.forever)
+
+    const start = (entry: Entry) =>
+      Effect.gen(function*() {
+        const { aggregate } = entry
+        const name = aggregate.name
+        yield* storage.ensure(name)
+        if (entry.shape !== undefined) {
+          const shape = entry.shape
+          if (tap.beforeCommit === undefined) return yield* Effect.dieMessage("the ChangeTap in use has no before-commit hooks")
+          yield* tap.beforeCommit({
+            name: `aggregate:${name}`,
+            tables: new Set([shape.table.name]),
+            run: (changes) => Incremental.applyChanges(storage, shape, backend.rescan, changes)
+          })
+        }
+        const meta = yield* storage.meta(name)
+        if (aggregate.bootRefresh === "async") yield* storage.reset(name)
+        if (aggregate.bootRefresh === "sync") {
+          const outcome = yield* trigger(entry, "boot")
+          if (outcome === "failed") {
+            const failed = yield* storage.meta(name)
+            return yield* new AggregateBootFailed({ aggregate: name, reason: failed.lastError ?? "failed" })
+          }
+        } else if (!(entry.shape !== undefined && aggregate.bootRefresh === "persistent" && meta.ready)) {
+          // An incremental aggregate whose state is ready was kept exact by every write: nothing to redo.
+          boots.push(yield* Effect.forkIn(trigger(entry, "boot"), scope))
+        }
+        const policy = aggregate.policy
+        if (policy._tag === "interval" || policy._tag === "hybrid") {
+          yield* Effect.forkIn(scheduleLoop(entry, (now) => (Math.floor(now / policy.ms) + 1) * policy.ms), scope)
+        } else if (policy._tag === "cron") {
+          yield* Effect.forkIn(scheduleLoop(entry, (now) => Cron.next(policy.cron, new Date(now)).getTime()), scope)
+        }
+        if (policy._tag === "hybrid") {
+          const watched = new Set(policy.onChange)
+          // A trailing debounce: each change pushes the deadline back; one timer fiber waits for it.
+          let timer = false
+          let changeAt = 0
+          const wait: Effect.Effect<void> = Effect.gen(function*() {
+            const deadline = yield* Ref.get(entry.debounceAt)
+            const now = yield* Clock.currentTimeMillis
+            if (deadline === null) {
+              timer = false
+              return
+            }
+            if (now < deadline) return yield* Effect.zipRight(Effect.sleep(deadline - now), wait)
+            yield* Ref.set(entry.debounceAt, null)
+            timer = false
+            yield* trigger(entry, "change", storage.claimChange(name, changeAt, now))
+          })
+          yield* tap.subscribe({
+            name: `aggregate:${name}:onChange`,
+            onEvent: (event) =>
+              watched.has(event.table)
+                ? Effect.gen(function*() {
+                  const now = yield* Clock.currentTimeMillis
+                  changeAt = Math.max(changeAt, event.at)
+                  yield* Ref.set(entry.debounceAt, now + policy.debounceMs)
+                  if (!timer) {
+                    timer = true
+                    yield* Effect.forkIn(wait, scope)
+                  }
+                })
+                : Effect.void
+          }).pipe(Scope.extend(scope))
+        }
+      })
+
+    for (const entry of entries.values()) yield* start(entry)
+
+    const read = (name: string, options: ReadOptions = {}) =>
+      Effect.gen(function*() {
+        const entry = yield* entryOf(name)
+        const meta = yield* storage.meta(name)
+        if (options.maxAgeMs !== undefined && !(entry.shape !== undefined && meta.ready)) {
+          const now = yield* Clock.currentTimeMillis
+          if (meta.refreshedAt === null || now - meta.refreshedAt > options.maxAgeMs) {
+            return yield* new AggregateStale({ aggregate: name, refreshedAt: meta.refreshedAt, maxAgeMs: options.maxAgeMs })
+          }
+        }
+        let rows: ReadonlyArray<unknown>
+        if (entry.shape !== undefined) {
+          const shape = entry.shape
+          const toRow = entry.aggregate.incremental!.toRow
+          rows = meta.ready
+            ? Incremental.visible(shape, yield* storage.groups(name)).map((g) => toRow({ group: g.group, value: Incremental.valueOfGroup(shape.op, g) }))
+            : []
+        } else {
+          const decode = Schema.decodeUnknownEither(entry.aggregate.output)
+          const decoded: Array<unknown> = []
+          for (const row of yield* storage.rows(name)) {
+            const one = decode(row)
+            if (Either.isRight(one)) decoded.push(one.right)
+          }
+          rows = decoded
+        }
+        return select(rows, options)
+      })
+
+    const metaOf = (name: string) =>
+      Effect.gen(function*() {
+        const entry = yield* entryOf(name)
+        const stored = yield* storage.meta(name)
+        const next = [yield* Ref.get(entry.nextAt), yield* Ref.get(entry.debounceAt)].filter((t): t is number => t !== null)
+        let rowCount = stored.rowCount
+        if (entry.shape !== undefined) rowCount = stored.ready ? Incremental.visible(entry.shape, yield* storage.groups(name)).length : 0
+        return {
+          refreshedAt: stored.refreshedAt === null ? null : new Date(stored.refreshedAt),
+          rowCount,
+          durationMs: stored.durationMs,
+          lastError: stored.lastError,
+          nextRefreshAt: next.length === 0 ? null : new Date(Math.min(...next))
+        } satisfies Meta
+      })
+
+    return {
+      aggregates,
+      read,
+      meta: metaOf,
+      refresh: (name) => Effect.flatMap(entryOf(name), (entry) => trigger(entry, "manual")),
+      outcomes: PubSub.subscribe(hub),
+      booted: Effect.asVoid(Fiber.awaitAll(boots))
+    }
+  })
+
+
+/** The scheduler on in-process storage. Needs the app's Store and ChangeTap. */
+export const layerMemory = (
+  aggregates: ReadonlyArray<Aggregate.Any>,
+  options: Options = {}
+): Layer.Layer<AggregateScheduler, AggregateBootFailed | StoreUnavailable, Store | ChangeTap> =>
+  Layer.scoped(
+    AggregateScheduler,
+    Effect.gen(function*() {
+      const store = yield* Store
+      const storage = Storage.makeMemory()
+      return yield* make(aggregates, options, {
+        storage,
+        rescan: Incremental.rescanStore(store),
+        rebuild: (shape, at) => Incremental.rebuildStore(store, storage, shape, at)
+      })
+    })
+  )
+
+/**
+ * The scheduler on the SQL store's database (`_fw_aggregate_meta`, `_fw_aggregate_rows`, created by
+ * the schema differ: include `tables` of this area in the applied tables).
+ */
+export const layerSql = (
+  aggregates: ReadonlyArray<Aggregate.Any>,
+  options: Options = {}
+): Layer.Layer<AggregateScheduler, AggregateBootFailed | StoreUnavailable, Store | ChangeTap | SqlClient.SqlClient> =>
+  Layer.scoped(
+    AggregateScheduler,
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const storage = yield* Storage.makeSql
+      const rescan = yield* Incremental.rescanSql
+      return yield* make(aggregates, options, {
+        storage,
+        rescan,
+        rebuild: (shape, at) => Effect.provideService(Incremental.rebuildSql(storage, shape, at), SqlClient.SqlClient, sql)
+      })
+    })
+  )

@@ -1,0 +1,54 @@
+/**
+ * Typed errors of the aggregates area (spec 7.1).
+ */
+import { Schema } from "effect"
+
+/** Thrown at definition time (or boot) for an aggregate the framework refuses (spec 7.1, refusals 5, 6, 9). */
+export class AggregateDefinitionError extends Error {
+  override readonly name = "AggregateDefinitionError"
+}
+
+/** `read({maxAgeMs})` when the last refresh is older than `maxAgeMs` (or there was none yet). */
+export class AggregateStale extends Schema.TaggedError<AggregateStale>()("AggregateStale", {
+  aggregate: Schema.String,
+  /** Epoch ms of the last successful refresh, null when there was none. */
+  refreshedAt: Schema.NullOr(Schema.Number),
+  maxAgeMs: Schema.Number
+}) {
+  override get message() {
+    return this.refreshedAt === null
+      ? `aggregate "${this.aggregate}" has not been refreshed yet (maxAgeMs ${this.maxAgeMs})`
+      : `aggregate "${this.aggregate}" was last refreshed at ${new Date(this.refreshedAt).toISOString()}, older than maxAgeMs ${this.maxAgeMs}`
+  }
+}
+
+/** An aggregate build read the analytics sink and the configured provider cannot answer. */
+export class AnalyticsCapabilityNotSupported
+  extends Schema.TaggedError<AnalyticsCapabilityNotSupported>()("AnalyticsCapabilityNotSupported", {
+    provider: Schema.String,
+    capability: Schema.String
+  })
+{
+  override get message() {
+    return `analytics provider "${this.provider}" does not support ${this.capability} (configure an analytics provider)`
+  }
+}
+
+/** A name that is not a registered aggregate. */
+export class AggregateNotFound extends Schema.TaggedError<AggregateNotFound>()("AggregateNotFound", {
+  aggregate: Schema.String
+}) {
+  override get message() {
+    return `no aggregate named "${this.aggregate}" is registered`
+  }
+}
+
+/** A `sync` aggregate whose first refresh failed: boot stops. */
+export class AggregateBootFailed extends Schema.TaggedError<AggregateBootFailed>()("AggregateBootFailed", {
+  aggregate: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `aggregate "${this.aggregate}" (bootRefresh: sync) could not complete its first refresh: ${this.reason}`
+  }
+}

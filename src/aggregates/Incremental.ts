@@ -1,0 +1,266 @@
+/**
+ * Incremental maintenance (spec 3.7): each committed insert, update and delete of the source table
+ * adjusts the maintained state of its group *inside the writing transaction* (a before-commit hook
+ * of the ChangeTap), so the state commits exactly once with the write: a crash loses neither, and
+ * nothing is replayed, so nothing is counted twice.
+ *
+ * count, sum and avg: one atomic upsert per touched group (`n = n + dn`, PostgreSQL takes the row
+ * lock), so concurrent writers never lose an update; avg keeps a hidden sum and count. min and max:
+ * the group's state row is read `FOR UPDATE` (serialising writers of that group), a value that
+ * beats the extreme is applied directly, and removing or worsening the current extreme rescans that
+ * one group (one indexed `MIN`/`MAX` over the group on SQL).
+ *
+ * A full rebuild (boot of a new aggregate, `bootRefresh: async`, a manual or scheduled refresh)
+ * recomputes every group with one `GROUP BY` while the source table is locked against writers
+ * (PostgreSQL `SHARE ROW EXCLUSIVE`; SQLite has one writer), so no delta falls between the scan and
+ * the swap.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Stream } from "effect"
+import type { PendingChange } from "../kernel/ChangeTap.js"
+import * as Columns from "../kernel/Columns.js"
+import type { StoreUnavailable } from "../kernel/Errors.js"
+import type { StoreShape } from "../kernel/Store.js"
+import { unavailable } from "../kernel/SqlDriver.js"
+import * as Subject from "../kernel/Subject.js"
+import type * as Table from "../kernel/Table.js"
+import type * as Aggregate from "./Aggregate.js"
+import { AggregateDefinitionError } from "./Errors.js"
+import type { GroupState, StorageShape } from "./Storage.js"
+
+/** A resolved incremental shape: the source table is known. */
+export interface Shape {
+  readonly name: string
+  readonly table: Table.Any
+  readonly op: Aggregate.Op
+  readonly column: string | undefined
+  readonly groupBy: ReadonlyArray<string>
+  readonly kinds: ReadonlyMap<string, Columns.Kind>
+}
+
+/** Resolves an aggregate's incremental shape against the app's tables; refuses what cannot be maintained. */
+export const resolve = (aggregate: Aggregate.Any, tables: ReadonlyArray<Table.Any>): Shape => {
+  const shape = aggregate.incremental!
+  const table = tables.find((t) => t.name === shape.source) ?? shape.table
+  const refuse = (why: string) => new AggregateDefinitionError(`aggregate "${aggregate.name}": incremental shape is not maintainable: ${why}`)
+  if (table === undefined) throw refuse(`source "${shape.source}" is not one of the app's tables`)
+  const kinds = new Map(Columns.of(table).map((c) => [c.name, c.kind]))
+  for (const column of shape.groupBy) {
+    const kind = kinds.get(column)
+    if (kind === undefined) throw refuse(`groupBy column "${column}" is not a column of "${table.name}"`)
+    if (kind === "json") throw refuse(`groupBy column "${column}" must be a string, number or boolean column`)
+  }
+  if (shape.column !== undefined) {
+    const kind = kinds.get(shape.column)
+    if (kind === undefined) throw refuse(`column "${shape.column}" is not a column of "${table.name}"`)
+    if (kind !== "number" && shape.op !== "count") throw refuse(`column "${shape.column}" must be a number column for ${shape.op}`)
+  }
+  return { name: aggregate.name, table, op: shape.op, column: shape.column, groupBy: shape.groupBy, kinds }
+}
+
+const normal = (kind: Columns.Kind | undefined, value: unknown): unknown => {
+  if (value === undefined || value === null) return null
+  if (kind === "boolean") return value === true || value === 1 || value === "1" || value === "t"
+  if (kind === "number") return Number(value)
+  return value
+}
+
+/** A group's identity: its key (JSON of the values) and the values by column. */
+export const groupOf = (shape: Shape, row: Readonly<Record<string, unknown>>) => {
+  const values = shape.groupBy.map((column) => normal(shape.kinds.get(column), row[column]))
+  return {
+    key: JSON.stringify(values),
+    group: Object.fromEntries(shape.groupBy.map((column, i) => [column, values[i]])) as Readonly<Record<string, unknown>>
+  }
+}
+
+const valueOf = (shape: Shape, row: Readonly<Record<string, unknown>>): number | null => {
+  if (shape.column === undefined) return null
+  const value = row[shape.column]
+  return typeof value === "number" && Number.isFinite(value) ? value : null
+}
+
+/** The maintained value of a group, as `toRow` receives it. */
+export const valueOfGroup = (op: Aggregate.Op, state: GroupState): number | null => {
+  switch (op) {
+    case "count":
+      return state.n
+    case "sum":
+      return state.s
+    case "avg":
+      return state.c === 0 ? null : state.s / state.c
+    default:
+      return state.c === 0 ? null : state.v
+  }
+}
+
+/** The groups a reader sees: every group with rows (the one group of an ungrouped aggregate always). */
+export const visible = (shape: { readonly groupBy: ReadonlyArray<string> }, groups: ReadonlyArray<GroupState>) =>
+  shape.groupBy.length === 0
+    ? [groups.find((g) => g.key === "[]") ?? { key: "[]", group: {}, n: 0, c: 0, s: 0, v: null }]
+    : groups.filter((g) => g.n > 0)
+
+/** One row entering (`add`) or leaving (`remove`) a group. */
+interface Touch {
+  readonly key: string
+  readonly group: Readonly<Record<string, unknown>>
+  readonly dn: number
+  readonly removes: boolean
+  readonly remove: number | null
+  readonly adds: boolean
+  readonly add: number | null
+}
+
+const touches = (shape: Shape, change: PendingChange): ReadonlyArray<Touch> => {
+  const out = (row: Readonly<Record<string, unknown>>): Touch => ({ ...groupOf(shape, row), dn: -1, removes: true, remove: valueOf(shape, row), adds: false, add: null })
+  const into = (row: Readonly<Record<string, unknown>>): Touch => ({ ...groupOf(shape, row), dn: 1, removes: false, remove: null, adds: true, add: valueOf(shape, row) })
+  if (change.op === "insert") return change.after === null ? [] : [into(change.after)]
+  if (change.op === "delete") return change.before === null ? [] : [out(change.before)]
+  if (change.before === null || change.after === null) return []
+  const before = out(change.before)
+  const after = into(change.after)
+  if (before.key !== after.key) return [before, after]
+  return [{ ...after, dn: 0, removes: true, remove: before.remove }]
+}
+
+/** How a group's extreme is recomputed from the source (the bounded rescan). */
+export type Rescan = (shape: Shape, group: Readonly<Record<string, unknown>>) => Effect.Effect<number | null, StoreUnavailable>
+
+const apply = (storage: StorageShape, shape: Shape, rescan: Rescan, touch: Touch): Effect.Effect<void, StoreUnavailable> => {
+  if (shape.op === "count") return touch.dn === 0 ? Effect.void : storage.add(shape.name, touch.key, touch.group, touch.dn, touch.dn, 0)
+  const dc = (touch.adds && touch.add !== null ? 1 : 0) - (touch.removes && touch.remove !== null ? 1 : 0)
+  if (shape.op === "sum" || shape.op === "avg") {
+    const ds = (touch.adds ? touch.add ?? 0 : 0) - (touch.removes ? touch.remove ?? 0 : 0)
+    return touch.dn === 0 && dc === 0 && ds === 0 ? Effect.void : storage.add(shape.name, touch.key, touch.group, touch.dn, dc, ds)
+  }
+  const better = shape.op === "min" ? (a: number, b: number) => a < b : (a: number, b: number) => a > b
+  return Effect.gen(function*() {
+    const state = yield* storage.lock(shape.name, touch.key, touch.group)
+    const n = state.n + touch.dn
+    const c = state.c + dc
+    let v = state.v
+    let needsRescan = false
+    if (touch.removes && touch.remove !== null && v !== null && !better(v, touch.remove)) {
+      // The extreme leaves: direct only if its replacement in the same row is at least as good.
+      if (touch.adds && touch.add !== null && !better(touch.remove, touch.add)) v = touch.add
+      else needsRescan = true
+    } else if (touch.adds && touch.add !== null) {
+      v = v === null || better(touch.add, v) ? touch.add : v
+    }
+    if (c === 0) v = null
+    else if (needsRescan) v = yield* rescan(shape, touch.group)
+    yield* storage.set(shape.name, { ...state, n, c, v })
+  })
+}
+
+/** Applies a transaction's changes to the source table. */
+export const applyChanges = (
+  storage: StorageShape,
+  shape: Shape,
+  rescan: Rescan,
+  changes: ReadonlyArray<PendingChange>
+): Effect.Effect<void, StoreUnavailable> =>
+  Effect.forEach(changes, (change) =>
+    change.table === shape.table.name
+      ? Effect.forEach(touches(shape, change), (touch) => apply(storage, shape, rescan, touch), { discard: true })
+      : Effect.void, { discard: true })
+
+/** Folds rows into groups (memory rebuild, and the reference recomputation of the tests). */
+export const fold = (shape: Shape, rows: Iterable<Readonly<Record<string, unknown>>>): ReadonlyArray<GroupState> => {
+  const groups = new Map<string, { key: string; group: Readonly<Record<string, unknown>>; n: number; c: number; s: number; v: number | null }>()
+  if (shape.groupBy.length === 0) groups.set("[]", { key: "[]", group: {}, n: 0, c: 0, s: 0, v: null })
+  for (const row of rows) {
+    const { group, key } = groupOf(shape, row)
+    let state = groups.get(key)
+    if (state === undefined) groups.set(key, state = { key, group, n: 0, c: 0, s: 0, v: null })
+    state.n++
+    const value = shape.op === "count" ? null : valueOf(shape, row)
+    if (shape.op === "count") state.c++
+    else if (value !== null) {
+      state.c++
+      state.s += value
+      if (state.v === null || (shape.op === "min" ? value < state.v : value > state.v)) state.v = value
+    }
+  }
+  return [...groups.values()].map((g) => shape.op === "min" || shape.op === "max" ? g : { ...g, v: null })
+}
+
+/** Memory tier: rescan by reading the group's rows through the store (inside the writing transaction). */
+export const rescanStore = (store: StoreShape): Rescan => (shape, group) =>
+  Effect.map(
+    Subject.asSystem(store.find(shape.table, { where: group as never })) as Effect.Effect<ReadonlyArray<Record<string, unknown>>, StoreUnavailable>,
+    (rows) => {
+      let v: number | null = null
+      for (const row of rows) {
+        const value = valueOf(shape, RowEncoded(row))
+        if (value !== null && (v === null || (shape.op === "min" ? value < v : value > v))) v = value
+      }
+      return v
+    }
+  ).pipe(Effect.catchAll((error) => Effect.fail(error as StoreUnavailable)))
+
+const RowEncoded = (row: Readonly<Record<string, unknown>>) => row
+
+/** Memory tier: a full rebuild from a walk of the source. */
+export const rebuildStore = (store: StoreShape, storage: StorageShape, shape: Shape, at: number) =>
+  Subject.asSystem(store.transaction(Effect.gen(function*() {
+    const rows = yield* Stream.runCollect(store.walk(shape.table, { pageSize: 5_000 }))
+    yield* storage.rebuild(shape.name, fold(shape, rows as Iterable<Record<string, unknown>>), at, 0)
+  }))).pipe(Effect.catchAll((error) => Effect.fail(error as StoreUnavailable)))
+
+const quote = (identifier: string) => `"${identifier.replaceAll(`"`, `""`)}"`
+
+/** SQL tiers: the rescan of one group, one `MIN`/`MAX` (use an index on the group columns and the value column). */
+export const rescanSql: Effect.Effect<Rescan, never, SqlClient.SqlClient> = Effect.map(SqlClient.SqlClient, (sql) => {
+  const dialect = sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
+  return (shape, group) => {
+    const params: Array<unknown> = []
+    const conditions = shape.groupBy.map((column) => {
+      const value = group[column]
+      if (value === null || value === undefined) return `${quote(column)} IS NULL`
+      params.push(typeof value === "boolean" && dialect === "sqlite" ? (value ? 1 : 0) : value)
+      return `${quote(column)} = ${dialect === "pg" ? `$${params.length}` : "?"}`
+    })
+    const text = `SELECT ${shape.op === "min" ? "MIN" : "MAX"}(${quote(shape.column!)}) AS v FROM ${quote(shape.table.name)}${
+      conditions.length === 0 ? "" : ` WHERE ${conditions.join(" AND ")}`
+    }`
+    return sql.unsafe<{ readonly v: unknown }>(text, params).pipe(
+      Effect.map(([row]) => row?.v === null || row?.v === undefined ? null : Number(row.v)),
+      Effect.mapError(unavailable)
+    )
+  }
+})
+
+/** SQL tiers: a full rebuild with one `GROUP BY`, the source locked against writers meanwhile. */
+export const rebuildSql = (storage: StorageShape, shape: Shape, at: number) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const dialect = sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
+    const column = shape.column === undefined ? null : quote(shape.column)
+    const groups = shape.groupBy.map(quote)
+    const select = [
+      ...groups.map((g, i) => `${g} AS g${i}`),
+      "COUNT(*) AS n",
+      column === null ? "COUNT(*) AS c" : `COUNT(${column}) AS c`,
+      column === null ? "0 AS s" : `SUM(${column}) AS s`,
+      column === null ? "NULL AS v" : `${shape.op === "max" ? "MAX" : "MIN"}(${column}) AS v`
+    ].join(", ")
+    const text = `SELECT ${select} FROM ${quote(shape.table.name)}${groups.length === 0 ? "" : ` GROUP BY ${groups.join(", ")}`}`
+    yield* sql.withTransaction(Effect.gen(function*() {
+      if (dialect === "pg") yield* sql.unsafe(`LOCK TABLE ${quote(shape.table.name)} IN SHARE ROW EXCLUSIVE MODE`)
+      const rows = yield* sql.unsafe<Record<string, unknown>>(text)
+      const states = rows.map((row): GroupState => {
+        const values = shape.groupBy.map((c, i) => normal(shape.kinds.get(c), row[`g${i}`]))
+        const n = Number(row.n)
+        return {
+          key: JSON.stringify(values),
+          group: Object.fromEntries(shape.groupBy.map((c, i) => [c, values[i]])),
+          n,
+          c: Number(row.c),
+          s: row.s === null || row.s === undefined ? 0 : Number(row.s),
+          v: shape.op === "min" || shape.op === "max" ? (row.v === null || row.v === undefined ? null : Number(row.v)) : null
+        }
+      })
+      yield* Effect.mapError(storage.rebuild(shape.name, states, at, 0), (e) => e)
+    }).pipe(Effect.mapError((e) => "_tag" in e && e._tag === "StoreUnavailable" ? e : unavailable(e as never))))
+  }).pipe(Effect.mapError((e): StoreUnavailable => e as StoreUnavailable))
