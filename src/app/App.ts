@@ -79,6 +79,12 @@ export const liveSuffix = ".live"
 /** Describes an app. Throws `AppDefinitionError` on duplicate table names or procedure tags. */
 export const defineApp = (options: Options): App => {
   Settings.checkPositiveInteger("http.maxBodyBytes", options.http?.maxBodyBytes)
+  if (typeof options.idempotency === "object") Settings.checkPositiveInteger("idempotency.ttlMs", options.idempotency.ttlMs)
+  for (const plugin of options.plugins ?? []) {
+    for (const route of [...plugin.routes ?? [], ...plugin.inspectRoutes ?? []]) {
+      Settings.checkPositiveInteger(`plugin "${plugin.name}" route ${route.method} ${route.path}: maxBodyBytes`, route.maxBodyBytes)
+    }
+  }
   const plugins = options.plugins ?? []
   const tables = [
     ...(options.tables ?? []),

@@ -47,3 +47,10 @@ export const checkPositiveInteger = (setting: string, value: unknown): void => {
     throw new SettingInvalid({ setting, expected: "a positive integer" })
   }
 }
+
+/** Like `checkPositiveInteger`, for options where 0 means something (no skew, refresh off). */
+export const checkNonNegativeInteger = (setting: string, value: unknown): void => {
+  if (value !== undefined && !(value === 0 || isPositiveInteger(value))) {
+    throw new SettingInvalid({ setting, expected: "a non-negative integer" })
+  }
+}

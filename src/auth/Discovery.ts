@@ -9,6 +9,7 @@ import type { HttpClient } from "@effect/platform"
 import { Clock, Effect, Schema } from "effect"
 import * as Jwks from "./Jwks.js"
 import { DiscoveryUnavailable } from "./Errors.js"
+import * as Settings from "../app/Settings.js"
 
 /** The standard document URL of `issuer`, unless `discoveryUrl` overrides it. */
 export const documentUrl = (issuer: string, discoveryUrl?: string): string =>
@@ -52,6 +53,7 @@ export const jwksUri = (
       }
       current.attemptedAt = now
       current.fetches++
+      Settings.checkPositiveInteger("discovery.timeoutMs", options.timeoutMs)
       const document = yield* Jwks.fetchJson(url, Document, options.timeoutMs ?? 5_000).pipe(
         Effect.mapError((error) => new DiscoveryUnavailable({ url, reason: error.reason })),
         Effect.filterOrFail(

@@ -20,6 +20,7 @@ import { FetchHttpClient, HttpClient, HttpClientResponse } from "@effect/platfor
 import { Clock, Duration, Effect, Option, Schema } from "effect"
 import { createPublicKey, type JsonWebKey, type KeyObject } from "node:crypto"
 import { JwksUnavailable } from "./Errors.js"
+import * as Settings from "../app/Settings.js"
 
 /** Cache tuning, per strategy. */
 export interface Options {
@@ -42,7 +43,15 @@ export interface Resolved {
 export const minimumCooldownMs = 1_000
 
 /** Applies the defaults and the cooldown floor. */
-export const resolve = (options: Options = {}): Resolved => ({
+export const resolve = (options: Options = {}): Resolved => {
+  // 0 is accepted for the cooldown and age, and raised to the floor below (never 0 in effect).
+  Settings.checkNonNegativeInteger("jwks.cooldownMs", options.cooldownMs)
+  Settings.checkNonNegativeInteger("jwks.maxAgeMs", options.maxAgeMs)
+  Settings.checkPositiveInteger("jwks.timeoutMs", options.timeoutMs)
+  return resolved(options)
+}
+
+const resolved = (options: Options): Resolved => ({
   cooldownMs: Math.max(minimumCooldownMs, options.cooldownMs ?? 30_000),
   maxAgeMs: Math.max(minimumCooldownMs, options.maxAgeMs ?? 600_000),
   timeoutMs: options.timeoutMs ?? 5_000

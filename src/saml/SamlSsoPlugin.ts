@@ -40,6 +40,7 @@ import * as Metadata from "./Metadata.js"
 import * as OneTimeIds from "./OneTimeIds.js"
 import { SamlLogout, SamlReplay } from "./tables.js"
 import * as Xml from "./Xml.js"
+import * as Settings from "../app/Settings.js"
 
 /** A secret: from configuration (`Config.redacted`) or a string read from the environment. */
 export type Secret = string | Redacted.Redacted<string>
@@ -99,6 +100,9 @@ const reveal = (secret: Secret) => (typeof secret === "string" ? secret : Redact
 export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
   const sessionSecret = reveal(options.sessionSecret)
   Session.checkSecretSync(sessionSecret)
+  Settings.checkNonNegativeInteger("acceptedClockSkewMs", options.acceptedClockSkewMs)
+  Settings.checkNonNegativeInteger("idp.metadataRefreshMs", options.idp.metadataRefreshMs)
+  if (typeof options.replayProtection === "object") Settings.checkPositiveInteger("replayProtection.ttlMs", options.replayProtection.ttlMs)
   for (const url of [options.sp.acsUrl, options.sp.sloUrl]) {
     if (url !== undefined && !URL.canParse(url)) throw new SamlConfigInvalid({ reason: `"${url}" is not an absolute URL` })
   }

@@ -9,6 +9,7 @@ import { createServer } from "node:http"
 import { pathToFileURL } from "node:url"
 import * as path from "node:path"
 import * as Settings from "../app/Settings.js"
+import type * as Search from "../search/index.js"
 import * as SchemaDiffer from "../kernel/SchemaDiffer.js"
 import type { Entry } from "./Entry.js"
 import * as Server from "./Server.js"
@@ -75,8 +76,40 @@ const apply = Command.make(
 
 const db = Command.make("db").pipe(Command.withSubcommands([apply]))
 
+/** One line of progress: a bar, the share, the rows and the phase (redrawn in place on a terminal). */
+const progressLine = (progress: Search.ReindexProgress): string => {
+  const share = progress.total === 0 ? 1 : Math.min(1, progress.done / progress.total)
+  const filled = Math.round(share * 30)
+  return `[${"#".repeat(filled)}${"-".repeat(30 - filled)}] ${Math.floor(share * 100)}% ` +
+    `${progress.done}/${progress.total} rows (${progress.phase})`
+}
+
+const reindex = Command.make(
+  "reindex",
+  { entry: entryArg, index: Args.text({ name: "index" }) },
+  ({ entry: file, index }) =>
+    Effect.gen(function*() {
+      const entry = yield* loadEntry(file)
+      const onProgress = (progress: Search.ReindexProgress) =>
+        Effect.sync(() => {
+          const line = progressLine(progress)
+          if (process.stdout.isTTY) process.stdout.write(`\r${line}${progress.phase === "done" ? "\n" : ""}`)
+          else if (progress.phase === "done" || progress.phase === "swapping") process.stdout.write(`${line}\n`)
+        })
+      // Loaded on demand: the other commands do not pay for the search area at start-up.
+      const { reindexCommand } = yield* Effect.promise(() => import("../search/index.js"))
+      const result = yield* reindexCommand(entry.app.plugins, index, onProgress).pipe(Effect.provide(entry.store))
+      yield* Console.log(`reindexed "${result.index}": ${result.rows} rows`)
+    })
+).pipe(Command.withDescription("rebuild a search index from its table into a fresh index, then swap it in"))
+
+const search = Command.make("search").pipe(
+  Command.withDescription("search indexes"),
+  Command.withSubcommands([reindex])
+)
+
 /** The `fw` command. */
-export const command = Command.make("fw").pipe(Command.withSubcommands([dev, serveCommand, db]))
+export const command = Command.make("fw").pipe(Command.withSubcommands([dev, serveCommand, db, search]))
 
 /** Runs the CLI with `argv`. */
 export const run = Command.run(command, { name: "fw", version: "0.1.0" })

@@ -8,6 +8,11 @@ Cli.run(process.argv).pipe(
     (error): error is Cli.EntryInvalid => error instanceof Cli.EntryInvalid,
     (error) => Console.error(`fw: ${error.entry}: ${error.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))
   ),
+  // A command's own failure (an unknown index, a refused configuration) is one readable line.
+  Effect.catchIf(
+    (error): error is Error => error instanceof Error,
+    (error) => Console.error(`fw: ${error.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))
+  ),
   Effect.provide(NodeContext.layer),
   NodeRuntime.runMain
 )

@@ -5,6 +5,9 @@ import * as Settings from "../../src/app/Settings.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Serve from "../support/Serve.js"
+import * as Jwks from "../../src/auth/Jwks.js"
+import { samlSsoPlugin } from "../../src/saml/SamlSsoPlugin.js"
+import * as Sp from "../saml/support/Sp.js"
 import { app } from "./fixtures.js"
 
 const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
@@ -51,5 +54,18 @@ describe("numbers from the environment and from options", () => {
       assert.throws(() => defineApp({ http: { maxBodyBytes } }), /http\.maxBodyBytes must be a positive integer/)
     }
     assert.strictEqual(defineApp({ http: { maxBodyBytes: 1024 } }).maxBodyBytes, 1024)
+  })
+
+  it("numeric options of the areas are refused when they are not integers in range, naming the option", () => {
+    assert.throws(() => defineApp({ idempotency: { ttlMs: 1.5 } }), /idempotency\.ttlMs must be a positive integer/)
+    assert.throws(() => Jwks.resolve({ cooldownMs: -1 }), /jwks\.cooldownMs must be a non-negative integer/)
+    assert.throws(() => Jwks.resolve({ timeoutMs: Number.NaN }), /jwks\.timeoutMs must be a positive integer/)
+    assert.throws(() => samlSsoPlugin({ ...Sp.baseOptions, acceptedClockSkewMs: -5 }), /acceptedClockSkewMs must be a non-negative integer/)
+    assert.throws(
+      () => samlSsoPlugin({ ...Sp.baseOptions, idp: { ...Sp.baseOptions.idp, metadataRefreshMs: 0.5 } }),
+      /idp\.metadataRefreshMs must be a non-negative integer/
+    )
+    // 0 keeps its meaning where it has one: no skew, metadata refresh off.
+    assert.doesNotThrow(() => samlSsoPlugin({ ...Sp.baseOptions, acceptedClockSkewMs: 0, idp: { ...Sp.baseOptions.idp, metadataRefreshMs: 0 } }))
   })
 })
