@@ -272,8 +272,16 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
         id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL, created_at BIGINT NOT NULL,
         xid XID8 NOT NULL DEFAULT pg_current_xact_id())`
       // Outboxes created before the transaction id was recorded gain it (old rows: the ALTER's id).
-      yield* pg`ALTER TABLE _fw_change_outbox ADD COLUMN IF NOT EXISTS xid XID8 NOT NULL DEFAULT pg_current_xact_id()`
-      yield* pg`CREATE INDEX IF NOT EXISTS _fw_change_outbox_xid ON _fw_change_outbox (xid)`
+      // Checked first: ALTER and CREATE INDEX lock the table even when there is nothing to do,
+      // and would wait for every transaction writing to it (a replica starting mid-commit).
+      const [shape] = yield* pg<{ readonly xid: boolean; readonly indexed: boolean }>`SELECT
+        EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = '_fw_change_outbox' AND column_name = 'xid'
+          AND table_schema = current_schema()) AS xid,
+        EXISTS (SELECT 1 FROM pg_indexes WHERE indexname = '_fw_change_outbox_xid' AND schemaname = current_schema()) AS indexed`
+      if (shape?.xid !== true) {
+        yield* pg`ALTER TABLE _fw_change_outbox ADD COLUMN IF NOT EXISTS xid XID8 NOT NULL DEFAULT pg_current_xact_id()`
+      }
+      if (shape?.indexed !== true) yield* pg`CREATE INDEX IF NOT EXISTS _fw_change_outbox_xid ON _fw_change_outbox (xid)`
       const [first] = yield* pg<{ readonly snap: string }>`SELECT pg_current_snapshot()::text AS snap`
       // Everything visible in `seen` has been read (or predates this replica).
       let seen = first!.snap
@@ -290,15 +298,17 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
       const page = (after: string) =>
         pg<Row>`SELECT s.snap, o.id, o.xid, o.origin, o.changes
           FROM (SELECT pg_current_snapshot()::text AS snap) s
-          LEFT JOIN LATERAL (
+          LEFT JOIN LATERAL ( -- ordered by the number, not by its text form
+
             SELECT id::text AS id, xid::text AS xid, origin, changes FROM _fw_change_outbox
             WHERE xid >= pg_snapshot_xmin(${seen}::pg_snapshot)
               AND NOT pg_visible_in_snapshot(xid, ${seen}::pg_snapshot)
               AND id > ${after}::bigint
-            ORDER BY id LIMIT ${readBatch}
+            ORDER BY _fw_change_outbox.id LIMIT ${readBatch}
           ) o ON true`
 
       const catchUp = Effect.gen(function*() {
+
         let after = "0"
         let next: string | undefined
         while (true) {
