@@ -54,7 +54,7 @@ export interface ChangeTapShape {
   readonly scope: "local" | "fleet"
   /**
    * Called by the store inside the outermost transaction, just before commit (after the stagers).
-   * Under fleet scope this writes the outbox row and `pg_notify` on the transaction's connection.
+   * Under fleet scope this writes the outbox row on the transaction's connection.
    */
   readonly stage: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void, StoreUnavailable>
   /**
@@ -251,7 +251,7 @@ export const finishedIn = (snapshot: Snapshot, xid: bigint) =>
 /**
  * Fleet change scope on PostgreSQL: each transaction's changes are written as one outbox row,
  * stamped with the writing transaction's id (`pg_current_xact_id()`), and announced with
- * `pg_notify` on the transaction's connection, so the announcement is delivered only if it commits.
+ * `pg_notify` after commit (coalesced; announcements only wake the readers up).
  *
  * Every replica LISTENs and reads what committed since its last read: the rows whose transaction
  * was not yet visible in the snapshot of that read. Outbox ids are taken at insert, not at commit,
@@ -392,17 +392,27 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
         yield* pg`DELETE FROM _fw_change_outbox WHERE created_at < ${now - retainMs}`
       }).pipe(Effect.ignore, Effect.repeat(Schedule.spaced(Math.max(1_000, retainMs / 4))), Effect.forkScoped)
 
+      // The announcement is sent after commit, outside the transaction, coalesced: PostgreSQL
+      // serialises the commits of transactions that NOTIFY (a database-wide lock held through the
+      // commit's WAL flush), which capped the fleet at one commit per flush. A replica that dies
+      // between its commit and the announcement is covered by the others' periodic reads.
+      const announce = yield* Queue.sliding<void>(1)
+      yield* Effect.forever(Effect.zipRight(
+        Queue.take(announce),
+        pg`SELECT pg_notify(${fleetChannel}, ${origin})`.pipe(
+          Effect.catchAll((error) => Effect.logWarning("fleet change announcement failed; the others' reads cover it", error))
+        )
+      )).pipe(Effect.forkScoped)
+
       return ChangeTap.of({
         scope: "fleet",
         stage: (changes) =>
           Effect.gen(function*() {
             const now = yield* Clock.currentTimeMillis
-            // One round trip: the outbox row and its announcement.
-            yield* pg`WITH o AS (INSERT INTO _fw_change_outbox (origin, changes, created_at)
-              VALUES (${origin}, ${JSON.stringify(changes)}, ${now}) RETURNING id)
-              SELECT pg_notify(${fleetChannel}, ${origin}) FROM o`
+            yield* pg`INSERT INTO _fw_change_outbox (origin, changes, created_at) VALUES (${origin}, ${JSON.stringify(changes)}, ${now})`
           }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
-        ...delivery
+        ...delivery,
+        publish: (changes) => Effect.zipRight(delivery.publish(changes), Queue.offer(announce, undefined))
       })
     })
   )

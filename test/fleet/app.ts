@@ -4,7 +4,8 @@
  * every change event it receives and shows them on `GET /_events`. Prints `PORT <n>` once ready.
  *
  * Environment: `DATABASE_URL` (required); `FW_REPLICA` names its connections (`application_name`); `FW_SLOW_LISTENER_MS` adds a listener that takes that
- * long per event (it must delay neither the callers nor the other listeners).
+ * long per event (it must delay neither the callers nor the other listeners); `FW_HISTORY=off`
+ * serves the app without row history.
  */
 import { FetchHttpClient, HttpLayerRouter, HttpServer, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
@@ -47,12 +48,14 @@ const bearer: AuthStrategy.AuthStrategy = {
 
 /** The app: the same definition in every replica and in the harness's clients. */
 export const app = defineApp({ tables: [Docs], procedures: [create, retitle], auth: [bearer], plugins: [rowHistoryPlugin()] })
+/** The same app without row history (`FW_HISTORY=off`, for the benchmark's peer). */
+const appWithoutHistory = defineApp({ tables: [Docs], procedures: [create, retitle], auth: [bearer] })
 
 const main = () => {
   const url = process.env.DATABASE_URL
   if (url === undefined) throw new Error("DATABASE_URL is required")
   const slowMs = Number(process.env.FW_SLOW_LISTENER_MS ?? 0)
-  const received: Array<{ readonly id: string; readonly title: unknown; readonly remote: boolean }> = []
+  const received: Array<{ readonly id: string; readonly title: unknown; readonly remote: boolean; readonly at: number; readonly receivedAt: number }> = []
   const events = HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
       const tap = yield* ChangeTap.ChangeTap
@@ -60,7 +63,8 @@ const main = () => {
         name: "harness",
         onEvent: (event) =>
           Effect.sync(() => {
-            if (event.table === "docs") received.push({ id: event.id, title: event.after?.title ?? null, remote: event.remote === true })
+            if (event.table !== "docs") return
+            received.push({ id: event.id, title: event.after?.title ?? null, remote: event.remote === true, at: event.at, receivedAt: Date.now() })
           })
       })
       if (slowMs > 0) yield* tap.subscribe({ name: "slow", onEvent: () => Effect.sleep(slowMs) })
@@ -68,7 +72,7 @@ const main = () => {
     })
   )
   const Main = Layer.mergeAll(
-    Server.layer(app, { routes: events }),
+    Server.layer(process.env.FW_HISTORY === "off" ? appWithoutHistory : app, { routes: events }),
     Layer.effectDiscard(Effect.map(HttpServer.HttpServer, (server) => {
       if (server.address._tag === "TcpAddress") console.log(`PORT ${server.address.port}`)
     }))
