@@ -208,8 +208,7 @@ const stageVersions = (options: Options, changes: ReadonlyArray<Change>): Effect
 
 /**
  * `batched` mode: records committed changes after the fact, many per statement. The newest
- * version of recently recorded rows is remembered; the others are looked up one indexed query
- * each. A concurrent recorder (another replica recording the same row) makes the insert collide;
+ * version of recently recorded rows is remembered; the others are looked up as `headsOf` does. A concurrent recorder (another replica recording the same row) makes the insert collide;
  * the recorder forgets, re-reads and retries.
  */
 const makeRecorder = (options: Options) => {
@@ -221,11 +220,12 @@ const makeRecorder = (options: Options) => {
     Effect.gen(function*() {
       let known = remembered.get(store)
       if (known === undefined) remembered.set(store, known = new Map())
-      const heads = new Map<string, Head | undefined>()
+      const unknown = events.filter((event) => !known.has(keyOf(event.table, event.id)))
+      // Rows not remembered are looked up together (see `headsOf`).
+      const heads = unknown.length === 0 ? new Map<string, Head | undefined>() : yield* headsOf(store, unknown)
       for (const event of events) {
         const key = keyOf(event.table, event.id)
-        if (heads.has(key)) continue
-        heads.set(key, known.has(key) ? known.get(key) : yield* newestOf(store, event.table, event.id))
+        if (!heads.has(key)) heads.set(key, known.get(key))
       }
       const records = recordsOf(options, events, heads)
       yield* writeRecords(store, records).pipe(Effect.tapError(() => Effect.sync(() => known.clear())))
