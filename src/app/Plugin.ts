@@ -137,6 +137,11 @@ export interface Plugin {
   readonly layer?: Layer.Layer<never, unknown, Services | Scope.Scope>
   /** Called for every committed change; requires `store:changes:read`. */
   readonly onChangeEvent?: (event: ChangeEvent) => Effect.Effect<void, unknown, Services>
+  /**
+   * `onChangeEvent` runs on the writer's fiber before the write returns (see `ChangeTap.Listener`
+   * `inline`): only for cheap bookkeeping that callers read right after their write.
+   */
+  readonly inlineChangeEvents?: boolean
   /** Declares the listener durable (see `ChangeTap.Listener`): how to record a failed delivery. */
   readonly recordChangeFailure?: (event: ChangeEvent, cause: Cause.Cause<unknown>) => Effect.Effect<void, unknown, Services>
   /**

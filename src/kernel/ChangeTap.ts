@@ -33,6 +33,13 @@ export interface Listener {
    * produced the event has committed and already answered success.
    * An ordinary listener's failure is logged and the event skipped.
    */
+  /**
+   * Handled on the writer's fiber, after commit and before the write returns, instead of on the
+   * listener's own fiber: for cheap in-memory bookkeeping that callers read right after their write
+   * (counters). Its failure is logged and skipped (never retried, never failing the write); a slow
+   * inline listener delays its writers. Concurrent writers' events may reach it interleaved.
+   */
+  readonly inline?: boolean
   readonly durable?: {
     readonly recordFailure: (event: ChangeEvent, cause: Cause.Cause<unknown>) => Effect.Effect<void, unknown>
   }
@@ -149,8 +156,20 @@ export const makeDelivery = Effect.gen(function*() {
       }
     })
 
+  const inline: Array<Listener> = []
+  const handleInline = (events: ReadonlyArray<ChangeEvent>) =>
+    inline.length === 0 ? Effect.void : Effect.forEach(events, (event) =>
+      Effect.forEach(inline, (listener) => handle({ name: listener.name, onEvent: listener.onEvent }, event), { discard: true }), {
+      discard: true
+    })
+
   const subscribe = (listener: Listener) =>
-    Effect.gen(function*() {
+    listener.inline === true
+      ? Effect.acquireRelease(
+        Effect.sync(() => void inline.push(listener)),
+        () => Effect.sync(() => void inline.splice(inline.indexOf(listener), 1))
+      )
+      : Effect.gen(function*() {
       const queue = yield* Queue.unbounded<ChangeEvent>()
       const outstanding = new Outstanding()
       const done = Effect.sync(() => {
@@ -188,7 +207,7 @@ export const makeDelivery = Effect.gen(function*() {
         }
         return events
       }),
-      (events) => PubSub.publishAll(hub, events)
+      (events) => Effect.zipRight(PubSub.publishAll(hub, events), handleInline(events))
     ).pipe(Effect.asVoid)
 
   const addStager = (stager: Stager) =>

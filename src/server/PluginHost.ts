@@ -53,6 +53,7 @@ export const start = (plugin: Plugin.Plugin) =>
       yield* tap.subscribe({
         name: plugin.name,
         onEvent: (event) => Effect.provide(onChangeEvent(event), narrowed),
+        ...(plugin.inlineChangeEvents === true ? { inline: true } : {}),
         ...(recordFailure
           ? { durable: { recordFailure: (event, cause) => Effect.provide(recordFailure(event, cause), narrowed) } }
           : {})
