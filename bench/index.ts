@@ -6,6 +6,7 @@ import * as Jwt from "./auth/jwt.js"
 import * as FlagsDistribution from "./flags/distribution.js"
 import * as FlagsEvaluate from "./flags/evaluate.js"
 import * as FlagsGated from "./flags/gated.js"
+import * as Fleet from "./fleet/fleet.js"
 import * as History from "./history.js"
 import * as Rest from "./http/rest.js"
 import * as RestInProcess from "./http/restInProcess.js"
@@ -25,6 +26,7 @@ await Rest.run()
 await RestInProcess.run()
 await Sse.run()
 await History.run()
+await Fleet.run()
 await Jwt.run()
 await SamlAcs.run()
 await SamlLimits.run()

@@ -53,6 +53,9 @@ const discardingTap = Layer.succeed(ChangeTap.ChangeTap, {
   stage: () => Effect.void,
   publish: () => Effect.void,
   subscribe: () => Effect.void,
+  addStager: () => Effect.void,
+  stagers: () => [],
+  settled: Effect.void,
   events: Effect.acquireRelease(Queue.unbounded<never>(), Queue.shutdown)
 })
 

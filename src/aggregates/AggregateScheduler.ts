@@ -281,11 +281,13 @@ const make = (
         yield* storage.ensure(name)
         if (entry.shape !== undefined) {
           const shape = entry.shape
-          if (tap.beforeCommit === undefined) return yield* Effect.dieMessage("the ChangeTap in use has no before-commit hooks")
-          yield* tap.beforeCommit({
+          // Applied inside the writing transaction, so a delta commits exactly once with its write.
+          yield* tap.addStager({
             name: `aggregate:${name}`,
-            tables: new Set([shape.table.name]),
-            run: (changes) => Incremental.applyChanges(storage, shape, backend.rescan, changes)
+            stage: (changes) => {
+              const mine = changes.filter((change) => change.table === shape.table.name)
+              return mine.length === 0 ? Effect.void : Incremental.applyChanges(storage, shape, backend.rescan, mine)
+            }
           })
         }
         const meta = yield* storage.meta(name)

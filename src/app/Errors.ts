@@ -58,6 +58,7 @@ export const ProcedureError = Schema.Union(
   StoreErrors.UnknownField,
   StoreErrors.StoreUnavailable,
   StoreErrors.ChangeDeliveryFailed,
+  StoreErrors.CommitUnknown,
   StoreErrors.StoreWriteDenied
 )
 /** @see ProcedureError */
@@ -100,6 +101,7 @@ export const statusOf = (error: ProcedureError): number => {
       return 503
     case "InternalError":
     case "ChangeDeliveryFailed":
+    case "CommitUnknown":
       return 500
   }
 }

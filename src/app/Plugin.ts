@@ -10,6 +10,8 @@ import { HttpServerRequest } from "@effect/platform"
 import type { Cause, Layer, Queue, Scope } from "effect"
 import { Context, Effect, Schema } from "effect"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
+import type { PendingChange } from "../kernel/ChangeTap.js"
+import type { StoreError } from "../kernel/Errors.js"
 import type { Store } from "../kernel/Store.js"
 import type { CurrentSubject } from "../kernel/Subject.js"
 import type * as Table from "../kernel/Table.js"
@@ -135,8 +137,19 @@ export interface Plugin {
   readonly layer?: Layer.Layer<never, unknown, Services | Scope.Scope>
   /** Called for every committed change; requires `store:changes:read`. */
   readonly onChangeEvent?: (event: ChangeEvent) => Effect.Effect<void, unknown, Services>
+  /**
+   * `onChangeEvent` runs on the writer's fiber before the write returns (see `ChangeTap.Listener`
+   * `inline`): only for cheap bookkeeping that callers read right after their write.
+   */
+  readonly inlineChangeEvents?: boolean
   /** Declares the listener durable (see `ChangeTap.Listener`): how to record a failed delivery. */
   readonly recordChangeFailure?: (event: ChangeEvent, cause: Cause.Cause<unknown>) => Effect.Effect<void, unknown, Services>
+  /**
+   * Called inside every writing transaction, just before commit, with its changes (see
+   * `ChangeTap.Stager`): its store writes commit atomically with the write, and a failure rolls
+   * the write back. Requires `store:changes:read` and `store:write`.
+   */
+  readonly onStage?: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void, StoreError, Services>
   readonly routes?: ReadonlyArray<Route>
   /** Mounted under `/_fw/inspect/plugins/<name>`; GET needs `inspect:read`, other methods `inspect:write`. */
   readonly inspectRoutes?: ReadonlyArray<Route>

@@ -2,14 +2,16 @@
  * Row history (spec 2.12): a full snapshot of every committed insert, update and delete, read back
  * as all versions of a row or as the row at a past instant.
  *
- * Versions are numbered from 1 per row, gapless, in the order changes are delivered (commit order
- * within a process). Under fleet scope only the writing replica records a change. The listener is
- * durable: if a version cannot be recorded, the write that produced it fails loudly
- * (`ChangeDeliveryFailed`), its data committed but its caller told.
+ * Versions are numbered from 1 per row, gapless. In `sync` mode (the default) a version is
+ * assigned and written inside the writing transaction, under the row's lock: versions follow
+ * commit order across every replica, and a write commits with its version or not at all. In
+ * `batched` mode versions are recorded after commit by the writing replica, in its commit order.
  */
 import { Chunk, Clock, Effect, Layer, Queue, Schedule, Stream, SubscriptionRef } from "effect"
 import * as Plugin from "../app/Plugin.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
+import { ChangeTap } from "../kernel/ChangeTap.js"
+import type { PendingChange } from "../kernel/ChangeTap.js"
 import type { StoreError } from "../kernel/Errors.js"
 import type { StoreShape } from "../kernel/Store.js"
 import { Store } from "../kernel/Store.js"
@@ -95,74 +97,146 @@ export const rowAsOf = (
     return latest === undefined || latest.op === "delete" ? null : latest.data
   }))
 
+type Change = Pick<ChangeEvent, "table" | "op" | "id" | "tenantId" | "after" | "at" | "provenance">
+type VersionRecord = typeof RowHistory.schema.Type
+/** A row's newest recorded version, and when it changed. */
+interface Head {
+  readonly version: number
+  readonly changedAt: number
+}
+
+const keyOf = (table: string, id: string) => `${table}\u0000${id}`
+/** Rows at most looked up one query each; beyond, the rows inserted are looked up together. */
+const separateLookUps = 8
+
+/** The newest version of a row (`undefined`: none), one indexed query. */
+const newestOf = (store: StoreShape, table: string, id: string) =>
+  Effect.map(
+    store.find(RowHistory, { where: { tableName: table, rowId: id }, orderBy: "version", direction: "desc", limit: 1 }),
+    (records): Head | undefined => records[0]
+  )
+
 /**
- * Records changes as their rows' next versions. The last version of recently changed rows is
- * remembered; the others are looked up with one query per table. A concurrent recorder (another
- * replica) makes the insert collide on a version id; the recorder then forgets, re-reads and retries.
+ * The newest version of every row `changes` touch, reading no more than that: one query per row,
+ * except for many rows inserted at once. A row can only be inserted while absent, so its newest
+ * version, if any, is a delete: those rows are looked up in one query over their deletes, checked
+ * with one query over the ids their next versions would take (history that missed a delete would
+ * collide there), and only a colliding row is looked up on its own.
+ */
+const headsOf = (store: StoreShape, changes: ReadonlyArray<Change>) =>
+  Effect.gen(function*() {
+    const heads = new Map<string, Head | undefined>()
+    const inserted = new Map<string, Set<string>>()
+    const separate: Array<Change> = []
+    for (const change of changes) {
+      const key = keyOf(change.table, change.id)
+      if (heads.has(key)) continue
+      heads.set(key, undefined)
+      if (change.op === "insert") {
+        if (!inserted.has(change.table)) inserted.set(change.table, new Set())
+        inserted.get(change.table)!.add(change.id)
+      } else {
+        separate.push(change)
+      }
+    }
+    const insertedCount = [...inserted.values()].reduce((n, ids) => n + ids.size, 0)
+    if (separate.length + insertedCount <= separateLookUps) {
+      for (const key of heads.keys()) {
+        const [table, id] = key.split("\u0000") as [string, string]
+        heads.set(key, yield* newestOf(store, table, id))
+      }
+      return heads
+    }
+    for (const change of separate) heads.set(keyOf(change.table, change.id), yield* newestOf(store, change.table, change.id))
+    for (const [table, ids] of inserted) {
+      const deletes = yield* store.find(RowHistory, { where: { tableName: table, rowId: { in: [...ids] }, op: "delete" } })
+      for (const record of deletes) {
+        const key = keyOf(table, record.rowId)
+        const head = heads.get(key)
+        if (head === undefined || head.version < record.version) heads.set(key, record)
+      }
+      const next = [...ids].map((id) => versionId(table, id, (heads.get(keyOf(table, id))?.version ?? 0) + 1))
+      const taken = yield* store.find(RowHistory, { where: { id: { in: next } } })
+      for (const record of taken) heads.set(keyOf(table, record.rowId), yield* newestOf(store, table, record.rowId))
+    }
+    return heads
+  })
+
+/** The records of `changes` as the next versions after `heads` (updated as it goes). */
+const recordsOf = (options: Options, changes: ReadonlyArray<Change>, heads: Map<string, Head | undefined>): Array<VersionRecord> =>
+  changes.map((change) => {
+    const key = keyOf(change.table, change.id)
+    const head = heads.get(key)
+    const version = (head?.version ?? 0) + 1
+    // Versions order by number; their times never run backwards (replicas' clocks may differ).
+    const changedAt = Math.max(change.at, head?.changedAt ?? change.at)
+    heads.set(key, { version, changedAt })
+    const excluded = options.excludeColumns?.[change.table] ?? []
+    return {
+      id: versionId(change.table, change.id, version),
+      tableName: change.table,
+      rowId: change.id,
+      version,
+      op: change.op,
+      data: change.after === null
+        ? null
+        : Object.fromEntries(Object.entries(change.after).filter(([column]) => !excluded.includes(column))),
+      changedAt,
+      tenantId: change.tenantId,
+      traceId: change.provenance.traceId,
+      subjectId: change.provenance.subjectId,
+      procedure: change.provenance.procedure
+    }
+  })
+
+const writeRecords = (store: StoreShape, records: ReadonlyArray<VersionRecord>): Effect.Effect<unknown, StoreError> =>
+  records.length === 1 ? store.insert(RowHistory, records[0]!) : store.insertMany(RowHistory, records)
+
+/**
+ * `sync` mode: versions are assigned and written inside the writing transaction, after its
+ * writes, which hold the changed rows' locks until commit: the row's previous writers have
+ * committed their versions, and its next ones wait. Versions are gapless and in commit order
+ * across replicas, and commit (or not) with the write.
+ */
+const stageVersions = (options: Options, changes: ReadonlyArray<Change>): Effect.Effect<void, StoreError, Store> =>
+  Effect.gen(function*() {
+    if (changes.length === 0) return
+    const store = yield* Store
+    const heads = yield* headsOf(store, changes)
+    yield* writeRecords(store, recordsOf(options, changes, heads))
+  })
+
+/**
+ * `batched` mode: records committed changes after the fact, many per statement. The newest
+ * version of recently recorded rows is remembered; the others are looked up as `headsOf` does. A concurrent recorder (another replica recording the same row) makes the insert collide;
+ * the recorder forgets, re-reads and retries.
  */
 const makeRecorder = (options: Options) => {
   // Remembered per store: one plugin value may serve several stores (tests, several apps in a process).
-  const remembered = new WeakMap<StoreShape, Map<string, number>>()
+  const remembered = new WeakMap<StoreShape, Map<string, Head | undefined>>()
   const rememberAtMost = 50_000
-  const keyOf = (table: string, id: string) => `${table}\u0000${id}`
-
-  const lookUp = (store: StoreShape, lastVersions: Map<string, number>, events: ReadonlyArray<ChangeEvent>) =>
-    Effect.gen(function*() {
-      const missing = new Map<string, Set<string>>()
-      for (const event of events) {
-        if (lastVersions.has(keyOf(event.table, event.id))) continue
-        if (!missing.has(event.table)) missing.set(event.table, new Set())
-        missing.get(event.table)!.add(event.id)
-      }
-      for (const [table, ids] of missing) {
-        const found = yield* store.find(RowHistory, { where: { tableName: table, rowId: { in: [...ids] } } })
-        for (const id of ids) lastVersions.set(keyOf(table, id), 0)
-        for (const record of found) {
-          const key = keyOf(table, record.rowId)
-          lastVersions.set(key, Math.max(lastVersions.get(key) ?? 0, record.version))
-        }
-      }
-    })
 
   const attempt = (store: StoreShape, events: ReadonlyArray<ChangeEvent>) =>
     Effect.gen(function*() {
-      let lastVersions = remembered.get(store)
-      if (lastVersions === undefined) remembered.set(store, lastVersions = new Map())
-      yield* lookUp(store, lastVersions, events)
-      const next = new Map<string, number>()
-      const records = events.map((event) => {
+      let known = remembered.get(store)
+      if (known === undefined) remembered.set(store, known = new Map())
+      const unknown = events.filter((event) => !known.has(keyOf(event.table, event.id)))
+      // Rows not remembered are looked up together (see `headsOf`).
+      const heads = unknown.length === 0 ? new Map<string, Head | undefined>() : yield* headsOf(store, unknown)
+      for (const event of events) {
         const key = keyOf(event.table, event.id)
-        const version = (next.get(key) ?? lastVersions.get(key) ?? 0) + 1
-        next.set(key, version)
-        const excluded = options.excludeColumns?.[event.table] ?? []
-        return {
-          id: versionId(event.table, event.id, version),
-          tableName: event.table,
-          rowId: event.id,
-          version,
-          op: event.op,
-          data: event.after === null
-            ? null
-            : Object.fromEntries(Object.entries(event.after).filter(([column]) => !excluded.includes(column))),
-          changedAt: event.at,
-          tenantId: event.tenantId,
-          traceId: event.provenance.traceId,
-          subjectId: event.provenance.subjectId,
-          procedure: event.provenance.procedure
-        }
-      })
-      const write: Effect.Effect<unknown, StoreError> = records.length === 1
-        ? store.insert(RowHistory, records[0]!)
-        : store.insertMany(RowHistory, records)
-      yield* write.pipe(Effect.tapError(() => Effect.sync(() => lastVersions.clear())))
-      if (lastVersions.size + next.size >= rememberAtMost) lastVersions.clear()
-      for (const [key, version] of next) lastVersions.set(key, version)
+        if (!heads.has(key)) heads.set(key, known.get(key))
+      }
+      const records = recordsOf(options, events, heads)
+      yield* writeRecords(store, records).pipe(Effect.tapError(() => Effect.sync(() => known.clear())))
+      if (known.size + heads.size >= rememberAtMost) known.clear()
+      for (const [key, head] of heads) known.set(key, head)
     })
 
   /** Records `events` (in delivery order) in one statement. */
   return (events: ReadonlyArray<ChangeEvent>): Effect.Effect<void, StoreError, Store> =>
     Effect.flatMap(Store, (store) =>
-      attempt(store, events).pipe(Effect.retry({ while: (error) => error._tag === "DuplicateRow", times: 5 })))
+      attempt(store, events).pipe(Effect.retry({ while: (error) => error._tag === "DuplicateRow" })))
 }
 
 /**
@@ -241,8 +315,8 @@ export const sweep = (options: Options) =>
 
 /** The row history plugin, with `drain` to wait for batched recording to catch up. */
 export interface RowHistoryPlugin extends Plugin.Plugin {
-  /** Completes once every change delivered so far is recorded (immediately in `sync` mode). */
-  readonly drain: Effect.Effect<void>
+  /** Completes once every change committed so far is recorded (in `sync` mode: at once). */
+  readonly drain: Effect.Effect<void, never, ChangeTap>
 }
 
 /** The row history plugin. */
@@ -251,12 +325,11 @@ export const rowHistoryPlugin = (options: Options = {}): RowHistoryPlugin => {
     !Table.isFrameworkTable(table) &&
     (options.include === undefined || options.include.includes(table)) &&
     !(options.exclude ?? []).includes(table)
-  const record = makeRecorder(options)
   const batched = options.mode === "batched"
   let batcher: Effect.Effect.Success<ReturnType<typeof makeBatcher>> | undefined
   const retention = options.keepVersions !== undefined || options.maxAgeMs !== undefined
   const background = Layer.scopedDiscard(Effect.gen(function*() {
-    if (batched) batcher = yield* makeBatcher(record, options.batchSize ?? 500)
+    if (batched) batcher = yield* makeBatcher(makeRecorder(options), options.batchSize ?? 500)
     if (retention) {
       yield* sweep(options).pipe(
         Effect.catchAll((error) => Effect.logWarning("row history retention sweep failed", error)),
@@ -271,16 +344,14 @@ export const rowHistoryPlugin = (options: Options = {}): RowHistoryPlugin => {
       name: "history",
       permissions: ["store:write", "store:changes:read"],
       tables: [RowHistory],
-      onChangeEvent: (event) => {
-        if (!recorded(event.table) || event.remote === true) return Effect.void
-        return batcher !== undefined ? batcher.offer(event) : record([event])
-      },
-      recordChangeFailure: (event, cause) =>
-        Effect.logError(`row history lost a version of ${event.table}/${event.id}`, cause).pipe(
-          Effect.zipRight(Effect.fail("row history could not record the change"))
-        ),
+      ...(batched
+        ? {
+          onChangeEvent: (event: ChangeEvent) =>
+            !recorded(event.table) || event.remote === true || batcher === undefined ? Effect.void : batcher.offer(event)
+        }
+        : { onStage: (changes: ReadonlyArray<PendingChange>) => stageVersions(options, changes.filter((change) => recorded(change.table))) }),
       ...(batched || retention ? { layer: background } : {})
     }),
-    drain: Effect.suspend(() => batcher?.drain ?? Effect.void)
+    drain: Effect.flatMap(ChangeTap, (tap) => Effect.zipRight(tap.settled, Effect.suspend(() => batcher?.drain ?? Effect.void)))
   }
 }

@@ -6,10 +6,12 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import type { SqlError } from "@effect/sql/SqlError"
-import type { Queue, Scope } from "effect"
-import { Cause, Clock, Context, Deferred, Effect, Fiber, FiberRef, Layer, PubSub, Ref, Schedule, Stream } from "effect"
+import type { Scope } from "effect"
+import type { Cause } from "effect"
+import { Clock, Context, Deferred, Effect, Exit, Fiber, FiberId, Layer, PubSub, Queue, Ref, Schedule, Stream } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
-import { ChangeDeliveryFailed, StoreUnavailable } from "./Errors.js"
+import { StoreUnavailable } from "./Errors.js"
+import type { StoreError } from "./Errors.js"
 import * as Subject from "./Subject.js"
 
 /** A change recorded inside a transaction, before commit gives it a `seq`. */
@@ -17,19 +19,40 @@ export type PendingChange = Omit<ChangeEvent, "seq">
 
 /** A subscriber of committed changes. */
 export interface Listener {
-  /** Used in logs and in `ChangeDeliveryFailed`. */
+  /** Used in logs. */
   readonly name: string
-  /** Called once per committed change, in commit order. */
+  /**
+   * Called once per committed change, in commit order, on the listener's own fiber: a slow
+   * listener delays neither the others nor the writer.
+   */
   readonly onEvent: (event: ChangeEvent) => Effect.Effect<void, unknown>
   /**
    * A durable listener must not lose events: when `onEvent` fails, `recordFailure` must record it
-   * (for example into a drift ledger). If that fails too, the write that produced the event
-   * fails with `ChangeDeliveryFailed` (its data is committed, but the caller is told loudly).
-   * An ordinary listener's failure is logged and never affects the write.
+   * (for example into a drift ledger). If that fails too, both are retried (backing off to once
+   * every 30 s) until one succeeds; the listener's later events wait, in order. The write that
+   * produced the event has committed and already answered success.
+   * An ordinary listener's failure is logged and the event skipped.
    */
+  /**
+   * Handled on the writer's fiber, after commit and before the write returns, instead of on the
+   * listener's own fiber: for cheap in-memory bookkeeping that callers read right after their write
+   * (counters). Its failure is logged and skipped (never retried, never failing the write); a slow
+   * inline listener delays its writers. Concurrent writers' events may reach it interleaved.
+   */
+  readonly inline?: boolean
   readonly durable?: {
     readonly recordFailure: (event: ChangeEvent, cause: Cause.Cause<unknown>) => Effect.Effect<void, unknown>
   }
+}
+
+/**
+ * Work done inside the writing transaction, after its writes and under their row locks, just
+ * before commit (row history assigns versions here). A failure rolls the write back. Store writes
+ * a stager makes join the transaction and are not change events themselves.
+ */
+export interface Stager {
+  readonly name: string
+  readonly stage: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void, StoreError>
 }
 
 /** The change tap service. */
@@ -37,143 +60,176 @@ export interface ChangeTapShape {
   /** `local`: only the writing process sees its changes; `fleet`: every replica sees every change. */
   readonly scope: "local" | "fleet"
   /**
-   * Called by the store inside the outermost transaction, just before commit. Under fleet
-   * scope this writes the outbox rows and `pg_notify` on the transaction's connection.
+   * Called by the store inside the outermost transaction, just before commit (after the stagers).
+   * Under fleet scope this writes the outbox row on the transaction's connection.
    */
   readonly stage: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void, StoreUnavailable>
   /**
-   * Called by the store after the outermost transaction committed: assigns `seq`, delivers to
-   * every listener in order. Fails only when a durable listener could not record its failure.
+   * Called by the store after the outermost transaction committed: assigns `seq`, hands the
+   * changes to `events` queues and to every listener's own queue, and returns without waiting
+   * for the listeners. Never fails: the write has committed.
    */
-  readonly publish: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void, ChangeDeliveryFailed>
+  readonly publish: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void>
   /** Registers a listener for the lifetime of the scope. */
   readonly subscribe: (listener: Listener) => Effect.Effect<void, never, Scope.Scope>
+  /** Registers a stager for the lifetime of the scope. */
+  readonly addStager: (stager: Stager) => Effect.Effect<void, never, Scope.Scope>
+  /** The stagers registered now, in registration order. */
+  readonly stagers: () => ReadonlyArray<Stager>
   /**
    * A queue of every committed change (local ones and, under fleet scope, other replicas' ones),
    * subscribed immediately so nothing committed after this call is missed; unsubscribed with the scope.
    */
   readonly events: Effect.Effect<Queue.Dequeue<ChangeEvent>, never, Scope.Scope>
-  /**
-   * Registers, for the lifetime of the scope, a hook run inside the writing transaction just
-   * before it commits, with the transaction's changes to `hook.tables` (as the system, on the
-   * transaction's connection). A hook's failure fails (and rolls back) the write. For work that
-   * must commit exactly once with the write, such as incremental aggregates.
-   */
-  readonly beforeCommit?: (hook: BeforeCommitHook) => Effect.Effect<void, never, Scope.Scope>
-  /** True when staging a write to `table` does work (a before-commit hook watches it, or fleet scope). */
-  readonly stagesFor?: (table: string) => boolean
-}
-
-/** A hook run inside the writing transaction before commit (see `ChangeTapShape.beforeCommit`). */
-export interface BeforeCommitHook {
-  /** Used in the error a failing hook gives the write. */
-  readonly name: string
-  /** The tables whose changes the hook receives. */
-  readonly tables: ReadonlySet<string>
-  readonly run: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void, unknown>
+  /** Completes once every listener has handled every change published so far (tests, shutdown). */
+  readonly settled: Effect.Effect<void>
 }
 
 /** The change tap service tag. */
 export class ChangeTap extends Context.Tag("@fw/framework/ChangeTap")<ChangeTap, ChangeTapShape>() {}
 
-/** True while this fiber delivers events (a listener's own writes are queued, not delivered re-entrantly). */
-const delivering = FiberRef.unsafeMake(false)
+/** How long a listener's queue may take to empty when its scope closes. */
+const drainOnCloseMs = 10_000
 
-/** The in-process delivery shared by both layers: ordered, serialised, with listener failure semantics. */
-export const makeDelivery = Effect.gen(function*() {
-  const listeners = yield* Ref.make<ReadonlyArray<Listener>>([])
-  const hub = yield* PubSub.unbounded<ChangeEvent>()
-  const lock = yield* Effect.makeSemaphore(1)
-  const queued: Array<ChangeEvent> = []
-  let seq = 0
-
-  const deliverOne = (event: ChangeEvent) =>
-    Effect.gen(function*() {
-      yield* PubSub.publish(hub, event)
-      const failures: Array<ChangeDeliveryFailed> = []
-      for (const listener of yield* Ref.get(listeners)) {
-        // Listeners are system code: they act across tenants, whoever made the write.
-        const outcome = yield* Effect.exit(Subject.asSystem(listener.onEvent(event)))
-        if (outcome._tag === "Success") continue
-        const cause = outcome.cause
-        yield* Effect.logWarning(`change listener "${listener.name}" failed on ${event.op} ${event.table}/${event.id}`, cause)
-        if (listener.durable === undefined) continue
-        const recorded = yield* Effect.exit(Subject.asSystem(listener.durable.recordFailure(event, cause)))
-        if (recorded._tag === "Failure") {
-          yield* Effect.logError(`durable change listener "${listener.name}" could not record its failure: change lost`, recorded.cause)
-          failures.push(new ChangeDeliveryFailed({ listener: listener.name, message: Cause.pretty(cause).split("\n")[0] ?? "failed" }))
-        }
-      }
-      return failures
-    })
-
-  /** Delivers events (already numbered) in order; listener writes made meanwhile are delivered after them. */
-  const drainQueued = Effect.whileLoop({
-    while: () => queued.length > 0,
-    body: () => deliverOne(queued.shift()!),
-    step: () => undefined
+/** Sleeps on the real timer: a shutdown bound must hold under a test clock too. */
+const realSleep = (ms: number) =>
+  Effect.async<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), ms)
+    return Effect.sync(() => clearTimeout(timer))
   })
 
-  const deliver = (events: ReadonlyArray<ChangeEvent>) =>
-    Effect.flatMap(FiberRef.get(delivering), (nested) => {
-      if (nested) {
-        // A listener's own write: the delivery in progress drains it. A fiber the listener forked
-        // may commit after that delivery ended, so a drainer also waits for the lock.
-        queued.push(...events)
-        return Effect.asVoid(Effect.forkDaemon(lock.withPermits(1)(drainQueued).pipe(Effect.locally(delivering, true))))
+/**
+ * A count of outstanding work, changed synchronously (so a count and the hand-over it counts
+ * happen in one step), with a wait for zero that needs no clock.
+ */
+class Outstanding {
+  private n = 0
+  private waiters: Array<Deferred.Deferred<void>> = []
+  add(k: number) {
+    this.n += k
+  }
+  done(k: number) {
+    this.n -= k
+    if (this.n > 0) return
+    for (const waiter of this.waiters) Deferred.unsafeDone(waiter, Exit.void)
+    this.waiters = []
+  }
+  readonly idle: Effect.Effect<void> = Effect.suspend(() => {
+    if (this.n <= 0) return Effect.void
+    const waiter = Deferred.unsafeMake<void>(FiberId.none)
+    this.waiters.push(waiter)
+    return Deferred.await(waiter)
+  })
+}
+
+/**
+ * The in-process delivery shared by both layers: numbering in commit order, and per listener an
+ * ordered queue with its own fiber and its own retries.
+ */
+export const makeDelivery = Effect.gen(function*() {
+  const hub = yield* PubSub.unbounded<ChangeEvent>()
+  const slots = new Map<Queue.Queue<ChangeEvent>, Outstanding>()
+  const stagers: Array<Stager> = []
+  // Changes handed to listeners and not yet handled, over every listener.
+  const pending = new Outstanding()
+  let seq = 0
+
+  const handle = (listener: Listener, event: ChangeEvent) =>
+    Effect.gen(function*() {
+      const traceId = event.provenance.traceId
+      for (let attempt = 0;; attempt++) {
+        // Listeners are system code: they act across tenants, whoever made the write.
+        const outcome = yield* Effect.exit(Subject.asSystem(listener.onEvent(event)))
+        if (outcome._tag === "Success") return
+        yield* Effect.logWarning(
+          `change listener "${listener.name}" failed on ${event.op} ${event.table}/${event.id} (trace ${traceId})`,
+          outcome.cause
+        )
+        if (listener.durable === undefined) return
+        const recorded = yield* Effect.exit(Subject.asSystem(listener.durable.recordFailure(event, outcome.cause)))
+        if (recorded._tag === "Success") return
+        yield* Effect.logError(
+          `durable change listener "${listener.name}" could not record its failure on ${event.table}/${event.id} (trace ${traceId}); retrying`,
+          recorded.cause
+        )
+        yield* Effect.sleep(Math.min(30_000, 100 * 2 ** Math.min(attempt, 9)))
       }
-      return lock.withPermits(1)(Effect.gen(function*() {
-        const failures: Array<ChangeDeliveryFailed> = []
-        for (const event of events) failures.push(...(yield* deliverOne(event)))
-        yield* drainQueued
-        if (failures.length > 0) return yield* Effect.fail(failures[0]!)
-      })).pipe(Effect.locally(delivering, true))
     })
 
-  const number = (changes: ReadonlyArray<PendingChange>): ReadonlyArray<ChangeEvent> =>
-    changes.map((change) => ({ ...change, seq: ++seq }))
+  const inline: Array<Listener> = []
+  const handleInline = (events: ReadonlyArray<ChangeEvent>) =>
+    inline.length === 0 ? Effect.void : Effect.forEach(events, (event) =>
+      Effect.forEach(inline, (listener) => handle({ name: listener.name, onEvent: listener.onEvent }, event), { discard: true }), {
+      discard: true
+    })
 
   const subscribe = (listener: Listener) =>
-    Effect.acquireRelease(
-      Ref.update(listeners, (all) => [...all, listener]),
-      () => Ref.update(listeners, (all) => all.filter((l) => l !== listener))
-    )
-
-  const hooks: Array<BeforeCommitHook> = []
-  const beforeCommit = (hook: BeforeCommitHook) =>
-    Effect.acquireRelease(
-      Effect.sync(() => void hooks.push(hook)),
-      () => Effect.sync(() => void hooks.splice(hooks.indexOf(hook), 1))
-    )
-  const stagesFor = (table: string) => hooks.some((hook) => hook.tables.has(table))
-  /** Runs the hooks watching any of `changes`, in registration order. */
-  const runHooks = (changes: ReadonlyArray<PendingChange>): Effect.Effect<void, StoreUnavailable> =>
-    hooks.length === 0 ? Effect.void : Effect.forEach([...hooks], (hook) => {
-      const mine = changes.filter((change) => hook.tables.has(change.table))
-      return mine.length === 0 ? Effect.void : Subject.asSystem(hook.run(mine)).pipe(
-        Effect.mapError((error) =>
-          error instanceof StoreUnavailable
-            ? error
-            : new StoreUnavailable({ message: `before-commit hook "${hook.name}": ${error instanceof Error ? error.message : String(error)}` })
-        )
+    listener.inline === true
+      ? Effect.acquireRelease(
+        Effect.sync(() => void inline.push(listener)),
+        () => Effect.sync(() => void inline.splice(inline.indexOf(listener), 1))
       )
-    }, { discard: true })
+      : Effect.gen(function*() {
+      const queue = yield* Queue.unbounded<ChangeEvent>()
+      const outstanding = new Outstanding()
+      const done = Effect.sync(() => {
+        outstanding.done(1)
+        pending.done(1)
+      })
+      const run = Effect.forever(Effect.flatMap(Queue.take(queue), (event) => Effect.ensuring(handle(listener, event), done)))
+      const fiber = yield* Effect.forkDaemon(run)
+      yield* Effect.addFinalizer(() =>
+        Effect.gen(function*() {
+          slots.delete(queue)
+          // What was committed before the scope closed is still handled, for a while.
+          // (Finalizers are uninterruptible: the race's loser must be made interruptible to lose.)
+          yield* Effect.interruptible(Effect.race(outstanding.idle, realSleep(drainOnCloseMs)))
+          yield* Fiber.interrupt(fiber)
+          const left = yield* Queue.takeAll(queue)
+          yield* Effect.sync(() => pending.done(left.length))
+          if (left.length > 0) {
+            yield* Effect.logError(`change listener "${listener.name}" stopped with ${left.length} changes not handled`)
+          }
+        })
+      )
+      slots.set(queue, outstanding)
+    })
 
-  return { deliver, number, subscribe, events: PubSub.subscribe(hub), beforeCommit, stagesFor, runHooks }
+  /** Numbers and hands over in one step, so every queue sees commit order. */
+  const publish = (changes: ReadonlyArray<PendingChange>) =>
+    Effect.flatMap(
+      Effect.sync(() => {
+        const events = changes.map((change): ChangeEvent => ({ ...change, seq: ++seq }))
+        pending.add(events.length * slots.size)
+        for (const [queue, outstanding] of slots) {
+          outstanding.add(events.length)
+          for (const event of events) queue.unsafeOffer(event)
+        }
+        return events
+      }),
+      (events) => Effect.zipRight(PubSub.publishAll(hub, events), handleInline(events))
+    ).pipe(Effect.asVoid)
+
+  const addStager = (stager: Stager) =>
+    Effect.acquireRelease(
+      Effect.sync(() => void stagers.push(stager)),
+      () => Effect.sync(() => void stagers.splice(stagers.indexOf(stager), 1))
+    )
+
+  return {
+    publish,
+    subscribe,
+    addStager,
+    stagers: (): ReadonlyArray<Stager> => stagers,
+    events: PubSub.subscribe(hub),
+    settled: pending.idle
+  }
 })
 
 /** Local change scope: only the writing process sees its changes. */
 export const layerLocal: Layer.Layer<ChangeTap> = Layer.effect(
   ChangeTap,
-  Effect.map(makeDelivery, (delivery): ChangeTapShape => ({
-    scope: "local",
-    stage: delivery.runHooks,
-    publish: (changes) => delivery.deliver(delivery.number(changes)),
-    subscribe: delivery.subscribe,
-    events: delivery.events,
-    beforeCommit: delivery.beforeCommit,
-    stagesFor: delivery.stagesFor
-  }))
+  Effect.map(makeDelivery, (delivery): ChangeTapShape => ({ scope: "local", stage: () => Effect.void, ...delivery }))
 )
 
 /** The PostgreSQL channel fleet scope announces commits on. */
@@ -190,14 +246,38 @@ export interface FleetOptions {
    * that no longer hears it (a PostgreSQL restart, a failover, an idle kill) is replaced.
    */
   readonly listenCheckMs?: number
+  /** Most outbox rows one catch-up read returns (default 500); a longer backlog is read in pages. */
+  readonly readBatch?: number
 }
 
+/** A PostgreSQL snapshot (`xmin:xmax:xip,…`) and whether a transaction id was visible in it. */
+export interface Snapshot {
+  readonly xmin: bigint
+  readonly xmax: bigint
+  readonly inProgress: ReadonlySet<bigint>
+}
+
+/** Parses the text form of `pg_snapshot`. */
+export const parseSnapshot = (text: string): Snapshot => {
+  const [xmin = "0", xmax = "0", xip = ""] = text.split(":")
+  return { xmin: BigInt(xmin), xmax: BigInt(xmax), inProgress: new Set(xip === "" ? [] : xip.split(",").map(BigInt)) }
+}
+
+/** True when `xid` had finished (committed or aborted) when `snapshot` was taken. */
+export const finishedIn = (snapshot: Snapshot, xid: bigint) =>
+  xid < snapshot.xmin || (xid < snapshot.xmax && !snapshot.inProgress.has(xid))
+
 /**
- * Fleet change scope on PostgreSQL: each transaction's changes are written as one outbox row and
- * announced with `pg_notify` on the transaction's connection, so the announcement is delivered only
- * if it commits. Every replica LISTENs, reads outbox rows it has not delivered (catching up after a
- * missed notification) and delivers other replicas' changes to its listeners; its own are delivered
- * locally at publish.
+ * Fleet change scope on PostgreSQL: each transaction's changes are written as one outbox row,
+ * stamped with the writing transaction's id (`pg_current_xact_id()`), and announced with
+ * `pg_notify` after commit (coalesced; announcements only wake the readers up).
+ *
+ * Every replica LISTENs and reads what committed since its last read: the rows whose transaction
+ * was not yet visible in the snapshot of that read. Outbox ids are taken at insert, not at commit,
+ * so an id watermark would skip a transaction that stalls between its insert and its commit;
+ * snapshot visibility does not. A replica's first snapshot is taken as it starts: it receives
+ * every change that commits after that, including those of transactions already under way.
+ * Other replicas' changes are delivered to the local listeners; its own are delivered at publish.
  */
 export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, SqlError, PgClient.PgClient> =>
   Layer.scoped(
@@ -206,35 +286,78 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
       const pg = yield* PgClient.PgClient
       const delivery = yield* makeDelivery
       const origin = crypto.randomUUID()
+      const readBatch = Math.max(1, options.readBatch ?? 500)
       yield* pg`CREATE TABLE IF NOT EXISTS _fw_change_outbox (
-        id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL, created_at BIGINT NOT NULL)`
-      const start = yield* pg<{ readonly max: string | null }>`SELECT MAX(id)::text AS max FROM _fw_change_outbox`
-      let watermark = Number(start[0]?.max ?? 0)
-      // What was committed before this replica started is not news to it (its re-read window
-      // would otherwise replay the last rows written before start-up).
-      const floor = watermark
-      const delivered = new Set<number>()
-      const catchUpLock = yield* Effect.makeSemaphore(1)
+        id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL, created_at BIGINT NOT NULL,
+        xid XID8 NOT NULL DEFAULT pg_current_xact_id())`
+      // Outboxes created before the transaction id was recorded gain it (old rows: the ALTER's id).
+      // Checked first: ALTER and CREATE INDEX lock the table even when there is nothing to do,
+      // and would wait for every transaction writing to it (a replica starting mid-commit).
+      const [shape] = yield* pg<{ readonly xid: boolean; readonly indexed: boolean }>`SELECT
+        EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = '_fw_change_outbox' AND column_name = 'xid'
+          AND table_schema = current_schema()) AS xid,
+        EXISTS (SELECT 1 FROM pg_indexes WHERE indexname = '_fw_change_outbox_xid' AND schemaname = current_schema()) AS indexed`
+      if (shape?.xid !== true) {
+        yield* pg`ALTER TABLE _fw_change_outbox ADD COLUMN IF NOT EXISTS xid XID8 NOT NULL DEFAULT pg_current_xact_id()`
+      }
+      if (shape?.indexed !== true) yield* pg`CREATE INDEX IF NOT EXISTS _fw_change_outbox_xid ON _fw_change_outbox (xid)`
+      const [first] = yield* pg<{ readonly snap: string }>`SELECT pg_current_snapshot()::text AS snap`
+      // Everything visible in `seen` has been read (or predates this replica).
+      let seen = first!.snap
+      // Rows read that were not visible in `seen` (a page read after it): skipped when read again.
+      const read = new Map<string, bigint>()
 
-      // Ids are assigned at insert, not at commit: re-read a window below the watermark so a
-      // transaction that committed late is still delivered, and skip what was delivered already.
-      const catchUp = catchUpLock.withPermits(1)(Effect.gen(function*() {
-        const rows = yield* pg<{ readonly id: string; readonly origin: string; readonly changes: ReadonlyArray<PendingChange> }>`
-          SELECT id::text AS id, origin, changes FROM _fw_change_outbox WHERE id > ${Math.max(0, watermark - 100)} ORDER BY id`
-        for (const row of rows) {
-          const id = Number(row.id)
-          if (id <= floor || delivered.has(id)) continue
-          delivered.add(id)
-          watermark = Math.max(watermark, id)
-          if (row.origin !== origin) {
-            yield* Effect.ignore(delivery.deliver(delivery.number(row.changes.map((change) => ({ ...change, remote: true })))))
+      type Row = {
+        readonly snap: string
+        readonly id: string | null
+        readonly xid: string | null
+        readonly origin: string | null
+        readonly changes: ReadonlyArray<PendingChange> | null
+      }
+      const page = (after: string) =>
+        pg<Row>`SELECT s.snap, o.id, o.xid, o.origin, o.changes
+          FROM (SELECT pg_current_snapshot()::text AS snap) s
+          LEFT JOIN LATERAL ( -- ordered by the number, not by its text form
+
+            SELECT id::text AS id, xid::text AS xid, origin, changes FROM _fw_change_outbox
+            WHERE xid >= pg_snapshot_xmin(${seen}::pg_snapshot)
+              AND NOT pg_visible_in_snapshot(xid, ${seen}::pg_snapshot)
+              AND id > ${after}::bigint
+            ORDER BY _fw_change_outbox.id LIMIT ${readBatch}
+          ) o ON true`
+
+      const catchUp = Effect.gen(function*() {
+
+        let after = "0"
+        let next: string | undefined
+        while (true) {
+          const rows = yield* page(after)
+          next ??= rows[0]!.snap
+          let count = 0
+          for (const row of rows) {
+            if (row.id === null) continue
+            count++
+            after = row.id
+            if (read.has(row.id)) continue
+            read.set(row.id, BigInt(row.xid!))
+            if (row.origin !== origin) {
+              yield* delivery.publish(row.changes!.map((change) => ({ ...change, remote: true })))
+            }
           }
+          if (count < readBatch) break
         }
-        for (const id of delivered) if (id < watermark - 1000) delivered.delete(id)
-      })).pipe(Effect.catchAll((error) => Effect.logWarning("fleet change catch-up failed", error)))
+        // The next read starts from the first page's snapshot: rows of later pages that committed
+        // after it are read again, and skipped; once visible in `seen` they can no longer come back.
+        seen = next
+        const snapshot = parseSnapshot(seen)
+        for (const [id, xid] of read) if (finishedIn(snapshot, xid)) read.delete(id)
+      }).pipe(Effect.catchAll((error) => Effect.logWarning("fleet change catch-up failed", error)))
 
-      // LISTEN starts when the stream runs: the layer is ready only once its own ping came back,
-      // so no commit after construction can slip between start-up and LISTEN.
+      // Notifications only wake the reader; many arriving during one read cost one more read.
+      const wake = yield* Queue.sliding<void>(1)
+      yield* Effect.forever(Effect.zipRight(Queue.take(wake), catchUp)).pipe(Effect.forkScoped)
+
+      // LISTEN starts when the stream runs: the layer is ready only once its own ping came back.
       const listening = yield* Deferred.make<void>()
       const ping = `ready:${origin}`
       const heartbeat = `alive:${origin}`
@@ -248,33 +371,39 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
             // Our own commits, and other replicas' pings, announce nothing to read.
             : from === origin || from.startsWith("ready:") || from.startsWith("alive:")
             ? Effect.void
-            : catchUp
+            : Queue.offer(wake, undefined)
         ),
         Effect.catchAll((error) => Effect.logError("fleet change listener stopped", error))
       )
       const listener = yield* Ref.make(yield* Effect.forkScoped(listen))
       // The pg driver swallows the LISTEN connection's errors, so a dead connection looks like a
       // quiet one: ping it, and replace it (then catch up) when the ping does not come back.
-      const checkListener = Effect.gen(function*() {
+      const hears = Effect.gen(function*() {
         const before = yield* Ref.get(heard)
         yield* pg`SELECT pg_notify(${fleetChannel}, ${heartbeat})`
-        const answered = yield* Ref.get(heard).pipe(
-          Effect.repeat({ until: (n) => n > before, schedule: Schedule.spaced("50 millis") }),
+        return yield* Ref.get(heard).pipe(
+          Effect.repeat({ until: (n) => n > before, schedule: Schedule.spaced("20 millis") }),
           Effect.timeout("2 seconds"),
           Effect.isSuccess
         )
-        if (answered) return
+      })
+      const checkListener = Effect.gen(function*() {
+        if (yield* hears) return
         yield* Effect.logWarning("fleet change listener went deaf; reconnecting")
         yield* Effect.flatMap(Ref.get(listener), (fiber) => Fiber.interrupt(fiber).pipe(Effect.ignore))
         yield* Ref.set(listener, yield* Effect.forkScoped(listen))
-        yield* catchUp
+        // Read what was announced while deaf once the new connection listens (it may take a few tries).
+        yield* hears.pipe(Effect.repeat({ until: (ok) => ok, times: 5 }))
+        yield* Queue.offer(wake, undefined)
       }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("fleet change listener check failed", cause)))
       yield* pg`SELECT pg_notify(${fleetChannel}, ${ping})`.pipe(
         Effect.zipRight(Deferred.await(listening).pipe(Effect.timeout("100 millis"))),
         Effect.retry({ times: 50 }),
         Effect.catchAll((error) => Effect.logWarning("fleet change listener not confirmed; catch-up polling covers it", error))
       )
-      yield* catchUp.pipe(Effect.repeat(Schedule.spaced(options.pollMs ?? 5_000)), Effect.forkScoped)
+      // A commit between the first snapshot and LISTEN announced itself to no one: read now.
+      yield* Queue.offer(wake, undefined)
+      yield* Queue.offer(wake, undefined).pipe(Effect.repeat(Schedule.spaced(options.pollMs ?? 5_000)), Effect.forkScoped)
       yield* Effect.delay(checkListener, options.listenCheckMs ?? 10_000).pipe(Effect.forever, Effect.forkScoped)
       const retainMs = options.retainMs ?? 3_600_000
       yield* Effect.gen(function*() {
@@ -282,25 +411,27 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
         yield* pg`DELETE FROM _fw_change_outbox WHERE created_at < ${now - retainMs}`
       }).pipe(Effect.ignore, Effect.repeat(Schedule.spaced(Math.max(1_000, retainMs / 4))), Effect.forkScoped)
 
+      // The announcement is sent after commit, outside the transaction, coalesced: PostgreSQL
+      // serialises the commits of transactions that NOTIFY (a database-wide lock held through the
+      // commit's WAL flush), which capped the fleet at one commit per flush. A replica that dies
+      // between its commit and the announcement is covered by the others' periodic reads.
+      const announce = yield* Queue.sliding<void>(1)
+      yield* Effect.forever(Effect.zipRight(
+        Queue.take(announce),
+        pg`SELECT pg_notify(${fleetChannel}, ${origin})`.pipe(
+          Effect.catchAll((error) => Effect.logWarning("fleet change announcement failed; the others' reads cover it", error))
+        )
+      )).pipe(Effect.forkScoped)
+
       return ChangeTap.of({
         scope: "fleet",
         stage: (changes) =>
           Effect.gen(function*() {
             const now = yield* Clock.currentTimeMillis
-            const [row] = yield* pg<{ readonly id: string }>`INSERT INTO _fw_change_outbox (origin, changes, created_at)
-              VALUES (${origin}, ${JSON.stringify(changes)}, ${now}) RETURNING id::text AS id`
-            // Own changes are delivered at publish; the row is marked so catch-up skips it.
-            if (row !== undefined) delivered.add(Number(row.id))
-            yield* pg`SELECT pg_notify(${fleetChannel}, ${origin})`
-          }).pipe(
-            Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` })),
-            Effect.zipRight(delivery.runHooks(changes))
-          ),
-        publish: (changes) => delivery.deliver(delivery.number(changes)),
-        subscribe: delivery.subscribe,
-        events: delivery.events,
-        beforeCommit: delivery.beforeCommit,
-        stagesFor: () => true
+            yield* pg`INSERT INTO _fw_change_outbox (origin, changes, created_at) VALUES (${origin}, ${JSON.stringify(changes)}, ${now})`
+          }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
+        ...delivery,
+        publish: (changes) => Effect.zipRight(delivery.publish(changes), Queue.offer(announce, undefined))
       })
     })
   )

@@ -4,7 +4,7 @@
  * `StoreRuntime`, so every tier behaves the same.
  */
 import type { Effect, Option } from "effect"
-import type { DuplicateRow, StoreUnavailable } from "./Errors.js"
+import type { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type * as Table from "./Table.js"
 
 /** A row in its encoded form: what the table schema's `encode` produces. */
@@ -67,6 +67,9 @@ export interface Driver {
   readonly find: (table: Table.Any, query: Query) => Effect.Effect<ReadonlyArray<Encoded>, StoreUnavailable>
   readonly count: (table: Table.Any, where: ReadonlyArray<Clause>) => Effect.Effect<number, StoreUnavailable>
   readonly page: (table: Table.Any, page: Page) => Effect.Effect<ReadonlyArray<Encoded>, StoreUnavailable>
-  /** Runs `effect` in a transaction; nested calls are savepoints. */
-  readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable, R>
+  /**
+   * Runs `effect` in a transaction; nested calls are savepoints. `CommitUnknown` when the
+   * connection failed during COMMIT (the outcome is unknown).
+   */
+  readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable | CommitUnknown, R>
 }

@@ -50,7 +50,19 @@ export class UnknownField extends Schema.TaggedError<UnknownField>()("UnknownFie
   }
 }
 
-/** A listener declared durable failed and could not record its failure: the write is reported as failed. */
+/**
+ * The connection to the database failed while the write's COMMIT was under way: the write may or
+ * may not have committed, and nothing tells which. Unlike `StoreUnavailable` (nothing was written),
+ * a caller must not assume the write is absent: read back, or retry only an idempotent write.
+ */
+export class CommitUnknown extends Schema.TaggedError<CommitUnknown>()("CommitUnknown", {
+  message: Schema.String
+}) {}
+
+/**
+ * Retired: the store no longer produces it (a committed write answers success; a listener that
+ * fails is retried on its own). Kept so that clients decoding answers of older servers know the tag.
+ */
 export class ChangeDeliveryFailed extends Schema.TaggedError<ChangeDeliveryFailed>()("ChangeDeliveryFailed", {
   listener: Schema.String,
   message: Schema.String
@@ -74,5 +86,5 @@ export type StoreError =
   | TenantViolation
   | RowInvalid
   | UnknownField
-  | ChangeDeliveryFailed
+  | CommitUnknown
   | StoreWriteDenied

@@ -9,7 +9,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, Predicate } from "effect"
 import * as Columns from "./Columns.js"
 import type * as Driver from "./Driver.js"
-import { DuplicateRow, StoreUnavailable } from "./Errors.js"
+import { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type * as Table from "./Table.js"
 
 const causeCode = (error: SqlError): string | undefined => {
@@ -43,6 +43,19 @@ const repeatedId = (rows: ReadonlyArray<Driver.Encoded>): string | undefined => 
 export const unavailable = (error: SqlError): StoreUnavailable => {
   const code = causeCode(error)
   return new StoreUnavailable({ message: `database error: ${error.message}${code === undefined ? "" : ` (${code})`}` })
+}
+
+/**
+ * A COMMIT that failed. The server refusing it (a deferred constraint, a serialization failure)
+ * rolled the transaction back: `StoreUnavailable`. A lost connection (no SQLSTATE, or class 08
+ * connection exception, 57 operator intervention, XX internal) leaves the outcome unknown.
+ */
+const commitFailure = (error: SqlError): StoreUnavailable | CommitUnknown => {
+  const code = causeCode(error)
+  const refused = code !== undefined && /^[0-9A-Z]{5}$/.test(code) && !/^(08|57|XX)/.test(code)
+  return refused
+    ? unavailable(error)
+    : new CommitUnknown({ message: `the connection failed during COMMIT: ${error.message}${code === undefined ? "" : ` (${code})`}` })
 }
 
 /** Bind parameters per statement: SQLite allows 32766, PostgreSQL 65535. */
@@ -275,11 +288,22 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
       } ASC LIMIT ${integer(request.limit)}`.pipe(Effect.map(rowsOf(table)), Effect.mapError(unavailable))
     },
     transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      sql.withTransaction(Effect.mapError(effect, (error) => new Inner(error))).pipe(
-        Effect.mapError((error): E | StoreUnavailable => error instanceof Inner ? error.error : unavailable(error)),
-        // @effect/sql turns a failed COMMIT or ROLLBACK (a connection lost mid-transaction) into a defect.
-        Effect.catchSomeDefect((defect) => defect instanceof SqlError ? Option.some(Effect.fail(unavailable(defect))) : Option.none())
-      )
+      Effect.suspend(() => {
+        // Set once the body succeeded: a failure after it is the COMMIT's own.
+        let committing = false
+        const body = Effect.mapError(effect, (error) => new Inner(error)).pipe(Effect.tap(() => {
+          committing = true
+        }))
+        return sql.withTransaction(body).pipe(
+          Effect.mapError((error): E | StoreUnavailable => error instanceof Inner ? error.error : unavailable(error)),
+          // @effect/sql turns a failed COMMIT or ROLLBACK (a connection lost mid-transaction) into a defect.
+          Effect.catchSomeDefect((defect) =>
+            defect instanceof SqlError
+              ? Option.some(Effect.fail(committing ? commitFailure(defect) : unavailable(defect)))
+              : Option.none()
+          )
+        )
+      })
   }
   return driver
 })

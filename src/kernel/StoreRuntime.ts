@@ -14,6 +14,7 @@ import * as Provenance from "./Provenance.js"
 import { noteRead } from "./ReadTracking.js"
 import * as RowCodec from "./RowCodec.js"
 import type { StoreShape } from "./StoreShape.js"
+import * as Subject from "./Subject.js"
 import type * as Table from "./Table.js"
 import * as TenantScope from "./TenantScope.js"
 
@@ -113,7 +114,22 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
   const buffer = FiberRef.unsafeMake<Array<PendingChange> | undefined>(undefined)
 
   const publish = (changes: ReadonlyArray<PendingChange>) => changes.length === 0 ? Effect.void : tap.publish(changes)
-  const stage = (changes: ReadonlyArray<PendingChange>) => changes.length === 0 ? Effect.void : tap.stage(changes)
+  /**
+   * Inside the outermost transaction, just before commit: the stagers (their writes join the
+   * transaction, under the row locks its writes took, and are not change events), then the tap.
+   */
+  const stage = (changes: ReadonlyArray<PendingChange>): Effect.Effect<void, StoreError> => {
+    if (changes.length === 0) return Effect.void
+    const stagers = tap.stagers()
+    if (stagers.length === 0) return tap.stage(changes)
+    return Effect.zipRight(
+      // Stagers are system code, like listeners: they act across tenants, whoever made the write.
+      Subject.asSystem(Effect.forEach(stagers, (stager) => stager.stage(changes), { discard: true })).pipe(
+        Effect.locally(buffer, [])
+      ),
+      tap.stage(changes)
+    )
+  }
 
   const transaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
     Effect.flatMap(FiberRef.get(buffer), (outer) => {
@@ -139,14 +155,13 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
 
   /**
    * A write of one statement. Outside a transaction it needs no BEGIN/COMMIT (every tier runs a
-   * statement atomically) when the tap's staging does nothing (local scope, no before-commit hook
-   * on the table), so stage and publish follow the statement directly; otherwise staging must
-   * commit with the write.
+   * statement atomically) when staging does nothing (local scope, no stagers), so stage and publish
+   * follow the statement directly; under fleet scope or with stagers, staging must commit with the write.
    */
-  const single = <A, E, R>(table: Table.Any, effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
+  const single = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | StoreError, R> =>
     Effect.flatMap(FiberRef.get(buffer), (outer) => {
       if (outer !== undefined) return effect
-      if (tap.scope !== "local" || tap.stagesFor?.(table.name) === true) return transaction(effect)
+      if (tap.scope !== "local" || tap.stagers().length > 0) return transaction(effect)
       const own: Array<PendingChange> = []
       return Effect.uninterruptibleMask((restore) =>
         Effect.tap(restore(Effect.locally(effect, buffer, own)), () => Effect.zipRight(stage(own), publish(own)))
@@ -190,7 +205,7 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
     RowCodec.of(table).encode(row.id === undefined ? { ...row, id: crypto.randomUUID() } : row)
 
   const insert = (table: Table.Any, row: Readonly<Record<string, unknown>>) =>
-    single(table, Effect.gen(function*() {
+    single(Effect.gen(function*() {
       const encoded = yield* encodeNew(table, row)
       yield* TenantScope.checkWrite(table, yield* TenantScope.of(table), encoded)
       yield* driver.insert(table, [encoded])

@@ -176,6 +176,9 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
     ],
     tables: [SearchDrift, SearchStats],
     layer,
+    // Kept on the writer's path (as before per-listener delivery): the search tests read the index
+    // right after a write. Moving it to its own fiber (callers not waiting) is the search area's call.
+    inlineChangeEvents: true,
     onChangeEvent: (event) =>
       indexedTables.has(event.table) ? Effect.flatMap(running, (current) => current.engine.onChange(event)) : Effect.void,
     recordChangeFailure: (event, cause) =>

@@ -22,6 +22,9 @@ export const validate = (plugin: Plugin.Plugin): Effect.Effect<void, Plugin.Plug
   if (plugin.onChangeEvent && !has("store:changes:read")) {
     return invalid(`onChangeEvent needs the permission "store:changes:read"`)
   }
+  if (plugin.onStage && !(has("store:changes:read") && has("store:write"))) {
+    return invalid(`onStage needs the permissions "store:changes:read" and "store:write"`)
+  }
   for (const route of plugin.inspectRoutes ?? []) {
     const needed = route.method === "GET" ? "inspect:read" : "inspect:write"
     if (!has(needed)) return invalid(`inspect route ${route.method} ${route.path} needs the permission "${needed}"`)
@@ -50,10 +53,16 @@ export const start = (plugin: Plugin.Plugin) =>
       yield* tap.subscribe({
         name: plugin.name,
         onEvent: (event) => Effect.provide(onChangeEvent(event), narrowed),
+        ...(plugin.inlineChangeEvents === true ? { inline: true } : {}),
         ...(recordFailure
           ? { durable: { recordFailure: (event, cause) => Effect.provide(recordFailure(event, cause), narrowed) } }
           : {})
       })
+    }
+    const onStage = plugin.onStage
+    if (onStage !== undefined) {
+      const tap = yield* ChangeTap
+      yield* tap.addStager({ name: plugin.name, stage: (changes) => Effect.provide(onStage(changes), narrowed) })
     }
     if (plugin.layer !== undefined) {
       yield* Layer.buildWithScope(plugin.layer.pipe(Layer.provide(Layer.succeedContext(narrowed))), yield* Effect.scope).pipe(

@@ -106,6 +106,8 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
       ],
       tables: [CostEvents, ExpectationState],
       layer: background as Layer.Layer<never, unknown, Plugin.Services | Scope.Scope>,
+      // Counts are read right after the write that moved them: handled before the write returns.
+      inlineChangeEvents: true,
       onChangeEvent: (event) => Effect.flatMap(engineOf, (engine) => engine === undefined ? Effect.void : engine.onChange(event)),
       onLivePush: (push) => Effect.flatMap(engineOf, (engine) => engine === undefined ? Effect.void : engine.onLivePush(push)),
       interceptors: [intercept("query"), intercept("mutation"), intercept("action")],

@@ -1,7 +1,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import pg from "pg"
-import { Deferred, Effect, Exit, Layer, Option, Queue, Redacted, Schema } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer, Option, Queue, Redacted, Schema, TestClock } from "effect"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
@@ -16,6 +16,7 @@ const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
 
 const withListener = (listener: ChangeTap.Listener) =>
   Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.subscribe(listener))
+const settled = Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.settled)
 
 describe("ChangeTap (local)", () => {
   it.scoped("an ordinary listener's failure is logged and never undoes or fails the write", () =>
@@ -36,26 +37,56 @@ describe("ChangeTap (local)", () => {
         durable: { recordFailure: (event) => Effect.sync(() => void recorded.push(event.id)) }
       })
       const row = yield* store.insert(Notes, { text: "x" })
+      yield* settled
       assert.deepStrictEqual(recorded, [row.id])
     }).pipe(Effect.provide(memory)))
 
-  it.scoped("a durable listener that cannot record its failure makes the write fail loudly", () =>
+  it.scoped("a committed write answers success while a durable listener that cannot record is retried until it does", () =>
     Effect.gen(function*() {
       const store = yield* Store.Store
       const others: Array<string> = []
+      let ledgerUp = false
+      const recorded: Array<string> = []
       yield* withListener({
         name: "search",
         onEvent: () => Effect.fail("engine down"),
-        durable: { recordFailure: () => Effect.fail("ledger down") }
+        durable: {
+          recordFailure: (event) => ledgerUp ? Effect.sync(() => void recorded.push(event.id)) : Effect.fail("ledger down")
+        }
       })
       yield* withListener({ name: "other", onEvent: (event) => Effect.sync(() => void others.push(event.id)) })
-      const result = yield* Effect.exit(store.insert(Notes, { id: "n1", text: "x" }))
-      assert.isTrue(Exit.isFailure(result))
-      const error = yield* Effect.flip(store.insert(Notes, { id: "n2", text: "y" }))
-      assert.strictEqual(error._tag, "ChangeDeliveryFailed")
-      // The data is committed and the other listeners still got the events.
+      yield* store.insert(Notes, { id: "n1", text: "x" })
+      yield* store.insert(Notes, { id: "n2", text: "y" })
       assert.strictEqual(yield* store.count(Notes), 2)
+      // The other listener is not held up by the failing one.
+      yield* Effect.iterate(0, { while: () => others.length < 2, body: (n) => Effect.as(Effect.yieldNow(), n + 1) })
       assert.deepStrictEqual(others, ["n1", "n2"])
+      assert.deepStrictEqual(recorded, [])
+      yield* TestClock.adjust("1 second")
+      assert.deepStrictEqual(recorded, [])
+      ledgerUp = true
+      yield* TestClock.adjust("1 minute")
+      yield* settled
+      assert.deepStrictEqual(recorded, ["n1", "n2"])
+    }).pipe(Effect.provide(memory)))
+
+  it.scoped("a slow listener delays neither the writer nor the other listeners", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const release = yield* Deferred.make<void>()
+      const fast = yield* Queue.unbounded<string>()
+      const slow: Array<string> = []
+      yield* withListener({
+        name: "slow",
+        onEvent: (event) => Effect.zipRight(Deferred.await(release), Effect.sync(() => void slow.push(event.id)))
+      })
+      yield* withListener({ name: "fast", onEvent: (event) => Queue.offer(fast, event.id) })
+      for (const id of ["a", "b", "c"]) yield* store.insert(Notes, { id, text: id })
+      assert.deepStrictEqual([yield* Queue.take(fast), yield* Queue.take(fast), yield* Queue.take(fast)], ["a", "b", "c"])
+      assert.deepStrictEqual(slow, [])
+      yield* Deferred.succeed(release, undefined)
+      yield* settled
+      assert.deepStrictEqual(slow, ["a", "b", "c"])
     }).pipe(Effect.provide(memory)))
 
   it.scoped("a listener may write; its own changes are delivered after the current ones", () =>
@@ -71,6 +102,7 @@ describe("ChangeTap (local)", () => {
           })
       })
       yield* store.transaction(Effect.all([store.insert(Notes, { text: "a" }), store.insert(Notes, { text: "b" })]))
+      yield* settled
       assert.deepStrictEqual(seen, ["notes:insert", "notes:insert", "audit:insert", "audit:insert"])
       assert.strictEqual(yield* store.count(Audit), 2)
     }).pipe(Effect.provide(memory)))
@@ -182,6 +214,136 @@ describe.skipIf(Pg.serverUrl === null)("ChangeTap (fleet, PostgreSQL)", () => {
       assert.strictEqual(first.id, "after")
       assert.strictEqual(yield* Queue.size(received), 0)
     }))
+
+  /** A deferred trigger that makes a commit of a note titled "stall" wait for advisory lock 42. */
+  const installStall = (url: string) =>
+    Effect.promise(async () => {
+      const admin = new pg.Client({ connectionString: url })
+      await admin.connect()
+      await admin.query(`CREATE FUNCTION fw_stall() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN IF NEW.text = 'stall' THEN PERFORM pg_advisory_lock(42); PERFORM pg_advisory_unlock(42); END IF; RETURN NULL; END $$`)
+      await admin.query(`CREATE CONSTRAINT TRIGGER fw_stall AFTER INSERT ON notes DEFERRABLE INITIALLY DEFERRED
+        FOR EACH ROW EXECUTE FUNCTION fw_stall()`)
+      await admin.end()
+    })
+
+  /** Holds advisory lock 42 until the scope closes or `release` runs. */
+  const holdLock = (url: string) =>
+    Effect.gen(function*() {
+      const client = new pg.Client({ connectionString: url })
+      yield* Effect.acquireRelease(Effect.promise(() => client.connect()), () => Effect.promise(() => client.end().catch(() => undefined)))
+      yield* Effect.promise(() => client.query("SELECT pg_advisory_lock(42)"))
+      return Effect.promise(() => client.query("SELECT pg_advisory_unlock(42)")).pipe(Effect.asVoid)
+    })
+
+  /** Waits (live) until `writer`'s transaction is blocked inside COMMIT on the advisory lock. */
+  const stalled = (url: string) =>
+    Effect.promise(async () => {
+      const admin = new pg.Client({ connectionString: url })
+      await admin.connect()
+      try {
+        for (let i = 0; i < 500; i++) {
+          const { rows } = await admin.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'`)
+          if (rows.length > 0) return
+          await new Promise((resolve) => setTimeout(resolve, 20))
+        }
+        throw new Error("the commit never stalled")
+      } finally {
+        await admin.end()
+      }
+    })
+
+  const collect = (layer: Context.Context<ChangeTap.ChangeTap>) =>
+    Effect.gen(function*() {
+      const received = yield* Queue.unbounded<ChangeEvent>()
+      yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) =>
+        tap.subscribe({ name: "collect", onEvent: (event) => Queue.offer(received, event) })).pipe(Effect.provide(layer))
+      return received
+    })
+
+  const takeIds = (queue: Queue.Queue<ChangeEvent>, n: number) =>
+    Effect.forEach(Array.from({ length: n }), () => Effect.map(Queue.take(queue), (event) => event.id)).pipe(Effect.timeout("30 seconds"))
+
+  it.scopedLive("a commit stalled between its outbox row and COMMIT while 150 later ones commit is still delivered, once", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const a = yield* Layer.build(replica(url))
+      const b = yield* Layer.build(replica(url))
+      yield* SchemaDiffer.apply([Notes]).pipe(Effect.provide(a))
+      yield* installStall(url)
+      const received = yield* collect(b)
+      const storeA = yield* Effect.provide(Store.Store, a)
+      const release = yield* holdLock(url)
+      const slow = yield* Effect.fork(storeA.insert(Notes, { id: "slow", text: "stall" }))
+      yield* stalled(url)
+      for (let i = 0; i < 150; i++) yield* storeA.insert(Notes, { id: `n${i}`, text: "x" })
+      const first = yield* takeIds(received, 150)
+      assert.strictEqual(new Set(first).size, 150)
+      yield* release
+      yield* Fiber.join(slow)
+      yield* storeA.insert(Notes, { id: "last", text: "x" })
+      const rest = yield* takeIds(received, 2)
+      assert.deepStrictEqual([...rest].sort(), ["last", "slow"])
+      assert.strictEqual(yield* Queue.size(received), 0)
+    }), 120_000)
+
+  it.scopedLive("a replica started while another's commit is stalled receives it once it commits", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const a = yield* Layer.build(replica(url))
+      yield* SchemaDiffer.apply([Notes]).pipe(Effect.provide(a))
+      yield* installStall(url)
+      const storeA = yield* Effect.provide(Store.Store, a)
+      for (let i = 0; i < 10; i++) yield* storeA.insert(Notes, { id: `before${i}`, text: "old" })
+      const release = yield* holdLock(url)
+      const slow = yield* Effect.fork(storeA.insert(Notes, { id: "slow", text: "stall" }))
+      yield* stalled(url)
+      // Later writes commit before B starts: the stalled one's outbox id is below all of theirs.
+      for (let i = 0; i < 10; i++) yield* storeA.insert(Notes, { id: `between${i}`, text: "old" })
+      const b = yield* Layer.build(replica(url))
+      const received = yield* collect(b)
+      yield* storeA.insert(Notes, { id: "during", text: "x" })
+      assert.deepStrictEqual(yield* takeIds(received, 1), ["during"])
+      yield* release
+      yield* Fiber.join(slow)
+      assert.deepStrictEqual(yield* takeIds(received, 1), ["slow"])
+      yield* storeA.insert(Notes, { id: "after", text: "x" })
+      assert.deepStrictEqual(yield* takeIds(received, 1), ["after"])
+      assert.strictEqual(yield* Queue.size(received), 0)
+    }), 60_000)
+
+  it.scopedLive("a backlog larger than one read (as after an outage) is read in pages, each change once, in order", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const a = yield* Layer.build(replica(url))
+      const b = yield* Layer.build(replica(url, { pollMs: 2_000, readBatch: 7 }))
+      yield* SchemaDiffer.apply([Notes]).pipe(Effect.provide(a))
+      const received = yield* collect(b)
+      const ids = Array.from({ length: 40 }, (_, i) => `p${String(i).padStart(2, "0")}`)
+      // 40 outbox rows at once, as another replica's commits that B has not read yet.
+      yield* Effect.promise(async () => {
+        const admin = new pg.Client({ connectionString: url })
+        await admin.connect()
+        await admin.query("BEGIN")
+        for (const id of ids) {
+          const change = {
+            table: "notes", op: "insert", id, tenantId: null, before: null, after: { id, text: "x" }, at: 0,
+            provenance: { traceId: "backlog", subjectId: null, procedure: null }
+          }
+          await admin.query(`INSERT INTO _fw_change_outbox (origin, changes, created_at) VALUES ('elsewhere', $1, 0)`, [
+            JSON.stringify([change])
+          ])
+        }
+        await admin.query(`SELECT pg_notify('${ChangeTap.fleetChannel}', 'elsewhere')`)
+        await admin.query("COMMIT")
+        await admin.end()
+      })
+      assert.deepStrictEqual(yield* takeIds(received, 40), ids)
+      const storeA = yield* Effect.provide(Store.Store, a)
+      yield* storeA.insert(Notes, { id: "last", text: "x" })
+      assert.deepStrictEqual(yield* takeIds(received, 1), ["last"])
+      assert.strictEqual(yield* Queue.size(received), 0)
+    }), 60_000)
 })
 
 if (Pg.serverUrl === null) console.warn(Pg.skipReason)

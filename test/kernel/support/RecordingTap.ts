@@ -1,12 +1,12 @@
 /**
  * A test-only ChangeTap that records what the store hands it: every staged and every published
- * batch, in call order. It can be told to fail its next stage or publish, to check that the store
- * stages inside the transaction and reports a failed delivery.
+ * batch, in call order. It can be told to fail its next stage, to check that the store stages
+ * inside the transaction.
  */
 import type { Scope } from "effect"
 import { Context, Effect, Layer, Queue } from "effect"
 import * as ChangeTap from "../../../src/kernel/ChangeTap.js"
-import { ChangeDeliveryFailed, StoreUnavailable } from "../../../src/kernel/Errors.js"
+import { StoreUnavailable } from "../../../src/kernel/Errors.js"
 
 /** One call the store made. */
 export interface Call {
@@ -20,8 +20,6 @@ export interface Recorder {
   readonly calls: Array<Call>
   /** Makes the next `stage` fail with `StoreUnavailable`. */
   failNextStage: boolean
-  /** Makes the next `publish` fail with `ChangeDeliveryFailed`. */
-  failNextPublish: boolean
   /** Forgets the calls so far (and any pending failure). */
   readonly reset: () => void
   /** The published changes, flattened, since the last reset. */
@@ -35,11 +33,9 @@ const makeRecorder = (): Recorder => {
   const recorder: Recorder = {
     calls: [],
     failNextStage: false,
-    failNextPublish: false,
     reset: () => {
       recorder.calls.length = 0
       recorder.failNextStage = false
-      recorder.failNextPublish = false
     },
     published: () => recorder.calls.filter((call) => call.kind === "publish").flatMap((call) => call.changes)
   }
@@ -63,14 +59,11 @@ export const layer = (
         recorder.failNextStage = false
         return Effect.fail(new StoreUnavailable({ message: "recording tap: stage refused" }))
       }),
-    publish: (changes) =>
-      Effect.suspend(() => {
-        recorder.calls.push({ kind: "publish", changes: [...changes] })
-        if (!recorder.failNextPublish) return Effect.void
-        recorder.failNextPublish = false
-        return Effect.fail(new ChangeDeliveryFailed({ listener: "recording", message: "publish refused" }))
-      }),
+    publish: (changes) => Effect.sync(() => void recorder.calls.push({ kind: "publish", changes: [...changes] })),
     subscribe: (_listener: ChangeTap.Listener): Effect.Effect<void, never, Scope.Scope> => Effect.void,
+    addStager: (_stager: ChangeTap.Stager): Effect.Effect<void, never, Scope.Scope> => Effect.void,
+    stagers: () => [],
+    settled: Effect.void,
     events: Effect.acquireRelease(Queue.unbounded<never>(), Queue.shutdown)
   }
   return Layer.merge(Layer.succeed(ChangeTap.ChangeTap, tap), Layer.succeed(RecordingTap, recorder))

@@ -1,0 +1,129 @@
+/**
+ * Fleet benchmark (issues 16 and 24): three replicas of the harness app as real processes on one
+ * PostgreSQL.
+ * - committed writes per second through `POST /rpc` with 48 in flight across the three, row history
+ *   on and off, against raw `pg` inserts of the same rows with 48 in flight (three pools of 16) in
+ *   the same run;
+ * - write → change event latency on the writing replica and on the others (p50, p99), at the
+ *   saturated rate and at a paced rate (`FW_BENCH_RATE` commits per second, default 1,000).
+ * `FW_BENCH_WRITES` sets the writes per run (default 3,000).
+ */
+import { Effect, Redacted } from "effect"
+import pg from "pg"
+import { RowHistory } from "../../src/history/index.js"
+import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
+import { PgClient } from "@effect/sql-pg"
+import { create, Docs } from "../../test/fleet/app.js"
+import * as Fleet from "../../test/fleet/support.js"
+import { perSecond, table } from "../support.js"
+
+const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+const WRITES = Number(process.env.FW_BENCH_WRITES ?? 3_000)
+const RATE = Number(process.env.FW_BENCH_RATE ?? 1_000)
+const IN_FLIGHT = 48
+
+const freshDb = async () => {
+  const name = `fw_bench_f_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
+  const admin = new pg.Client({ connectionString: pgUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE ${name}`)
+  await admin.end()
+  const url = new URL(pgUrl)
+  url.pathname = `/${name}`
+  return { url: url.toString(), drop: async () => {
+    const a = new pg.Client({ connectionString: pgUrl })
+    await a.connect()
+    await a.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
+    await a.end()
+  } }
+}
+
+const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN
+
+/** Writes over the replicas (round robin), `IN_FLIGHT` at once, optionally paced; returns writes/s and latencies. */
+const writesOver = (history: boolean, paced: boolean) =>
+  Effect.scoped(Effect.gen(function*() {
+    const db = yield* Effect.acquireRelease(Effect.promise(freshDb), (db) => Effect.promise(db.drop))
+    yield* SchemaDiffer.apply([Docs, RowHistory]).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(db.url) })), Effect.orDie)
+    const env = history ? {} : { FW_HISTORY: "off" }
+    const replicas = yield* Effect.all([0, 1, 2].map((i) => Fleet.start(`b${i}`, db.url, env)), { concurrency: "unbounded" })
+    // Warm up every replica's pool and caches.
+    yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) => replicas[i % 3]!.client.call(create, { id: `warm-${i}`, title: "w" }), { concurrency: 12, discard: true })
+    let transportErrors = 0
+    const started = performance.now()
+    const interval = 1000 / RATE
+    yield* Effect.forEach(Array.from({ length: WRITES }, (_, i) => i), (i) =>
+      Effect.gen(function*() {
+        if (paced) {
+          const due = started + i * interval - performance.now()
+          if (due > 0) yield* Effect.sleep(due)
+        }
+        // A transport failure (the local HTTP client under load) is retried, and counted.
+        yield* replicas[i % 3]!.client.call(create, { id: `w-${i}`, title: `t${i}` }).pipe(
+          Effect.tapError((error) => Effect.sync(() => {
+            transportErrors++
+            if (transportErrors === 1) console.error("first transport error:", String(error), (error as { cause?: unknown }).cause)
+          })),
+          Effect.retry({ times: 3, while: (error) => error._tag === "RpcClientError" }),
+          Effect.catchTag("DuplicateRow", () => Effect.void)
+        )
+      }), { concurrency: IN_FLIGHT, discard: true })
+    const seconds = (performance.now() - started) / 1000
+    const expected = WRITES + 60
+    const local: Array<number> = []
+    const remote: Array<number> = []
+    for (const replica of replicas) {
+      const events = yield* Fleet.eventually(Effect.promise(async () => {
+        const response = await fetch(`${replica.url}/_events`)
+        return (await response.json()) as Array<{ id: string; remote: boolean; at: number; receivedAt: number }>
+      }), (e) => e.length >= expected)
+      for (const event of events) if (!event.id.startsWith("warm-")) (event.remote ? remote : local).push(event.receivedAt - event.at)
+    }
+    local.sort((a, b) => a - b)
+    remote.sort((a, b) => a - b)
+    if (transportErrors > 0) console.log(`(${transportErrors} transport errors retried)`)
+    return { perSecond: WRITES / seconds, local, remote }
+  }))
+
+/** Raw pg inserts of the same rows, 48 in flight over three pools of 16. */
+const raw = Effect.scoped(Effect.gen(function*() {
+  const db = yield* Effect.acquireRelease(Effect.promise(freshDb), (db) => Effect.promise(db.drop))
+  yield* SchemaDiffer.apply([Docs]).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(db.url) })), Effect.orDie)
+  const pools = [0, 1, 2].map(() => new pg.Pool({ connectionString: db.url, max: 16 }).on("error", () => undefined))
+  yield* Effect.addFinalizer(() => Effect.promise(() => Promise.all(pools.map((p) => p.end()))))
+  const started = performance.now()
+  let next = 0
+  const worker = async () => {
+    while (next < WRITES) {
+      const i = next++
+      await pools[i % 3]!.query(`INSERT INTO docs (id, title) VALUES ($1, $2)`, [`w-${i}`, `t${i}`])
+    }
+  }
+  yield* Effect.promise(() => Promise.all(Array.from({ length: IN_FLIGHT }, worker)))
+  return WRITES / ((performance.now() - started) / 1000)
+}))
+
+const ms = (n: number) => `${n.toFixed(1)} ms`
+
+/** Runs the fleet benchmark and prints its table. */
+export const main = Effect.gen(function*() {
+  const rawRate = yield* raw
+  const off = yield* writesOver(false, false)
+  const on = yield* writesOver(true, false)
+  const paced = yield* writesOver(true, true)
+  const row = (what: string, value: string, ratio = "") => ({ what, value, "vs raw pg": ratio })
+  table(`fleet: ${WRITES} writes over POST /rpc, ${IN_FLIGHT} in flight across 3 replica processes (raw pg peer: 3 pools × 16)`, [
+    row("raw pg inserts/s", perSecond(rawRate), "1.00×"),
+    row("rpc writes/s, history off", perSecond(off.perSecond), `${(off.perSecond / rawRate).toFixed(2)}×`),
+    row("rpc writes/s, history on (sync)", perSecond(on.perSecond), `${(on.perSecond / rawRate).toFixed(2)}×`),
+    row("history on: write → event, writing replica p50 / p99", `${ms(percentile(on.local, 0.5))} / ${ms(percentile(on.local, 0.99))}`),
+    row("history on: write → event, other replicas p50 / p99", `${ms(percentile(on.remote, 0.5))} / ${ms(percentile(on.remote, 0.99))}`),
+    row(`paced at ${RATE}/s (achieved ${perSecond(paced.perSecond)}/s): writing replica p50 / p99`, `${ms(percentile(paced.local, 0.5))} / ${ms(percentile(paced.local, 0.99))}`),
+    row(`paced at ${RATE}/s: other replicas p50 / p99`, `${ms(percentile(paced.remote, 0.5))} / ${ms(percentile(paced.remote, 0.99))}`)
+  ])
+})
+
+/** Entry used by `bench/index.ts`. */
+export const run = () => Effect.runPromise(main)
+
+if (process.argv[1]?.endsWith("fleet.ts")) await run()
