@@ -327,6 +327,8 @@ const make = (
           })
           yield* tap.subscribe({
             name: `aggregate:${name}:onChange`,
+            // Arming the debounce is a Ref write: done on the writer's fiber, so it starts at the write.
+            inline: true,
             onEvent: (event) =>
               watched.has(event.table)
                 ? Effect.gen(function*() {
