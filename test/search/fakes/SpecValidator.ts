@@ -14,8 +14,14 @@ import type { Document as OasDocument } from "openapi-backend"
 import { OpenAPIBackend } from "openapi-backend"
 import YAML from "yaml"
 
-/** Where the vendors' specs live (override with `FW_ENGINE_SPECS`). */
-export const specsDir = process.env["FW_ENGINE_SPECS"] ?? "/work/shared/specs/engines"
+/**
+ * Where the vendors' specs live: `FW_ENGINE_SPECS`, else `shared/specs/engines` beside the
+ * repository (as CI lays it out), else the workplace's copy.
+ */
+export const specsDir = process.env["FW_ENGINE_SPECS"] ?? [
+  path.resolve(import.meta.dirname, "../../../../shared/specs/engines"),
+  "/work/shared/specs/engines"
+].find((dir) => fs.existsSync(dir)) ?? "/work/shared/specs/engines"
 
 type Json = Record<string, unknown>
 const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v)
