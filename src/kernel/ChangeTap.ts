@@ -36,8 +36,10 @@ export interface Listener {
   /**
    * Handled on the writer's fiber, after commit and before the write returns, instead of on the
    * listener's own fiber: for cheap in-memory bookkeeping that callers read right after their write
-   * (counters). Its failure is logged and skipped (never retried, never failing the write); a slow
-   * inline listener delays its writers. Concurrent writers' events may reach it interleaved.
+   * (counters). Its failure is logged and never fails the write; a durable inline listener then
+   * goes on in the background as a durable listener would (retried until handled or recorded), an
+   * ordinary one skips the event. A slow inline listener delays its writers. Concurrent writers'
+   * events may reach it interleaved.
    */
   readonly inline?: boolean
   readonly durable?: {
@@ -157,17 +159,46 @@ export const makeDelivery = Effect.gen(function*() {
     })
 
   const inline: Array<Listener> = []
+  // Background retries of durable inline listeners, stopped when their listener is unsubscribed.
+  const inlineRetries = new Map<Listener, Set<Fiber.RuntimeFiber<void>>>()
+  const handleInlineOne = (listener: Listener, event: ChangeEvent) =>
+    listener.durable === undefined
+      ? handle({ name: listener.name, onEvent: listener.onEvent }, event)
+      : Effect.flatMap(Effect.exit(Subject.asSystem(listener.onEvent(event))), (outcome) => {
+        if (outcome._tag === "Success") return Effect.void
+        const retries = inlineRetries.get(listener)
+        if (retries === undefined) return Effect.void
+        return Effect.gen(function*() {
+          yield* Effect.logWarning(
+            `change listener "${listener.name}" failed on ${event.op} ${event.table}/${event.id} (trace ${event.provenance.traceId}); retried in the background`,
+            outcome.cause
+          )
+          // The write has committed: the durable handling goes on without the writer.
+          const fiber = yield* Effect.forkDaemon(handle(listener, event))
+          retries.add(fiber)
+          fiber.addObserver(() => retries.delete(fiber))
+        })
+      })
   const handleInline = (events: ReadonlyArray<ChangeEvent>) =>
     inline.length === 0 ? Effect.void : Effect.forEach(events, (event) =>
-      Effect.forEach(inline, (listener) => handle({ name: listener.name, onEvent: listener.onEvent }, event), { discard: true }), {
+      Effect.forEach(inline, (listener) => handleInlineOne(listener, event), { discard: true }), {
       discard: true
     })
 
   const subscribe = (listener: Listener) =>
     listener.inline === true
       ? Effect.acquireRelease(
-        Effect.sync(() => void inline.push(listener)),
-        () => Effect.sync(() => void inline.splice(inline.indexOf(listener), 1))
+        Effect.sync(() => {
+          inline.push(listener)
+          inlineRetries.set(listener, new Set())
+        }),
+        () =>
+          Effect.suspend(() => {
+            inline.splice(inline.indexOf(listener), 1)
+            const retries = inlineRetries.get(listener) ?? new Set()
+            inlineRetries.delete(listener)
+            return Fiber.interruptAll(retries)
+          })
       )
       : Effect.gen(function*() {
       const queue = yield* Queue.unbounded<ChangeEvent>()

@@ -214,7 +214,7 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
     })
 
     if (client() !== null) {
-      it.scoped("a ledger that cannot be written does not fail the committed write: the loss is logged with the row and the cause", () => {
+      it.scoped("a ledger that cannot be written does not fail the committed write: the failure is logged with the row and the cause, and retried until it lands", () => {
         const flaky = flakyBackend()
         const p = plugin(flaky.backend, { sync: { retries: 0 } })
         const logged: Array<string> = []
@@ -236,6 +236,11 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
           const tap = yield* ChangeTap.ChangeTap
           yield* tap.settled
           assert.isTrue(logged.some((line) => line.includes("notes/lost") && line.includes("LedgerWriteFailed")), logged.join("\n"))
+          // Nor is it lost: it is retried in the background and lands once the engine is back.
+          const writesBefore = flaky.state.writes
+          flaky.state.mode = "up"
+          for (let i = 0; i < 20 && flaky.state.writes === writesBefore; i++) yield* TestClock.adjust("1 second")
+          assert.isAbove(flaky.state.writes, writesBefore)
         }).pipe(Effect.provide(stack(client(), p)), Effect.provide(capture))
       })
     }
