@@ -17,6 +17,7 @@ import type { StoreShape } from "../kernel/Store.js"
 import { Store } from "../kernel/Store.js"
 import * as Table from "../kernel/Table.js"
 import { RowHistory, versionId } from "./tables.js"
+import * as Settings from "../app/Settings.js"
 
 /** A recorded version. `data` is the encoded row (absent for deletes). */
 export interface Version {
@@ -321,6 +322,9 @@ export interface RowHistoryPlugin extends Plugin.Plugin {
 
 /** The row history plugin. */
 export const rowHistoryPlugin = (options: Options = {}): RowHistoryPlugin => {
+  for (const key of ["keepVersions", "maxAgeMs", "sweepIntervalMs", "batchSize"] as const) {
+    Settings.checkPositiveInteger(`rowHistoryPlugin.${key}`, options[key])
+  }
   const recorded = (table: string) =>
     !Table.isFrameworkTable(table) &&
     (options.include === undefined || options.include.includes(table)) &&

@@ -6,6 +6,7 @@ import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Serve from "../support/Serve.js"
 import * as Jwks from "../../src/auth/Jwks.js"
+import { rowHistoryPlugin } from "../../src/history/RowHistory.js"
 import { samlSsoPlugin } from "../../src/saml/SamlSsoPlugin.js"
 import * as Sp from "../saml/support/Sp.js"
 import { app } from "./fixtures.js"
@@ -65,6 +66,8 @@ describe("numbers from the environment and from options", () => {
       () => samlSsoPlugin({ ...Sp.baseOptions, idp: { ...Sp.baseOptions.idp, metadataRefreshMs: 0.5 } }),
       /idp\.metadataRefreshMs must be a non-negative integer/
     )
+    assert.throws(() => rowHistoryPlugin({ keepVersions: 0 }), /rowHistoryPlugin\.keepVersions must be a positive integer/)
+    assert.throws(() => rowHistoryPlugin({ batchSize: -3 }), /rowHistoryPlugin\.batchSize must be a positive integer/)
     // 0 keeps its meaning where it has one: no skew, metadata refresh off.
     assert.doesNotThrow(() => samlSsoPlugin({ ...Sp.baseOptions, acceptedClockSkewMs: 0, idp: { ...Sp.baseOptions.idp, metadataRefreshMs: 0 } }))
   })
