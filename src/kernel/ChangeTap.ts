@@ -298,6 +298,9 @@ export const parseSnapshot = (text: string): Snapshot => {
 export const finishedIn = (snapshot: Snapshot, xid: bigint) =>
   xid < snapshot.xmin || (xid < snapshot.xmax && !snapshot.inProgress.has(xid))
 
+/** The advisory lock that serialises the outbox's DDL across starting replicas. */
+const outboxDdlLock = 0x66775f6f // "fw_o"
+
 /**
  * Fleet change scope on PostgreSQL: each transaction's changes are written as one outbox row,
  * stamped with the writing transaction's id (`pg_current_xact_id()`), and announced with
@@ -318,20 +321,25 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
       const delivery = yield* makeDelivery
       const origin = crypto.randomUUID()
       const readBatch = Math.max(1, options.readBatch ?? 500)
-      yield* pg`CREATE TABLE IF NOT EXISTS _fw_change_outbox (
-        id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL, created_at BIGINT NOT NULL,
-        xid XID8 NOT NULL DEFAULT pg_current_xact_id())`
-      // Outboxes created before the transaction id was recorded gain it (old rows: the ALTER's id).
-      // Checked first: ALTER and CREATE INDEX lock the table even when there is nothing to do,
-      // and would wait for every transaction writing to it (a replica starting mid-commit).
-      const [shape] = yield* pg<{ readonly xid: boolean; readonly indexed: boolean }>`SELECT
-        EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = '_fw_change_outbox' AND column_name = 'xid'
-          AND table_schema = current_schema()) AS xid,
-        EXISTS (SELECT 1 FROM pg_indexes WHERE indexname = '_fw_change_outbox_xid' AND schemaname = current_schema()) AS indexed`
-      if (shape?.xid !== true) {
-        yield* pg`ALTER TABLE _fw_change_outbox ADD COLUMN IF NOT EXISTS xid XID8 NOT NULL DEFAULT pg_current_xact_id()`
-      }
-      if (shape?.indexed !== true) yield* pg`CREATE INDEX IF NOT EXISTS _fw_change_outbox_xid ON _fw_change_outbox (xid)`
+      // Replicas starting together on a fresh database would race on the DDL (PostgreSQL's
+      // CREATE … IF NOT EXISTS is not safe against a concurrent create): one at a time, under a lock.
+      yield* pg.withTransaction(Effect.gen(function*() {
+        yield* pg`SELECT pg_advisory_xact_lock(${outboxDdlLock})`
+        yield* pg`CREATE TABLE IF NOT EXISTS _fw_change_outbox (
+          id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL, created_at BIGINT NOT NULL,
+          xid XID8 NOT NULL DEFAULT pg_current_xact_id())`
+        // Outboxes created before the transaction id was recorded gain it (old rows: the ALTER's id).
+        // Checked first: ALTER and CREATE INDEX lock the table even when there is nothing to do,
+        // and would wait for every transaction writing to it (a replica starting mid-commit).
+        const [shape] = yield* pg<{ readonly xid: boolean; readonly indexed: boolean }>`SELECT
+          EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = '_fw_change_outbox' AND column_name = 'xid'
+            AND table_schema = current_schema()) AS xid,
+          EXISTS (SELECT 1 FROM pg_indexes WHERE indexname = '_fw_change_outbox_xid' AND schemaname = current_schema()) AS indexed`
+        if (shape?.xid !== true) {
+          yield* pg`ALTER TABLE _fw_change_outbox ADD COLUMN IF NOT EXISTS xid XID8 NOT NULL DEFAULT pg_current_xact_id()`
+        }
+        if (shape?.indexed !== true) yield* pg`CREATE INDEX IF NOT EXISTS _fw_change_outbox_xid ON _fw_change_outbox (xid)`
+      }))
       const [first] = yield* pg<{ readonly snap: string }>`SELECT pg_current_snapshot()::text AS snap`
       // Everything visible in `seen` has been read (or predates this replica).
       let seen = first!.snap

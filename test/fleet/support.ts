@@ -58,7 +58,8 @@ export const start = (name: string, databaseUrl: string, env: Record<string, str
         if (match !== null) resume(Effect.succeed(Number(match[1])))
       })
       child.stderr!.on("data", (chunk: Buffer) => void (err += chunk.toString()))
-      child.on("exit", (code) => resume(Effect.fail(new Error(`replica ${name} exited (${code}): ${err.slice(-2000)}`))))
+      // Effect's logger writes to stdout: both streams say why a replica stopped.
+      child.on("exit", (code) => resume(Effect.fail(new Error(`replica ${name} exited (${code}): ${err.slice(-2000)} ${out.slice(-2000)}`))))
     }).pipe(Effect.timeout("60 seconds"), Effect.orDie)
     const url = `http://127.0.0.1:${port}`
     const client = yield* Client.connect(app.procedures.values(), Client.layerHttp(`${url}/rpc`))

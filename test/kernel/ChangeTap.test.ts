@@ -144,6 +144,20 @@ describe.skipIf(Pg.serverUrl === null)("ChangeTap (fleet, PostgreSQL)", () => {
       Layer.provideMerge(PgClient.layer({ url: Redacted.make(url) }))
     )
 
+  it.scopedLive("replicas starting together on a fresh database all start (the outbox DDL does not race)", () =>
+    Effect.gen(function*() {
+      // PostgreSQL's CREATE TABLE IF NOT EXISTS fails ("duplicate key … pg_class_relname_nsp_index")
+      // when another session creates the same table at the same moment.
+      for (let round = 0; round < 3; round++) {
+        const url = yield* Pg.freshDatabase
+        const started = yield* Effect.all(
+          Array.from({ length: 4 }, () => Effect.exit(Layer.build(replica(url)))),
+          { concurrency: "unbounded" }
+        )
+        assert.deepStrictEqual(started.map((exit) => exit._tag), ["Success", "Success", "Success", "Success"], `round ${round}`)
+      }
+    }))
+
   it.scopedLive("a change committed by one process reaches a second; a rolled-back one never does", () =>
     Effect.gen(function*() {
       const url = yield* Pg.freshDatabase
