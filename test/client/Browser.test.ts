@@ -1,21 +1,16 @@
 import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
-import { existsSync } from "node:fs"
 import { createServer } from "node:http"
 import type { Browser, BrowserContext } from "playwright-core"
-import { chromium } from "playwright-core"
 import { ChangeTap } from "../../src/kernel/ChangeTap.js"
 import { Store } from "../../src/kernel/Store.js"
 import * as Serve from "../support/Serve.js"
 import { bundle } from "./bundle.js"
 import { app, memory, tokens } from "./fixtures.js"
+import * as Chromium from "../support/Chromium.js"
 
-const chromiumPath = "/usr/bin/chromium"
-const available = existsSync(chromiumPath)
-if (!available) {
-  console.warn(`[fw tests] ${chromiumPath} is not installed (apt-get install -y chromium): skipping the browser client tests`)
-}
+const available = Chromium.availableFor("the browser client tests")
 
 const html = `<!doctype html><html><body><script type="module" src="/page.js"></script></body></html>`
 
@@ -43,21 +38,6 @@ const otherOrigin = (code: string) =>
     }),
     (server) => Effect.sync(server.close)
   )
-
-const launchBrowser = () =>
-  chromium.launch({
-    executablePath: chromiumPath,
-    args: [
-      "--headless",
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync"
-    ]
-  })
 
 interface PageConfig {
   readonly url: string
@@ -104,7 +84,7 @@ describe.skipIf(!available)("the browser client in headless Chromium", () => {
   beforeAll(async () => {
     code = (await bundle("test/client/page/todos.ts")).code
     reactCode = (await bundle("test/client/page/react.ts")).code
-    shared = await launchBrowser()
+    shared = await Chromium.launch()
   })
   afterAll(() => shared?.close())
 

@@ -1,7 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { existsSync } from "node:fs"
-import { chromium } from "playwright-core"
 import { defineApp } from "../../src/app/App.js"
 import { issueSession, passwordSessionStrategy } from "../../src/auth/Session.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
@@ -9,8 +7,8 @@ import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import * as Serve from "../support/Serve.js"
 import { addProjected, liveProjected, Notes } from "./fixtures.js"
+import * as Chromium from "../support/Chromium.js"
 
-const chromiumPath = "/usr/bin/chromium"
 const secret = "sse-browser-session-secret-0123456789"
 const app = defineApp({
   name: "sse-browser",
@@ -20,10 +18,7 @@ const app = defineApp({
 })
 const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
 
-const available = existsSync(chromiumPath)
-if (!available) {
-  console.warn(`[fw tests] ${chromiumPath} is not installed (apt-get install -y chromium): skipping the browser EventSource test`)
-}
+const available = Chromium.availableFor("the browser EventSource test")
 
 interface Page {
   events: Array<string>
@@ -38,21 +33,7 @@ describe.skipIf(!available)("SSE in headless Chromium", () => {
         secret
       )
       const browser = yield* Effect.acquireRelease(
-        Effect.promise(() =>
-          chromium.launch({
-            executablePath: chromiumPath,
-            args: [
-              "--headless",
-              "--no-sandbox",
-              "--disable-gpu",
-              "--disable-quic",
-              "--no-first-run",
-              "--disable-background-networking",
-              "--disable-component-update",
-              "--disable-sync"
-            ]
-          })
-        ),
+        Effect.promise(Chromium.launch),
         (b) => Effect.promise(() => b.close())
       )
       const context = yield* Effect.promise(() => browser.newContext())

@@ -1,9 +1,7 @@
 import { HttpServerResponse } from "@effect/platform"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { existsSync } from "node:fs"
 import type { Browser } from "playwright-core"
-import { chromium } from "playwright-core"
 import { WebSocket } from "ws"
 import { defineApp } from "../../src/app/App.js"
 import { definePlugin } from "../../src/app/Plugin.js"
@@ -12,15 +10,12 @@ import { mount } from "../../src/client/index.js"
 import * as Serve from "../support/Serve.js"
 import { listTodos } from "../client/contracts.js"
 import { app, memory, parts } from "../client/fixtures.js"
+import * as Chromium from "../support/Chromium.js"
 
 const inspectToken = "dashboard-inspect-token"
 process.env.FW_INSPECT_TOKEN = inspectToken
 
-const chromiumPath = "/usr/bin/chromium"
-const available = existsSync(chromiumPath)
-if (!available) {
-  console.warn(`[fw tests] ${chromiumPath} is not installed (apt-get install -y chromium): skipping the dashboard browser tests`)
-}
+const available = Chromium.availableFor("the dashboard browser tests")
 
 /** A plugin with an inspect route and a dashboard panel that reads it. */
 const demo = definePlugin({
@@ -59,10 +54,7 @@ describe("the inspect dashboard", () => {
 describe.skipIf(!available)("the inspect dashboard in headless Chromium", () => {
   let browser: Browser | undefined
   beforeAll(async () => {
-    browser = await chromium.launch({
-      executablePath: chromiumPath,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-    })
+    browser = await Chromium.launch()
   })
   afterAll(() => browser?.close())
 
