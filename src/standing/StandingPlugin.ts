@@ -77,9 +77,11 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
     const store = yield* Store
     const engine = yield* Engine.make(config, store)
     const slot = slotOf(store)
+    // Installed before the boot scan: changes committed meanwhile are held and replayed, not lost.
     slot.engine = engine
-    yield* Deferred.succeed(slot.ready, engine)
     yield* Effect.addFinalizer(() => Effect.sync(() => slots.delete(store)))
+    yield* engine.boot
+    yield* Deferred.succeed(slot.ready, engine)
     yield* engine.background
   }))
 
