@@ -318,14 +318,21 @@ export const make = (config: Config, store: StoreShape) =>
     const budgetTenants = new Map<string, Map<string, BudgetTenant>>()
     for (const budget of config.budgets) budgetTenants.set(budget.name, new Map())
 
-    const attribute = (row: { readonly tenantId: string; readonly unit: string; readonly amount: number; readonly subscription: string | null }) => {
+    /** Adds a ledger row to its tenant's attribution (`sign` -1: a pruned row leaves it). */
+    const attribute = (row: { readonly tenantId: string; readonly unit: string; readonly amount: number; readonly subscription: string | null }, sign: 1 | -1 = 1) => {
       let tenant = tenants.get(row.tenantId)
       if (tenant === undefined) tenants.set(row.tenantId, tenant = { total: 0, byUnit: new Map(), bySubscription: new Map() })
-      tenant.total += row.amount
-      tenant.byUnit.set(row.unit, (tenant.byUnit.get(row.unit) ?? 0) + row.amount)
-      if (row.subscription !== null) {
-        tenant.bySubscription.set(row.subscription, (tenant.bySubscription.get(row.subscription) ?? 0) + row.amount)
+      const amount = sign * row.amount
+      tenant.total += amount
+      const adjust = (map: Map<string, number>, key: string) => {
+        const next = (map.get(key) ?? 0) + amount
+        // A key whose rows were all pruned leaves the attribution (sums of floats may leave dust).
+        if (sign < 0 && Math.abs(next) < 1e-9) map.delete(key)
+        else map.set(key, next)
       }
+      adjust(tenant.byUnit, row.unit)
+      if (row.subscription !== null) adjust(tenant.bySubscription, row.subscription)
+      if (sign < 0 && tenant.byUnit.size === 0) tenants.delete(row.tenantId)
     }
 
     // Boot: attribution from the whole ledger; each budget's current window from the rows inside it.
@@ -353,6 +360,8 @@ export const make = (config: Config, store: StoreShape) =>
 
     const applyCost = (event: ChangeEvent) =>
       Effect.gen(function*() {
+        // A pruned row (older than every budget's current window) leaves the attribution only.
+        if (event.op === "delete" && event.before !== null) return attribute(event.before as unknown as typeof CostEvents.schema.Type, -1)
         if (event.op !== "insert" || event.after === null) return
         const row = event.after as unknown as typeof CostEvents.schema.Type
         attribute(row)
@@ -424,6 +433,35 @@ export const make = (config: Config, store: StoreShape) =>
         }
         yield* costListeners.notify(resets)
       }).pipe(Effect.forever)
+
+    /**
+     * Ledger retention: when every budget has a window, a cost older than the start of every
+     * budget's current window (so older than the longest window) can no longer count towards any
+     * budget, and is deleted. With a cumulative budget (no window) the whole ledger is kept.
+     */
+    const prunable = config.budgets.length > 0 && config.budgets.every((budget) => budget.window !== undefined)
+    const retainedFrom = (now: number) => Math.min(...config.budgets.map((budget) => CostBudget.windowOf(budget, now).start))
+
+    /** Deletes ledger rows older than the retention, a page at a time; returns how many. */
+    const prune = Effect.gen(function*() {
+      const cutoff = retainedFrom(yield* Clock.currentTimeMillis)
+      let deleted = 0
+      while (true) {
+        const old = yield* store.find(CostEvents, { where: { at: { lt: cutoff } }, orderBy: "at", limit: bootPageSize })
+        // Another replica may prune the same rows: a row already gone is skipped.
+        yield* Effect.forEach(old, (row) => store.delete(CostEvents, row.id).pipe(Effect.catchTag("RowNotFound", () => Effect.void)), { discard: true })
+        deleted += old.length
+        if (old.length < bootPageSize) return deleted
+      }
+    }).pipe(Subject.asSystem)
+
+    /** Prunes now, then whenever a window ends (the retention can only move then). */
+    const pruneLoop = Effect.gen(function*() {
+      yield* prune.pipe(Effect.catchAllCause((cause) => Effect.logWarning("cost ledger: pruning failed; retried at the next window end", cause)))
+      const now = yield* Clock.currentTimeMillis
+      const next = Math.min(...config.budgets.map((budget) => CostBudget.windowOf(budget, now).end))
+      yield* Effect.sleep(Duration.millis(Math.max(0, next - now)))
+    }).pipe(Effect.forever)
 
     const budgetObservation = (budget: CostBudget.CostBudget, tenantId: string, now: number): Registries.BudgetObservation => {
       const bounds = CostBudget.windowOf(budget, now)
@@ -639,6 +677,7 @@ export const make = (config: Config, store: StoreShape) =>
       for (const budget of config.budgets) {
         if (budget.window !== undefined) yield* Effect.forkScoped(rolloverLoop(budget))
       }
+      if (prunable) yield* Effect.forkScoped(pruneLoop)
     })
 
     const expectationRegistry: Registries.ExpectationRegistryShape = {
@@ -698,7 +737,7 @@ export const make = (config: Config, store: StoreShape) =>
       Context.add(Registries.ExperimentRegistry, experimentRegistry)
     )
 
-    return { boot, onChange, onLivePush, background, context, expectations: expectationRegistry, costs: costRegistry, experiments: experimentRegistry }
+    return { boot, prune, onChange, onLivePush, background, context, expectations: expectationRegistry, costs: costRegistry, experiments: experimentRegistry }
   })
 
 /** A running engine. */
