@@ -19,7 +19,8 @@ export interface Options {
 
 const dayMs = 86_400_000
 
-interface Counter {
+/** The count of one (flag, source) for one UTC day. */
+export interface Counter {
   flag: string
   source: Source
   day: number
@@ -40,16 +41,23 @@ export const makeBuffer = () => {
   return {
     /** Counts one read (cheap: one map lookup). */
     note(flag: string, source: Source, now: number) {
+      this.bump(this.counter(flag, source), now)
+    },
+    /** The live counter of (flag, source), for callers that keep it and `bump` it directly. */
+    counter(flag: string, source: Source): Counter {
       const id = `${flag}|${source}`
+      let counter = live.get(id)
+      if (counter === undefined) live.set(id, counter = { flag, source, day: -1, count: 0, lastSeenAt: 0 })
+      return counter
+    },
+    /** Counts one read on a counter from `counter` (no lookup). */
+    bump(counter: Counter, now: number) {
       const day = Math.floor(now / dayMs)
-      const counter = live.get(id)
-      if (counter === undefined) {
-        live.set(id, { flag, source, day, count: 1, lastSeenAt: now })
-      } else if (counter.day === day) {
+      if (counter.day === day) {
         counter.count++
         if (now > counter.lastSeenAt) counter.lastSeenAt = now
       } else {
-        closed.push({ ...counter })
+        if (counter.count > 0) closed.push({ ...counter })
         counter.day = day
         counter.count = 1
         counter.lastSeenAt = now
