@@ -5,7 +5,7 @@
  * it in `_fw_feature_flag_state` so every replica follows it through the change tap.
  */
 import type { FiberRef, Queue, Scope } from "effect"
-import { Clock, Context, DefaultServices, Effect, Either, Fiber, Layer, Option, PubSub, Schema } from "effect"
+import { Clock, Context, DefaultServices, Effect, Either, Exit, Layer, PubSub, Schema } from "effect"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import type { StoreShape } from "../kernel/Store.js"
 import { Store } from "../kernel/Store.js"
@@ -81,8 +81,6 @@ interface Entry {
   version: number
   /** Typed flags: each variant's value decoded through the schema. */
   decoded: ReadonlyMap<string, unknown>
-  /** Usage counters by source, made on first use. */
-  readonly usage: Partial<Record<Usage.Source, Usage.Counter>>
 }
 
 /** The registry service. */
@@ -186,24 +184,9 @@ const snapshotOf = (resolved: Definition.Resolved): Record<string, unknown> => (
   rollout: resolved.rollout
 })
 
-let lastServices: Context.Context<never> | undefined
-let lastClock: Clock.Clock | undefined
-
-/**
- * The fiber's `Clock` (a `TestClock` under test), read synchronously. The services context rarely
- * changes between calls: the last one's clock is kept.
- */
-export const clockOf = (fiber: { getFiberRef<X>(ref: FiberRef.FiberRef<X>): X }): Clock.Clock => {
-  const services = fiber.getFiberRef(DefaultServices.currentServices) as Context.Context<never>
-  if (services !== lastServices) {
-    lastClock = Context.get(services as Context.Context<Clock.Clock>, Clock.Clock)
-    lastServices = services
-  }
-  return lastClock!
-}
-
-/** The current time of the fiber's `Clock`, read synchronously. */
-const nowOf = (fiber: { getFiberRef<X>(ref: FiberRef.FiberRef<X>): X }) => clockOf(fiber).unsafeCurrentTimeMillis()
+/** The current time of the fiber's `Clock` (a `TestClock` under test), read synchronously. */
+const nowOf = (fiber: { getFiberRef<X>(ref: FiberRef.FiberRef<X>): X }) =>
+  Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock).unsafeCurrentTimeMillis()
 
 /**
  * Builds a registry (synchronously, so a plugin can offer it to handlers before the server starts).
@@ -215,7 +198,7 @@ export const make = (config: Config): FlagRegistryShape => {
   const entries = new Map<string, Entry>()
   for (const [key, flag] of Object.entries(config.flags ?? {})) {
     const resolved = Definition.resolve(key, flag)
-    entries.set(key, { key, base: flag, typed: undefined, resolved, override: undefined, version: 0, decoded: new Map(), usage: {} })
+    entries.set(key, { key, base: flag, typed: undefined, resolved, override: undefined, version: 0, decoded: new Map() })
   }
   for (const typed of config.typedFlags ?? []) {
     if (entries.has(typed.key)) {
@@ -224,7 +207,7 @@ export const make = (config: Config): FlagRegistryShape => {
       )
     }
     const resolved = Definition.resolve(typed.key, typed.definition)
-    entries.set(typed.key, { key: typed.key, base: typed.definition, typed, resolved, override: undefined, version: 0, decoded: decodeVariants(typed, resolved), usage: {} })
+    entries.set(typed.key, { key: typed.key, base: typed.definition, typed, resolved, override: undefined, version: 0, decoded: decodeVariants(typed, resolved) })
   }
   const keys = [...entries.keys()]
   const buffer = Usage.makeBuffer()
@@ -278,7 +261,7 @@ export const make = (config: Config): FlagRegistryShape => {
     const resolved = entry.resolved
     if (!counted && !resolved.timed) return Evaluate.isOn(resolved, subject, 0)
     const at = typeof now === "number" ? now : now()
-    if (counted) buffer.bump(entry.usage[source] ??= buffer.counter(key, source), at)
+    if (counted) buffer.note(key, source, at)
     return Evaluate.isOn(resolved, subject, at)
   }
 
@@ -397,10 +380,7 @@ export const make = (config: Config): FlagRegistryShape => {
     variantSync,
     valueSync,
     isEnabled: (subject, key, source) =>
-      Effect.sync(() => {
-        const fiber = Option.getOrUndefined(Fiber.getCurrentFiber())
-        return evaluateSync(key, subject, fiber === undefined ? Date.now : () => nowOf(fiber), source)
-      }),
+      Effect.withFiberRuntime((fiber) => Exit.succeed(evaluateSync(key, subject, () => nowOf(fiber), source))),
     snapshot: (subject) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         const out: Record<string, boolean> = {}

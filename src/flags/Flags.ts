@@ -4,14 +4,13 @@
  * every guard and handler), so a handler's type needs no extra requirement. Each is one fiber
  * step: the evaluation itself is a synchronous function on the fiber's `Clock`.
  */
-import { Effect, Fiber, Option } from "effect"
+import { Clock, Context, DefaultServices, Effect, Exit } from "effect"
 import type { Guard } from "../app/Guard.js"
 import { FlagDisabled } from "../app/Guard.js"
 import type { Subject } from "../kernel/Subject.js"
 import * as Definition from "./Definition.js"
 import * as Evaluate from "./Evaluate.js"
 import type { FlagRegistryShape } from "./FlagRegistry.js"
-import * as FlagRegistryModule from "./FlagRegistry.js"
 import { FlagRegistry } from "./FlagRegistry.js"
 import type * as TypedFlag from "./TypedFlag.js"
 
@@ -24,16 +23,13 @@ const missing = "flags: no FlagRegistry in this fiber (add flagsPlugin to the ap
 
 /**
  * Runs `f` with the registry and a reader of the fiber's `Clock` (a `TestClock` under test), in
- * one fiber step; the clock is read only if `f` needs the time. A synchronous step that finds its
- * fiber (the one running it) costs about half a `withFiberRuntime` step, which allocates a fiber
- * status per call.
+ * one fiber step; the clock is read only if `f` needs the time.
  */
 const withRegistry = <A>(f: (registry: FlagRegistryShape, now: () => number) => A): Effect.Effect<A> =>
-  Effect.sync(() => {
-    const fiber = Option.getOrUndefined(Fiber.getCurrentFiber())
-    const registry = fiber?.currentContext.unsafeMap.get(FlagRegistry.key) as FlagRegistryShape | undefined
-    if (fiber === undefined || registry === undefined) throw new Error(missing)
-    return f(registry, () => FlagRegistryModule.clockOf(fiber).unsafeCurrentTimeMillis())
+  Effect.withFiberRuntime((fiber) => {
+    const registry = fiber.currentContext.unsafeMap.get(FlagRegistry.key) as FlagRegistryShape | undefined
+    if (registry === undefined) return Effect.dieMessage(missing)
+    return Exit.succeed(f(registry, () => Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock).unsafeCurrentTimeMillis()))
   })
 
 /** Whether flag `key` is on for the caller (a server-side read: counted as use). Unknown keys are off. */

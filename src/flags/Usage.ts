@@ -19,8 +19,7 @@ export interface Options {
 
 const dayMs = 86_400_000
 
-/** The count of one (flag, source) for one UTC day. */
-export interface Counter {
+interface Counter {
   flag: string
   source: Source
   day: number
@@ -41,23 +40,16 @@ export const makeBuffer = () => {
   return {
     /** Counts one read (cheap: one map lookup). */
     note(flag: string, source: Source, now: number) {
-      this.bump(this.counter(flag, source), now)
-    },
-    /** The live counter of (flag, source), for callers that keep it and `bump` it directly. */
-    counter(flag: string, source: Source): Counter {
       const id = `${flag}|${source}`
-      let counter = live.get(id)
-      if (counter === undefined) live.set(id, counter = { flag, source, day: -1, count: 0, lastSeenAt: 0 })
-      return counter
-    },
-    /** Counts one read on a counter from `counter` (no lookup). */
-    bump(counter: Counter, now: number) {
       const day = Math.floor(now / dayMs)
-      if (counter.day === day) {
+      const counter = live.get(id)
+      if (counter === undefined) {
+        live.set(id, { flag, source, day, count: 1, lastSeenAt: now })
+      } else if (counter.day === day) {
         counter.count++
         if (now > counter.lastSeenAt) counter.lastSeenAt = now
       } else {
-        if (counter.count > 0) closed.push({ ...counter })
+        closed.push({ ...counter })
         counter.day = day
         counter.count = 1
         counter.lastSeenAt = now
