@@ -46,6 +46,11 @@ export interface RuntimeShape {
   readonly live: (procedure: Procedure.Any, invocation: Invocation) => Stream.Stream<unknown, Errors.ProcedureError>
   /** How many live subscriptions are open (each is released when its client unsubscribes or disconnects). */
   readonly liveSubscriptions: Effect.Effect<number>
+  /**
+   * Provides the services plugins offer to guards and handlers (`Plugin.handlerContext`, e.g. the
+   * flags registry `requireFlag` reads) to `effect`: hand-written routes run under it too.
+   */
+  readonly withHandlerContext: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E>
 }
 
 /** A plugin's live source changed (see `Plugin.LiveSource`). */
@@ -277,7 +282,7 @@ export const make = (app: App) =>
       )
     }
 
-    return Runtime.of({ app, resolveSubject, authorize, call, live, liveSubscriptions: Ref.get(open) })
+    return Runtime.of({ app, resolveSubject, authorize, call, live, liveSubscriptions: Ref.get(open), withHandlerContext })
   })
 
 /** The runtime layer of `app`. */

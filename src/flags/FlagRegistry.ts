@@ -308,8 +308,10 @@ export const make = (config: Config): FlagRegistryShape => {
         return { flag: entry.key, before, after: snapshotOf(entry.resolved), version: entry.version }
       }
       const store = bound
+      // The state row is read under its row lock, so a concurrent flip on another replica waits for
+      // this one and builds on it (read committed would otherwise let both read the same version).
       const result = yield* store.transaction(Effect.gen(function*() {
-        const row = yield* store.get(FlagState, entry.key)
+        const row = yield* store.get(FlagState, entry.key, { forUpdate: true })
         const stored = row._tag === "Some" ? row.value.override : undefined
         const version = row._tag === "Some" ? row.value.version : 0
         // A stored override that no longer fits was refused when read: the change builds on the code definition.
@@ -322,7 +324,10 @@ export const make = (config: Config): FlagRegistryShape => {
         if (built.right.override === undefined) {
           if (row._tag === "Some") yield* store.delete(FlagState, entry.key)
         } else {
-          yield* store.upsert(FlagState, { id: entry.key, override: built.right.override, version: version + 1, updatedAt: now, updatedBy: actor })
+          const state = { id: entry.key, override: built.right.override, version: version + 1, updatedAt: now, updatedBy: actor }
+          // No row to lock: a concurrent first writer makes this insert fail `DuplicateRow`, and the
+          // whole change is retried on the row that writer committed.
+          yield* row._tag === "Some" ? store.upsert(FlagState, state) : store.insert(FlagState, state)
         }
         const before = snapshotOf(currentResolved)
         const after = snapshotOf(built.right.resolved)
@@ -335,7 +340,10 @@ export const make = (config: Config): FlagRegistryShape => {
           after: { ...after, override: built.right.override ?? null }
         })
         return Either.right({ built: built.right, before, after, version: version + 1 })
-      })).pipe(Effect.mapError(storeFailed))
+      })).pipe(
+        Effect.retry({ while: (error) => error._tag === "DuplicateRow", times: 5 }),
+        Effect.mapError(storeFailed)
+      )
       if (Either.isLeft(result)) {
         yield* refuse(entry.key, result.left, now, "override")
         return yield* new OverrideRefused({ flag: entry.key, reason: result.left })

@@ -44,7 +44,7 @@ const guardedFrames = (
 ): Stream.Stream<string> => {
   const recheck = Effect.gen(function*() {
     const subject = yield* env.runtime.resolveSubject(headers)
-    yield* Guard.runGuards(guards, { subject, headers, store: env.store })
+    yield* env.runtime.withHandlerContext(Guard.runGuards(guards, { subject, headers, store: env.store }))
   })
   const checked = guards.length === 0 ? frames : Stream.mapEffect(frames, (frame) => Effect.as(recheck, frame))
   return checked.pipe(
@@ -52,6 +52,8 @@ const guardedFrames = (
       const error = Option.getOrUndefined(Cause.failureOption(cause))
       const data = error instanceof Guard.GuardRefused
         ? { _tag: error._tag, status: error.status, message: error.message }
+        : error instanceof Guard.FlagDisabled
+        ? { _tag: error._tag, status: 403, message: error.message }
         : error instanceof Errors.Unauthenticated
         ? { _tag: error._tag, message: error.message }
         : { _tag: "StreamFailed", message: "the event source failed" }
@@ -97,8 +99,9 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
     const ctx: RestRoute.Context = { subject, headers: request.headers, store: env.store, traceId, response: response.control }
     if (route.guards.length > 0) {
       const checked = Steps.checkGuards(route.guards, ctx)
-      const refusal = Effect.isEffect(checked) ? yield* checked : checked
-      if (refusal !== undefined) return HttpResponses.error(refusal.status, "GuardRefused", refusal.message)
+      const refusal = Effect.isEffect(checked) ? yield* Effect.either(env.runtime.withHandlerContext(checked)) : Either.right(checked)
+      if (Either.isLeft(refusal)) return HttpResponses.procedureError(refusal.left)
+      if (refusal.right !== undefined) return HttpResponses.error(refusal.right.status, "GuardRefused", refusal.right.message)
     }
     const toResponse = (result: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
       if (Sse.isSse(result)) {
@@ -115,7 +118,7 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
     }
     const answer = () =>
       Effect.matchCauseEffect(
-        Steps.actingFor(subject, { traceId, subjectId: subject.id, procedure: provenanceName }, () => route.handler(input.right, ctx)),
+        Steps.actingFor(subject, { traceId, subjectId: subject.id, procedure: provenanceName }, () => env.runtime.withHandlerContext(route.handler(input.right, ctx))),
         {
           onFailure: (cause) => Answer.failure(cause, traceId, what),
           onSuccess: (result) => Effect.map(toResponse(result), response.apply)

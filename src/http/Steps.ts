@@ -63,23 +63,21 @@ export const prologue = (endpoint: Endpoint.Endpoint, bodyCap: number) => {
 
 /**
  * Runs guards synchronously while they answer synchronously (the common case), falling back to
- * `Guard.runGuards` from the first effectful one. `undefined`: every guard passed.
+ * `Guard.runGuards` from the first effectful one. `undefined`: every guard passed. A flag guard's
+ * `FlagDisabled` stays a failure, so the route answers it as gated procedures do.
  */
 export const checkGuards = (
   guards: ReadonlyArray<Guard.Guard>,
   ctx: Guard.Context
-): Guard.Refusal | undefined | Effect.Effect<Guard.Refusal | undefined> => {
+): Guard.Refusal | undefined | Effect.Effect<Guard.Refusal | undefined, Guard.FlagDisabled> => {
   for (let i = 0; i < guards.length; i++) {
     const result = guards[i]!(ctx)
     if (Effect.isEffect(result)) {
       return Effect.flatMap(result, (refusal) =>
-        refusal ? Effect.succeed(refusal) : Effect.match(Guard.runGuards(guards.slice(i + 1), ctx), {
-          onFailure: (refused): Guard.Refusal => ({ status: Errors.statusOf(refused), message: refused.message }),
-          onSuccess: () => undefined
-        })).pipe(
-          // A hand-written route answers a flag guard's refusal with its status like any refusal.
-          Effect.catchTag("FlagDisabled", (refused) => Effect.succeed<Guard.Refusal>({ status: Errors.statusOf(refused), message: refused.message }))
-        )
+        refusal ? Effect.succeed(refusal) : Guard.runGuards(guards.slice(i + 1), ctx).pipe(
+          Effect.as(undefined),
+          Effect.catchTag("GuardRefused", (refused) => Effect.succeed<Guard.Refusal>({ status: refused.status, message: refused.message }))
+        ))
     }
     if (result) return result
   }

@@ -161,10 +161,18 @@ export const makeDelivery = Effect.gen(function*() {
   const inline: Array<Listener> = []
   // Background retries of durable inline listeners, stopped when their listener is unsubscribed.
   const inlineRetries = new Map<Listener, Set<Fiber.RuntimeFiber<void>>>()
-  const handleInlineOne = (listener: Listener, event: ChangeEvent) =>
-    listener.durable === undefined
-      ? handle({ name: listener.name, onEvent: listener.onEvent }, event)
-      : Effect.flatMap(Effect.exit(Subject.asSystem(listener.onEvent(event))), (outcome) => {
+  // Inline handling runs inside one `asSystem` region per published batch (see handleInline).
+  const handleInlineOne = (listener: Listener, event: ChangeEvent) => {
+    const handled = listener.onEvent(event)
+    // The common case of a listener with nothing to do for this event costs no extra step.
+    if (handled === Effect.void) return Effect.void
+    return listener.durable === undefined
+      ? Effect.catchAllCause(handled, (cause) =>
+        Effect.logWarning(
+          `change listener "${listener.name}" failed on ${event.op} ${event.table}/${event.id} (trace ${event.provenance.traceId})`,
+          cause
+        ))
+      : Effect.flatMap(Effect.exit(handled), (outcome) => {
         if (outcome._tag === "Success") return Effect.void
         const retries = inlineRetries.get(listener)
         if (retries === undefined) return Effect.void
@@ -179,11 +187,24 @@ export const makeDelivery = Effect.gen(function*() {
           fiber.addObserver(() => retries.delete(fiber))
         })
       })
-  const handleInline = (events: ReadonlyArray<ChangeEvent>) =>
-    inline.length === 0 ? Effect.void : Effect.forEach(events, (event) =>
-      Effect.forEach(inline, (listener) => handleInlineOne(listener, event), { discard: true }), {
-      discard: true
-    })
+  }
+  const handleInline = (events: ReadonlyArray<ChangeEvent>) => {
+    if (inline.length === 0) return Effect.void
+    // Listeners are system code: they act across tenants, whoever made the write.
+    return Subject.asSystem(Effect.suspend(() => {
+      // Per listener, in order; each event's handling is built when its turn comes.
+      const listeners = [...inline]
+      let chain: Effect.Effect<void> = Effect.void
+      for (const event of events) {
+        for (const listener of listeners) {
+          chain = chain === Effect.void
+            ? Effect.suspend(() => handleInlineOne(listener, event))
+            : Effect.zipRight(chain, Effect.suspend(() => handleInlineOne(listener, event)))
+        }
+      }
+      return chain
+    }))
+  }
 
   const subscribe = (listener: Listener) =>
     listener.inline === true

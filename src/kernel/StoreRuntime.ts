@@ -267,10 +267,10 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       yield* record(table, "delete", [{ before, after: null }])
     }))
 
-  const get = (table: Table.Any, id: string) =>
+  const get = (table: Table.Any, id: string, options?: { readonly forUpdate?: boolean }) =>
     Effect.zipRight(
       noteRead(table.name),
-      Effect.flatMap(visible(table, id, false), (row) =>
+      Effect.flatMap(visible(table, id, options?.forUpdate === true), (row) =>
         Option.isNone(row)
           ? Effect.succeedNone
           : Effect.map(RowCodec.of(table).decode(row.value), Option.some))

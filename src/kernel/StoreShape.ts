@@ -57,8 +57,17 @@ export interface StoreShape {
   readonly upsert: <T extends Table.Any>(table: T, row: Table.Row<T>) => Effect.Effect<Table.Row<T>, StoreError>
   /** Deletes a row. Fails `RowNotFound`. */
   readonly delete: <T extends Table.Any>(table: T, id: string) => Effect.Effect<void, StoreError>
-  /** Reads one row by id. */
-  readonly get: <T extends Table.Any>(table: T, id: string) => Effect.Effect<Option.Option<Table.Row<T>>, StoreError>
+  /**
+   * Reads one row by id. `forUpdate` (inside a transaction): the row is locked against concurrent
+   * writers until the transaction ends and the read sees the latest committed version, so a
+   * read-modify-write loses no concurrent change (PostgreSQL `FOR UPDATE`; the other tiers
+   * serialise writers). A missing row locks nothing: a concurrent first insert fails `DuplicateRow`.
+   */
+  readonly get: <T extends Table.Any>(
+    table: T,
+    id: string,
+    options?: { readonly forUpdate?: boolean }
+  ) => Effect.Effect<Option.Option<Table.Row<T>>, StoreError>
   /** Reads rows matching `where`, ordered and paged. */
   readonly find: <T extends Table.Any>(
     table: T,

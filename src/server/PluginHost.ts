@@ -4,7 +4,7 @@
  * declared `network:outbound:<host>` hosts).
  */
 import { HttpClient } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { Context, Effect, FiberRef, Layer } from "effect"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import { Store } from "../kernel/Store.js"
 import * as Plugin from "../app/Plugin.js"
@@ -46,13 +46,29 @@ export const validate = (plugin: Plugin.Plugin): Effect.Effect<void, Plugin.Plug
 export const start = (plugin: Plugin.Plugin) =>
   Effect.gen(function*() {
     const narrowed = services(plugin, yield* Store, yield* HttpClient.HttpClient)
+    // The listener's services merged into the caller's context, per event: the merge is kept for
+    // the last context seen (a writer's context rarely changes between its writes).
+    let parent: Context.Context<never> | undefined
+    let merged: Context.Context<never> = narrowed as Context.Context<never>
+    const withServices = <A, E>(effect: Effect.Effect<A, E, Plugin.Services>): Effect.Effect<A, E> =>
+      Effect.locallyWith(effect as Effect.Effect<A, E>, FiberRef.currentContext, (context) => {
+        if (context !== parent) {
+          parent = context
+          merged = Context.merge(context, narrowed as Context.Context<never>)
+        }
+        return merged
+      })
     const onChangeEvent = plugin.onChangeEvent
     if (onChangeEvent !== undefined) {
       const recordFailure = plugin.recordChangeFailure
       const tap = yield* ChangeTap
       yield* tap.subscribe({
         name: plugin.name,
-        onEvent: (event) => Effect.provide(onChangeEvent(event), narrowed),
+        onEvent: (event) => {
+          const handled = onChangeEvent(event)
+          // Nothing to do for this event (a table the plugin ignores): no services to provide.
+          return handled === Effect.void ? Effect.void : withServices(handled)
+        },
         ...(plugin.inlineChangeEvents === true ? { inline: true } : {}),
         ...(recordFailure
           ? { durable: { recordFailure: (event, cause) => Effect.provide(recordFailure(event, cause), narrowed) } }

@@ -10,12 +10,14 @@
  * adopt the earliest `since` among equal statuses, so they converge on one cause.
  */
 import type { Scope } from "effect"
-import { Clock, Context, Duration, Effect, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Either } from "effect"
 import type { LivePush } from "../app/Plugin.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import * as Provenance from "../kernel/Provenance.js"
+import * as RowCodec from "../kernel/RowCodec.js"
 import type { StoreShape } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
+import type * as Table from "../kernel/Table.js"
 import * as CostBudget from "./CostBudget.js"
 import { CostInvalid } from "./Errors.js"
 import * as Expectation from "./Expectation.js"
@@ -104,7 +106,36 @@ const asCause = (value: Readonly<Record<string, unknown>> | null): Registries.Ca
 const windowLabel = (window: CostBudget.Window | undefined): string | null =>
   window === undefined ? null : typeof window === "string" ? window : Duration.format(Duration.decode(window))
 
-/** Builds the engine over `store`: boot scans, then ready for changes. */
+/** Two encoded rows (or absences) with the same fields and values. */
+const sameRow = (a: Readonly<Record<string, unknown>> | null, b: Readonly<Record<string, unknown>> | null): boolean => {
+  if (a === null || b === null) return a === b
+  const keys = Object.keys(a)
+  if (keys.length !== Object.keys(b).length) return false
+  return keys.every((key) => key in b && JSON.stringify(a[key]) === JSON.stringify(b[key]))
+}
+
+/** Rows per page of the boot scan. */
+const bootPageSize = 1000
+
+/**
+ * Orders ids as the stores do (PostgreSQL `COLLATE "C"` and SQLite compare UTF-8 bytes, the memory
+ * tier sorts strings): by code point, which UTF-16 order matches except around surrogates.
+ */
+export const compareIds = (a: string, b: string): number => {
+  const length = Math.min(a.length, b.length)
+  for (let i = 0; i < length; i++) {
+    const x = a.codePointAt(i)!
+    const y = b.codePointAt(i)!
+    if (x !== y) return x - y
+    if (x > 0xffff) i++
+  }
+  return a.length - b.length
+}
+
+/**
+ * Builds the engine over `store`, ready to hold changes at once; `boot` scans the tables and
+ * replays what arrived meanwhile.
+ */
 export const make = (config: Config, store: StoreShape) =>
   Effect.gen(function*() {
     const expectationListeners = yield* listeners<Registries.ExpectationTransition>()
@@ -209,23 +240,12 @@ export const make = (config: Config, store: StoreShape) =>
       lastCause: runtime.lastCause
     })
 
-    // Boot: counters from the table, status from them, `since` and cause from the state row when it agrees.
-    const persisted = new Map(
-      (yield* store.find(ExpectationState).pipe(Subject.asSystem)).map((row) => [row.id, row] as const)
-    )
-    for (const [tableName, runtimes] of expectationsByTable) {
-      const table = runtimes[0]!.definition.table
-      yield* store.walk(table).pipe(
-        Stream.runForEach((row) =>
-          Effect.sync(() => {
-            const encoded = row as Readonly<Record<string, unknown>>
-            for (const runtime of runtimes) runtime.counters.apply(null, encoded)
-          })
-        ),
-        Subject.asSystem,
-        Effect.catchAllCause((cause) => Effect.logWarning(`expectations on "${tableName}": boot scan failed`, cause))
+    /** After the boot scan: status from the counters, `since` and cause from the state row when it agrees. */
+    const bootExpectations = Effect.gen(function*() {
+      const persisted = new Map(
+        (yield* store.find(ExpectationState).pipe(Subject.asSystem)).map((row) => [row.id, row] as const)
       )
-      for (const runtime of runtimes) {
+      for (const runtime of expectations.values()) {
         evaluate(runtime, bootedAt, null)
         const row = persisted.get(runtime.definition.name)
         if (row !== undefined && row.status === runtime.status) {
@@ -236,7 +256,7 @@ export const make = (config: Config, store: StoreShape) =>
           yield* persist(runtime)
         }
       }
-    }
+    })
 
     /** Applies a change to the expectations on its table; the effect persists and notifies transitions (void when none). */
     const applyExpectations = (event: ChangeEvent): Effect.Effect<void> => {
@@ -298,44 +318,50 @@ export const make = (config: Config, store: StoreShape) =>
     const budgetTenants = new Map<string, Map<string, BudgetTenant>>()
     for (const budget of config.budgets) budgetTenants.set(budget.name, new Map())
 
-    const attribute = (row: { readonly tenantId: string; readonly unit: string; readonly amount: number; readonly subscription: string | null }) => {
+    /** Adds a ledger row to its tenant's attribution (`sign` -1: a pruned row leaves it). */
+    const attribute = (row: { readonly tenantId: string; readonly unit: string; readonly amount: number; readonly subscription: string | null }, sign: 1 | -1 = 1) => {
       let tenant = tenants.get(row.tenantId)
       if (tenant === undefined) tenants.set(row.tenantId, tenant = { total: 0, byUnit: new Map(), bySubscription: new Map() })
-      tenant.total += row.amount
-      tenant.byUnit.set(row.unit, (tenant.byUnit.get(row.unit) ?? 0) + row.amount)
-      if (row.subscription !== null) {
-        tenant.bySubscription.set(row.subscription, (tenant.bySubscription.get(row.subscription) ?? 0) + row.amount)
+      const amount = sign * row.amount
+      tenant.total += amount
+      const adjust = (map: Map<string, number>, key: string) => {
+        const next = (map.get(key) ?? 0) + amount
+        // A key whose rows were all pruned leaves the attribution (sums of floats may leave dust).
+        if (sign < 0 && Math.abs(next) < 1e-9) map.delete(key)
+        else map.set(key, next)
       }
+      adjust(tenant.byUnit, row.unit)
+      if (row.subscription !== null) adjust(tenant.bySubscription, row.subscription)
+      if (sign < 0 && tenant.byUnit.size === 0) tenants.delete(row.tenantId)
     }
 
     // Boot: attribution from the whole ledger; each budget's current window from the rows inside it.
     const current = new Map(config.budgets.map((budget) => [budget.name, CostBudget.windowOf(budget, bootedAt)] as const))
-    yield* store.walk(CostEvents).pipe(
-      Stream.runForEach((row) =>
-        Effect.sync(() => {
-          attribute(row)
-          for (const budget of config.budgets) {
-            if (!CostBudget.counts(budget, row.unit)) continue
-            const bounds = current.get(budget.name)!
-            if (row.at < bounds.start || row.at >= bounds.end) continue
-            const states = budgetTenants.get(budget.name)!
-            const state = states.get(row.tenantId) ?? { ...bounds, spent: 0, status: "ok" as const, since: null }
-            state.spent += row.amount
-            states.set(row.tenantId, state)
-          }
-        })
-      ),
-      Subject.asSystem
-    )
-    for (const budget of config.budgets) {
-      for (const state of budgetTenants.get(budget.name)!.values()) {
-        state.status = CostBudget.statusOf(budget, state.spent)
-        if (state.status !== "ok") state.since = bootedAt
+    const bootCost = (row: typeof CostEvents.schema.Type) => {
+      attribute(row)
+      for (const budget of config.budgets) {
+        if (!CostBudget.counts(budget, row.unit)) continue
+        const bounds = current.get(budget.name)!
+        if (row.at < bounds.start || row.at >= bounds.end) continue
+        const states = budgetTenants.get(budget.name)!
+        const state = states.get(row.tenantId) ?? { ...bounds, spent: 0, status: "ok" as const, since: null }
+        state.spent += row.amount
+        states.set(row.tenantId, state)
       }
     }
+    const bootBudgets = Effect.sync(() => {
+      for (const budget of config.budgets) {
+        for (const state of budgetTenants.get(budget.name)!.values()) {
+          state.status = CostBudget.statusOf(budget, state.spent)
+          if (state.status !== "ok") state.since = bootedAt
+        }
+      }
+    })
 
     const applyCost = (event: ChangeEvent) =>
       Effect.gen(function*() {
+        // A pruned row (older than every budget's current window) leaves the attribution only.
+        if (event.op === "delete" && event.before !== null) return attribute(event.before as unknown as typeof CostEvents.schema.Type, -1)
         if (event.op !== "insert" || event.after === null) return
         const row = event.after as unknown as typeof CostEvents.schema.Type
         attribute(row)
@@ -408,6 +434,35 @@ export const make = (config: Config, store: StoreShape) =>
         yield* costListeners.notify(resets)
       }).pipe(Effect.forever)
 
+    /**
+     * Ledger retention: when every budget has a window, a cost older than the start of every
+     * budget's current window (so older than the longest window) can no longer count towards any
+     * budget, and is deleted. With a cumulative budget (no window) the whole ledger is kept.
+     */
+    const prunable = config.budgets.length > 0 && config.budgets.every((budget) => budget.window !== undefined)
+    const retainedFrom = (now: number) => Math.min(...config.budgets.map((budget) => CostBudget.windowOf(budget, now).start))
+
+    /** Deletes ledger rows older than the retention, a page at a time; returns how many. */
+    const prune = Effect.gen(function*() {
+      const cutoff = retainedFrom(yield* Clock.currentTimeMillis)
+      let deleted = 0
+      while (true) {
+        const old = yield* store.find(CostEvents, { where: { at: { lt: cutoff } }, orderBy: "at", limit: bootPageSize })
+        // Another replica may prune the same rows: a row already gone is skipped.
+        yield* Effect.forEach(old, (row) => store.delete(CostEvents, row.id).pipe(Effect.catchTag("RowNotFound", () => Effect.void)), { discard: true })
+        deleted += old.length
+        if (old.length < bootPageSize) return deleted
+      }
+    }).pipe(Subject.asSystem)
+
+    /** Prunes now, then whenever a window ends (the retention can only move then). */
+    const pruneLoop = Effect.gen(function*() {
+      yield* prune.pipe(Effect.catchAllCause((cause) => Effect.logWarning("cost ledger: pruning failed; retried at the next window end", cause)))
+      const now = yield* Clock.currentTimeMillis
+      const next = Math.min(...config.budgets.map((budget) => CostBudget.windowOf(budget, now).end))
+      yield* Effect.sleep(Duration.millis(Math.max(0, next - now)))
+    }).pipe(Effect.forever)
+
     const budgetObservation = (budget: CostBudget.CostBudget, tenantId: string, now: number): Registries.BudgetObservation => {
       const bounds = CostBudget.windowOf(budget, now)
       const state = budgetTenants.get(budget.name)!.get(tenantId)
@@ -474,18 +529,6 @@ export const make = (config: Config, store: StoreShape) =>
       list.push(tally)
       talliesByTable.set(definition.table.name, list)
     }
-    for (const [tableName, list] of talliesByTable) {
-      yield* store.walk(list[0]!.experiment.table).pipe(
-        Stream.runForEach((row) =>
-          Effect.sync(() => {
-            for (const tally of list) tally.apply(null, row as Readonly<Record<string, unknown>>, bootedAt)
-          })
-        ),
-        Subject.asSystem,
-        Effect.catchAllCause((cause) => Effect.logWarning(`experiments on "${tableName}": boot scan failed`, cause))
-      )
-    }
-
     const applyExperiments = (event: ChangeEvent): Effect.Effect<void> => {
       const list = talliesByTable.get(event.table)
       if (list === undefined) return Effect.void
@@ -498,9 +541,8 @@ export const make = (config: Config, store: StoreShape) =>
     const watched = new Set([CostEvents.name, ExpectationState.name, ...expectationsByTable.keys(), ...talliesByTable.keys()])
 
     /** Applies one committed change. The counting is synchronous; only transitions and listeners cost an effect. */
-    const onChange = (event: ChangeEvent): Effect.Effect<void> => {
-      if (!watched.has(event.table)) return Effect.void
-      return Effect.suspend(() => {
+    const applyChange = (event: ChangeEvent): Effect.Effect<void> =>
+      Effect.suspend(() => {
         const first = event.table === CostEvents.name
           ? applyCost(event)
           : event.table === ExpectationState.name
@@ -512,6 +554,120 @@ export const make = (config: Config, store: StoreShape) =>
           ? Effect.void
           : Effect.zipRight(first, Effect.zipRight(second, third))
       })
+
+    // ---- boot ----------------------------------------------------------------------------------
+    // The change listener is registered before the boot scan (the plugin host subscribes first),
+    // so no write is missed between the scan and the listener. Changes arriving during the boot
+    // are held, then replayed after it, skipping those the scan already read: a table is read in
+    // id-ordered pages, and a change that arrived before the page covering its row was read is in
+    // that page.
+    /** Changes that arrived during the boot, in order; null once the boot replayed them. */
+    let arrivals: Array<ChangeEvent> | null = []
+    interface PageRead {
+      /** The page's last id; null for the last page (it covers every id after the previous one). */
+      readonly lastId: string | null
+      /** Changes that had arrived when the read was sent: all in the page. */
+      readonly sent: number
+      /** Changes that had arrived when the page came back: the ones after are not in it. */
+      readonly received: number
+      /** Rows of the page changed by a change that arrived during the read (encoded), to tell. */
+      readonly racing: ReadonlyMap<string, Readonly<Record<string, unknown>>>
+    }
+    /** Per scanned table: the pages read, in id order. */
+    const pagesRead = new Map<string, Array<PageRead>>()
+
+    /** Reads `table` page by page (as the system), feeding each row to `consume`. */
+    const scan = (table: Table.Any, consume: (row: Readonly<Record<string, unknown>>) => void) =>
+      Effect.gen(function*() {
+        const pages: Array<PageRead> = []
+        pagesRead.set(table.name, pages)
+        const codec = RowCodec.of(table)
+        let after: string | null = null
+        while (true) {
+          const options = { orderBy: "id", limit: bootPageSize, ...(after === null ? {} : { where: { id: { gt: after } } }) }
+          const sent = arrivals!.length
+          const rows = (yield* store.find(table, options as never)) as ReadonlyArray<Readonly<Record<string, unknown>>>
+          const received = arrivals!.length
+          const racing = new Map<string, Readonly<Record<string, unknown>>>()
+          if (received > sent) {
+            const ids = new Set(arrivals!.slice(sent, received).filter((event) => event.table === table.name).map((event) => event.id))
+            for (const row of rows) {
+              const encoded = ids.has(row.id as string) ? codec.encode(row) : undefined
+              if (encoded !== undefined && Either.isRight(encoded)) racing.set(row.id as string, encoded.right)
+            }
+          }
+          for (const row of rows) consume(row)
+          const last = rows.length < bootPageSize
+          if (!last) after = rows[rows.length - 1]!.id as string
+          pages.push({ lastId: last ? null : after, sent, received, racing })
+          if (last) return
+        }
+      }).pipe(Subject.asSystem)
+
+    /**
+     * Whether the boot scan already read the change that arrived `index`-th: it arrived before the
+     * read of its row's page was sent, or during that read and the page holds its result (or a later one).
+     */
+    const scanned = (event: ChangeEvent, index: number) => {
+      const pages = pagesRead.get(event.table)
+      if (pages === undefined) return false
+      const page = pages.find((page) => page.lastId === null || compareIds(event.id, page.lastId) <= 0)
+      if (page === undefined || index >= page.received) return false
+      if (index < page.sent) return true
+      const read = page.racing.get(event.id) ?? null
+      for (let i = index; i < page.received; i++) {
+        const later = arrivals![i]!
+        if (later.table === event.table && later.id === event.id && sameRow(later.after, read)) return true
+      }
+      return false
+    }
+
+    /** Scans every watched table once, then replays the changes that arrived meanwhile and the scan missed. */
+    const boot = Effect.gen(function*() {
+      const scans = new Map<string, { table: Table.Any; consumers: Array<(row: Readonly<Record<string, unknown>>) => void> }>()
+      const consumer = (table: Table.Any, consume: (row: Readonly<Record<string, unknown>>) => void) => {
+        const entry = scans.get(table.name) ?? { table, consumers: [] }
+        entry.consumers.push(consume)
+        scans.set(table.name, entry)
+      }
+      for (const runtimes of expectationsByTable.values()) {
+        consumer(runtimes[0]!.definition.table, (row) => {
+          for (const runtime of runtimes) runtime.counters.apply(null, row)
+        })
+      }
+      consumer(CostEvents, (row) => bootCost(row as typeof CostEvents.schema.Type))
+      for (const list of talliesByTable.values()) {
+        consumer(list[0]!.experiment.table, (row) => {
+          for (const tally of list) tally.apply(null, row, bootedAt)
+        })
+      }
+      for (const [tableName, { consumers, table }] of scans) {
+        yield* scan(table, (row) => {
+          for (const consume of consumers) consume(row)
+        }).pipe(Effect.catchAllCause((cause) =>
+          tableName === CostEvents.name
+            ? Effect.failCause(cause)
+            : Effect.logWarning(`standing primitives on "${tableName}": boot scan failed`, cause)
+        ))
+      }
+      yield* bootExpectations
+      yield* bootBudgets
+      // Replayed in arrival order; changes arriving during the replay join its end.
+      for (let index = 0; index < arrivals!.length; index++) {
+        const event = arrivals![index]!
+        if (!scanned(event, index)) yield* applyChange(event)
+      }
+      arrivals = null
+      pagesRead.clear()
+    })
+
+    const onChange = (event: ChangeEvent): Effect.Effect<void> => {
+      if (!watched.has(event.table)) return Effect.void
+      if (arrivals !== null) {
+        arrivals.push(event)
+        return Effect.void
+      }
+      return applyChange(event)
     }
 
     const background: Effect.Effect<void, never, Scope.Scope> = Effect.gen(function*() {
@@ -521,6 +677,7 @@ export const make = (config: Config, store: StoreShape) =>
       for (const budget of config.budgets) {
         if (budget.window !== undefined) yield* Effect.forkScoped(rolloverLoop(budget))
       }
+      if (prunable) yield* Effect.forkScoped(pruneLoop)
     })
 
     const expectationRegistry: Registries.ExpectationRegistryShape = {
@@ -580,7 +737,7 @@ export const make = (config: Config, store: StoreShape) =>
       Context.add(Registries.ExperimentRegistry, experimentRegistry)
     )
 
-    return { onChange, onLivePush, background, context, expectations: expectationRegistry, costs: costRegistry, experiments: experimentRegistry }
+    return { boot, prune, onChange, onLivePush, background, context, expectations: expectationRegistry, costs: costRegistry, experiments: experimentRegistry }
   })
 
 /** A running engine. */

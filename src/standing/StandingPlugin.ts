@@ -11,7 +11,7 @@
  * `useExperiment`, `recordCost`), and shows read-only snapshots on the inspect surface.
  */
 import type { Scope } from "effect"
-import { Deferred, Effect, FiberId, Layer } from "effect"
+import { Context, Deferred, Effect, FiberId, Layer } from "effect"
 import * as Plugin from "../app/Plugin.js"
 import type * as Procedure from "../app/Procedure.js"
 import type { StoreShape } from "../kernel/Store.js"
@@ -72,14 +72,22 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
     return slot
   }
   const engineOf = Effect.map(Store, (store) => slots.get(store)?.engine)
+  const watchedTables: ReadonlySet<string> = new Set([
+    CostEvents.name,
+    ExpectationState.name,
+    ...config.expectations.map((expectation) => expectation.table.name),
+    ...config.experiments.map((experiment) => experiment.table.name)
+  ])
 
   const background = Layer.scopedDiscard(Effect.gen(function*() {
     const store = yield* Store
     const engine = yield* Engine.make(config, store)
     const slot = slotOf(store)
+    // Installed before the boot scan: changes committed meanwhile are held and replayed, not lost.
     slot.engine = engine
-    yield* Deferred.succeed(slot.ready, engine)
     yield* Effect.addFinalizer(() => Effect.sync(() => slots.delete(store)))
+    yield* engine.boot
+    yield* Deferred.succeed(slot.ready, engine)
     yield* engine.background
   }))
 
@@ -108,7 +116,14 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
       layer: background as Layer.Layer<never, unknown, Plugin.Services | Scope.Scope>,
       // Counts are read right after the write that moved them: handled before the write returns.
       inlineChangeEvents: true,
-      onChangeEvent: (event) => Effect.flatMap(engineOf, (engine) => engine === undefined ? Effect.void : engine.onChange(event)),
+      // Changes to other tables cost the writer nothing (no effect to run).
+      onChangeEvent: (event) =>
+        watchedTables.has(event.table)
+          ? Effect.contextWithEffect((context: Context.Context<Store>) => {
+            const engine = slots.get(Context.get(context, Store))?.engine
+            return engine === undefined ? Effect.void : engine.onChange(event)
+          })
+          : Effect.void,
       onLivePush: (push) => Effect.flatMap(engineOf, (engine) => engine === undefined ? Effect.void : engine.onLivePush(push)),
       interceptors: [intercept("query"), intercept("mutation"), intercept("action")],
       inspectRoutes: Inspect.routes(engineOf)

@@ -6,10 +6,13 @@
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Queue, Redacted, Schedule, Stream } from "effect"
+import { Context, Effect, Layer, Queue, Redacted, Schedule, Stream } from "effect"
 import * as Client from "../../src/client/Client.js"
+import * as FlagRegistry from "../../src/flags/FlagRegistry.js"
 import { flagsEvaluate } from "../../src/flags/index.js"
+import * as flagTables from "../../src/flags/tables.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Pg from "../support/Pg.js"
 import * as Serve from "../support/Serve.js"
@@ -112,3 +115,39 @@ describe.skipIf(Pg.serverUrl === null)("flags across replicas (PostgreSQL, fleet
 })
 
 if (Pg.serverUrl === null) console.warn(Pg.skipReason)
+
+/** One registry on its own pool and store over the shared database (a replica without a server). */
+const registryOn = (url: string) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(Store.layerSql.pipe(Layer.provideMerge(ChangeTap.layerLocal), Layer.provide(Pg.layerClient(url))))
+    const registry = FlagRegistry.make({ flags: { beta: true, gamma: false }, store: "sql", usage: { track: false } })
+    yield* registry.attach(Context.get(context, Store.Store))
+    return registry
+  })
+
+describe.skipIf(Pg.serverUrl === null)("concurrent toggles (PostgreSQL, read committed)", () => {
+  it.scopedLive("two replicas toggling at once lose no flip: versions count every flip and the state ends where the flips say", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      yield* SchemaDiffer.apply([...flagTables.all]).pipe(Effect.provide(Pg.layerClient(url)), Effect.orDie)
+      const a = yield* registryOn(url)
+      const b = yield* registryOn(url)
+      const flips = 12
+      // beta starts without a state row (concurrent first writers), gamma with one.
+      yield* a.toggle("gamma", "setup")
+      const run = (registry: FlagRegistry.FlagRegistryShape, flag: string, actor: string) =>
+        Effect.forEach(Array.from({ length: flips }), () => registry.toggle(flag, actor), { discard: true })
+      yield* Effect.all([run(a, "beta", "a"), run(b, "beta", "b"), run(a, "gamma", "a"), run(b, "gamma", "b")], { concurrency: "unbounded" })
+      const audit = yield* a.audit()
+      for (const [flag, start, setup] of [["beta", true, 0], ["gamma", true, 1]] as const) {
+        const rows = audit.filter((row) => row.flag === flag && row.actor !== "setup")
+        assert.strictEqual(rows.length, 2 * flips)
+        // Every flip starts from the state the previous one left: as many on→off as off→on.
+        assert.isTrue(rows.every((row) => row.after.enabled === !row.before.enabled))
+        assert.strictEqual(rows.filter((row) => row.before.enabled === true).length, flips, `${flag}: flips alternate`)
+        const c = yield* registryOn(url)
+        const entry = (yield* c.list).find((e) => e.key === flag)!
+        assert.deepStrictEqual([entry.version, entry.enabled], [2 * flips + setup, start])
+      }
+    }))
+})

@@ -9,11 +9,13 @@ import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Queue, Stream } from "effect"
 import { defineApp } from "../../src/app/App.js"
+import { defineRestRoute } from "../../src/http/RestRoute.js"
 import * as Client from "../../src/client/Client.js"
-import { evaluateTag, flagsEvaluate, flagsPlugin } from "../../src/flags/index.js"
+import { evaluateTag, flagsEvaluate, flagsPlugin, isFlagEnabled, requireFlag } from "../../src/flags/index.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Serve from "../support/Serve.js"
+import { tokenStrategy } from "../app/fixtures.js"
 import { bearer, check, echo, makeApp, pay, purge, ran, report } from "./fixtures.js"
 
 process.env.FW_INSPECT_TOKEN = "inspect-secret"
@@ -98,6 +100,28 @@ describe("gating", () => {
       assert.isTrue(Either.isLeft(refused) && refused.left._tag === "FlagDisabled")
       assert.isTrue(yield* ws.call(check, { key: "beta" }, { headers: alice }))
       assert.isFalse(yield* ws.call(check, { key: "beta" }, { headers: bob }))
+    }))
+
+  it.scopedLive("requireFlag on a hand-written REST route answers 403 FlagDisabled (as gated projections do)", () =>
+    Effect.gen(function*() {
+      const flagged = makeApp()
+      const route = defineRestRoute({
+        method: "GET",
+        path: "/beta-only",
+        guards: [requireFlag("beta")],
+        handler: () => Effect.succeed({ ok: true })
+      })
+      // A route's handler reads flags as a procedure's does.
+      const probe = defineRestRoute({ method: "GET", path: "/beta-probe", handler: (_input, ctx) => isFlagEnabled(ctx, "beta") })
+      const app = defineApp({ procedures: [report], plugins: [flagged.plugin], auth: tokenStrategy, restRoutes: [route, probe] })
+      const served = yield* Serve.serve(app, memory)
+      assert.deepStrictEqual(yield* http(served, "GET", "/beta-only", undefined, "tok-alice"), { status: 200, body: { ok: true } })
+      const refused = yield* http(served, "GET", "/beta-only", undefined, "tok-bob")
+      assert.strictEqual(refused.status, 403)
+      assert.strictEqual(refused.body._tag, "FlagDisabled")
+      assert.match(String(refused.body.message), /"beta" is not enabled/)
+      assert.deepStrictEqual(yield* http(served, "GET", "/beta-probe", undefined, "tok-alice"), { status: 200, body: true as never })
+      assert.deepStrictEqual(yield* http(served, "GET", "/beta-probe", undefined, "tok-bob"), { status: 200, body: false as never })
     }))
 
   it("rpc:intercept permissions are requested only when gatedBy is set", () => {

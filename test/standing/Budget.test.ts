@@ -1,6 +1,6 @@
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Queue, Ref, Schema, Stream, TestClock } from "effect"
+import { Effect, Layer, Queue, Ref, Schedule, Schema, Stream, TestClock, TestServices } from "effect"
 import { defineApp } from "../../src/app/App.js"
 import { mutation, query } from "../../src/app/Procedure.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
@@ -9,6 +9,7 @@ import * as Store from "../../src/kernel/Store.js"
 import {
   type Attribution,
   type BudgetCrossing,
+  CostEvents,
   CostRegistry,
   defineCostBudget,
   recordCost,
@@ -27,6 +28,8 @@ process.env.FW_INSPECT_TOKEN = "inspect-secret"
 const tokens = defineCostBudget({ name: "tokens", limit: 100, unit: "tokens", window: "1 hour" })
 const total = defineCostBudget({ name: "total", limit: 1_000, warnAt: 1 })
 const plugin = standingPlugin({ budgets: [tokens, total] })
+const daily = defineCostBudget({ name: "daily", limit: 1_000, window: "day" })
+const windowed = standingPlugin({ budgets: [tokens, daily] })
 
 const spend = (tenantId: string, amount: number, unit = "tokens", trace = "t") =>
   Effect.flatMap(CostRegistry, (registry) => registry.record({ tenantId, unit, amount })).pipe(
@@ -89,6 +92,43 @@ for (const tier of tiers) {
         yield* spend("acme", 800, "emails")
         const all = yield* registry.budget("total", "acme")
         assert.deepStrictEqual([all?.status, all?.spent, all?.window, all?.warnThreshold], ["exceeded", 1_035, null, null])
+      }).pipe(Effect.provide(stack(tier.client(), plugin))))
+
+    it.scoped("the ledger keeps only what the longest window needs: older costs are pruned on the clock and leave the attribution", () =>
+      Effect.gen(function*() {
+        const store = yield* Store.Store
+        const registry = yield* CostRegistry
+        const ledger = () => store.count(CostEvents)
+        /** Polls (on the real clock) until the ledger holds `n` rows: the pruning runs in the background. */
+        const ledgerHolds = (n: number) =>
+          TestServices.provideLive(ledger().pipe(
+            Effect.repeat({ until: (count) => count === n, schedule: Schedule.spaced("5 millis") }),
+            Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error(`the ledger never held ${n} rows`) })
+          ))
+        yield* spend("acme", 10) // hour 0 of day 0
+        yield* spend("acme", 2, "emails")
+        yield* TestClock.adjust("1 hour")
+        yield* spend("acme", 5) // hour 1 of day 0
+        yield* TestClock.adjust("23 hours") // day 1: the day window no longer holds day 0
+        yield* spend("acme", 7)
+        yield* ledgerHolds(1)
+        const acme = yield* registry.tenant("acme")
+        assert.deepStrictEqual([acme?.total, acme?.byUnit], [7, { tokens: 7 }])
+        assert.deepStrictEqual((yield* registry.budget("daily", "acme"))?.spent, 7)
+        yield* TestClock.adjust("1 day")
+        yield* ledgerHolds(0)
+        assert.isNull(yield* registry.tenant("acme"))
+      }).pipe(Effect.provide(stack(tier.client(), windowed))))
+
+    it.scoped("a cumulative budget keeps the whole ledger", () =>
+      Effect.gen(function*() {
+        const store = yield* Store.Store
+        yield* spend("acme", 10)
+        yield* TestClock.adjust("3 days")
+        yield* spend("acme", 1)
+        yield* (yield* ChangeTap.ChangeTap).settled
+        assert.strictEqual(yield* store.count(CostEvents), 2)
+        assert.strictEqual((yield* (yield* CostRegistry).tenant("acme"))?.total, 11)
       }).pipe(Effect.provide(stack(tier.client(), plugin))))
 
     it.scoped("attribution holds total, per-unit and per-subscription amounts; bad costs are refused", () =>
