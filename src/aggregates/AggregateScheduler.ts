@@ -279,6 +279,9 @@ const make = (
         const { aggregate } = entry
         const name = aggregate.name
         yield* storage.ensure(name)
+        // Declared indexes cover the stored output rows of a scheduled aggregate; an incremental
+        // aggregate stores groups (its rows are made by toRow at read), so it has none.
+        if (entry.shape === undefined) yield* storage.indexes(name, aggregate.indexes)
         if (entry.shape !== undefined) {
           const shape = entry.shape
           // Applied inside the writing transaction, so a delta commits exactly once with its write.

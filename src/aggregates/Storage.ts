@@ -10,6 +10,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
 import type { StoreUnavailable } from "../kernel/Errors.js"
+import { indexName } from "../kernel/SchemaDiffer.js"
 import { unavailable } from "../kernel/SqlDriver.js"
 
 /** The stored metadata of one aggregate. */
@@ -42,6 +43,11 @@ export interface StorageShape {
   readonly tier: "memory" | "sqlite" | "pg"
   /** Creates the meta row when absent. */
   readonly ensure: (name: string) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * Makes the aggregate's B-tree indexes over its output columns exactly the declared ones
+   * (creates the missing, drops those no longer declared); a no-op in memory.
+   */
+  readonly indexes: (name: string, indexes: ReadonlyArray<ReadonlyArray<string>>) => Effect.Effect<void, StoreUnavailable>
   readonly meta: (name: string) => Effect.Effect<StoredMeta, StoreUnavailable>
   /** The current generation's encoded rows, in build order (merge: mergeKey order). */
   readonly rows: (name: string) => Effect.Effect<ReadonlyArray<unknown>, StoreUnavailable>
@@ -100,6 +106,7 @@ export const makeMemory = (): StorageShape => {
   return {
     tier: "memory",
     ensure: (name) => Effect.sync(() => void (metas.has(name) || metas.set(name, emptyMeta))),
+    indexes: () => Effect.void,
     meta: (name) => Effect.sync(() => metaOf(name)),
     rows: (name) => Effect.sync(() => [...(sets.get(name)?.values() ?? [])]),
     reset: (name) =>
@@ -156,6 +163,9 @@ export const layerMemory: Layer.Layer<Storage> = Layer.sync(Storage, makeMemory)
 
 const num = (value: unknown): number | null => value === null || value === undefined ? null : Number(value)
 
+/** The name of an aggregate's index over `columns` (the aggregate's name is part of it). */
+export const outputIndexName = (name: string, columns: ReadonlyArray<string>) => indexName(`_fw_agg_${name}`, columns)
+
 /** Storage in `_fw_aggregate_meta` / `_fw_aggregate_rows` (created by the schema differ). */
 export const makeSql: Effect.Effect<StorageShape, never, SqlClient.SqlClient> = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -204,6 +214,29 @@ export const makeSql: Effect.Effect<StorageShape, never, SqlClient.SqlClient> = 
       fail(sql`INSERT INTO _fw_aggregate_meta ${
         sql.insert({ id: name, generation: 1, refreshedAt: null, rowCount: 0, durationMs: null, lastError: null, lastSlot: null, claimedAt: null, ready: bool(false) })
       } ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)),
+    indexes: (name, indexes) =>
+      tx(Effect.gen(function*() {
+        // Replicas booting together: one at a time (DDL on the same names would race in the catalog).
+        if (tier === "pg") yield* sql`SELECT pg_advisory_xact_lock(hashtext('_fw_aggregate_rows indexes'))`
+        // Partial expression indexes: rows of one aggregate, generation first (reads are of one
+        // generation), then the declared output columns as stored (JSON). The aggregate's name and
+        // the columns were checked to be identifiers at definition, so they are written inline.
+        const wanted = new Map(indexes.map((columns) => [outputIndexName(name, columns), columns]))
+        const existing = tier === "pg"
+          ? yield* sql<{ readonly name: string; readonly definition: string }>`SELECT indexname AS name, indexdef AS definition
+            FROM pg_indexes WHERE tablename = '_fw_aggregate_rows'`
+          : yield* sql<{ readonly name: string; readonly definition: string | null }>`SELECT name, sql AS definition FROM sqlite_master
+            WHERE type = 'index' AND tbl_name = '_fw_aggregate_rows'`
+        for (const index of existing) {
+          const mine = index.name.startsWith("_fw_agg_") && (index.definition ?? "").includes(`'${name}'`)
+          if (mine && !wanted.has(index.name)) yield* sql.unsafe(`DROP INDEX IF EXISTS "${index.name}"`)
+        }
+        for (const [index, columns] of wanted) {
+          const expressions = columns.map((column) => tier === "pg" ? `(row -> '${column}')` : `json_extract(row, '$.${column}')`)
+          yield* sql.unsafe(`CREATE INDEX IF NOT EXISTS "${index}" ON _fw_aggregate_rows (generation, ${expressions.join(", ")})
+            WHERE aggregate = '${name}'`)
+        }
+      })),
     meta: (name) => fail(readMeta(name)),
     rows: (name) =>
       fail(sql<{ readonly row: unknown }>`SELECT r.row FROM _fw_aggregate_rows r JOIN _fw_aggregate_meta m
