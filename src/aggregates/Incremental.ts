@@ -126,30 +126,41 @@ const touches = (shape: Shape, change: PendingChange): ReadonlyArray<Touch> => {
 /** How a group's extreme is recomputed from the source (the bounded rescan). */
 export type Rescan = (shape: Shape, group: Readonly<Record<string, unknown>>) => Effect.Effect<number | null, StoreUnavailable>
 
-const apply = (storage: StorageShape, shape: Shape, rescan: Rescan, touch: Touch): Effect.Effect<void, StoreUnavailable> => {
-  if (shape.op === "count") return touch.dn === 0 ? Effect.void : storage.add(shape.name, touch.key, touch.group, touch.dn, touch.dn, 0)
-  const dc = (touch.adds && touch.add !== null ? 1 : 0) - (touch.removes && touch.remove !== null ? 1 : 0)
-  if (shape.op === "sum" || shape.op === "avg") {
-    const ds = (touch.adds ? touch.add ?? 0 : 0) - (touch.removes ? touch.remove ?? 0 : 0)
-    return touch.dn === 0 && dc === 0 && ds === 0 ? Effect.void : storage.add(shape.name, touch.key, touch.group, touch.dn, dc, ds)
-  }
-  const better = shape.op === "min" ? (a: number, b: number) => a < b : (a: number, b: number) => a > b
-  return Effect.gen(function*() {
-    const state = yield* storage.lock(shape.name, touch.key, touch.group)
-    const n = state.n + touch.dn
-    const c = state.c + dc
-    let v = state.v
-    let needsRescan = false
-    if (touch.removes && touch.remove !== null && v !== null && !better(v, touch.remove)) {
-      // The extreme leaves: direct only if its replacement in the same row is at least as good.
-      if (touch.adds && touch.add !== null && !better(touch.remove, touch.add)) v = touch.add
-      else needsRescan = true
-    } else if (touch.adds && touch.add !== null) {
-      v = v === null || better(touch.add, v) ? touch.add : v
+/** count, sum, avg: one transaction's touches summed per group, in key order (no deadlock between writers). */
+const additive = (shape: Shape, touches: ReadonlyArray<Touch>) => {
+  const byKey = new Map<string, { group: Readonly<Record<string, unknown>>; dn: number; dc: number; ds: number }>()
+  for (const touch of touches) {
+    let sum = byKey.get(touch.key)
+    if (sum === undefined) byKey.set(touch.key, sum = { group: touch.group, dn: 0, dc: 0, ds: 0 })
+    sum.dn += touch.dn
+    if (shape.op === "count") {
+      sum.dc += touch.dn
+      continue
     }
-    if (c === 0) v = null
-    else if (needsRescan) v = yield* rescan(shape, touch.group)
-    yield* storage.set(shape.name, { ...state, n, c, v })
+    sum.dc += (touch.adds && touch.add !== null ? 1 : 0) - (touch.removes && touch.remove !== null ? 1 : 0)
+    sum.ds += (touch.adds ? touch.add ?? 0 : 0) - (touch.removes ? touch.remove ?? 0 : 0)
+  }
+  return [...byKey].filter(([, d]) => d.dn !== 0 || d.dc !== 0 || d.ds !== 0).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)
+}
+
+/**
+ * min, max: one upsert per touch (counts plus a value that beats the extreme); when the touch
+ * removed the extreme and brought nothing as good, one rescan of that group, under the row lock
+ * the upsert took.
+ */
+const applyExtreme = (storage: StorageShape, shape: Shape, rescan: Rescan, touch: Touch): Effect.Effect<void, StoreUnavailable> => {
+  const op = shape.op as "min" | "max"
+  const better = op === "min" ? (a: number, b: number) => a < b : (a: number, b: number) => a > b
+  const dc = (touch.adds && touch.add !== null ? 1 : 0) - (touch.removes && touch.remove !== null ? 1 : 0)
+  const added = touch.adds ? touch.add : null
+  return Effect.flatMap(storage.extreme(shape.name, touch.key, touch.group, op, touch.dn, dc, added), (state) => {
+    const removed = touch.removes ? touch.remove : null
+    const replaced = removed !== null && added !== null && !better(removed, added)
+    // The extreme left if nothing now beats the removed value (a tie may remain: the rescan finds it).
+    const left = removed !== null && !replaced && state.c > 0 && state.v !== null && !better(state.v, removed)
+    return left
+      ? Effect.flatMap(rescan(shape, touch.group), (v) => storage.setExtreme(shape.name, touch.key, v))
+      : Effect.void
   })
 }
 
@@ -159,11 +170,13 @@ export const applyChanges = (
   shape: Shape,
   rescan: Rescan,
   changes: ReadonlyArray<PendingChange>
-): Effect.Effect<void, StoreUnavailable> =>
-  Effect.forEach(changes, (change) =>
-    change.table === shape.table.name
-      ? Effect.forEach(touches(shape, change), (touch) => apply(storage, shape, rescan, touch), { discard: true })
-      : Effect.void, { discard: true })
+): Effect.Effect<void, StoreUnavailable> => {
+  const all = changes.flatMap((change) => change.table === shape.table.name ? touches(shape, change) : [])
+  if (shape.op === "min" || shape.op === "max") {
+    return Effect.forEach(all, (touch) => applyExtreme(storage, shape, rescan, touch), { discard: true })
+  }
+  return Effect.forEach(additive(shape, all), ([key, d]) => storage.add(shape.name, key, d.group, d.dn, d.dc, d.ds), { discard: true })
+}
 
 /** Folds rows into groups (memory rebuild, and the reference recomputation of the tests). */
 export const fold = (shape: Shape, rows: Iterable<Readonly<Record<string, unknown>>>): ReadonlyArray<GroupState> => {

@@ -74,10 +74,23 @@ export interface StorageShape {
   readonly rebuild: (name: string, groups: ReadonlyArray<GroupState>, at: number, durationMs: number) => Effect.Effect<void, StoreUnavailable>
   /** Adds to a group's counters in one atomic statement (count, sum, avg). */
   readonly add: (name: string, key: string, group: Readonly<Record<string, unknown>>, dn: number, dc: number, ds: number) => Effect.Effect<void, StoreUnavailable>
-  /** Reads a group for update (creating it empty): on PostgreSQL the row stays locked until commit. */
-  readonly lock: (name: string, key: string, group: Readonly<Record<string, unknown>>) => Effect.Effect<GroupState, StoreUnavailable>
-  /** Writes a group's state (after `lock`). */
-  readonly set: (name: string, state: GroupState) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * min/max in one atomic upsert (PostgreSQL keeps the group's row locked until commit): adds `dn`
+   * and `dc`, and takes `value` as the extreme when it beats the current one (or there is none).
+   * The extreme is null when the group has no values left. Returns the new state: when a removed
+   * value was the extreme, the caller rescans and writes it with `setExtreme`.
+   */
+  readonly extreme: (
+    name: string,
+    key: string,
+    group: Readonly<Record<string, unknown>>,
+    op: "min" | "max",
+    dn: number,
+    dc: number,
+    value: number | null
+  ) => Effect.Effect<GroupState, StoreUnavailable>
+  /** Writes a group's extreme (after `extreme`, which holds the lock on PostgreSQL). */
+  readonly setExtreme: (name: string, key: string, v: number | null) => Effect.Effect<void, StoreUnavailable>
 }
 
 /** The storage service. */
@@ -153,8 +166,22 @@ export const makeMemory = (): StorageShape => {
         const old = state.get(key) ?? { key, group, n: 0, c: 0, s: 0, v: null }
         state.set(key, { ...old, n: old.n + dn, c: old.c + dc, s: old.s + ds })
       }),
-    lock: (name, key, group) => Effect.sync(() => stateOf(name).get(key) ?? { key, group, n: 0, c: 0, s: 0, v: null }),
-    set: (name, state) => Effect.sync(() => void stateOf(name).set(state.key, state))
+    extreme: (name, key, group, op, dn, dc, value) =>
+      Effect.sync(() => {
+        const state = stateOf(name)
+        const old = state.get(key) ?? { key, group, n: 0, c: 0, s: 0, v: null }
+        const c = old.c + dc
+        const beats = value !== null && (old.v === null || (op === "min" ? value < old.v : value > old.v))
+        const next = { ...old, n: old.n + dn, c, v: c === 0 ? null : beats ? value : old.v }
+        state.set(key, next)
+        return next
+      }),
+    setExtreme: (name, key, v) =>
+      Effect.sync(() => {
+        const state = stateOf(name)
+        const old = state.get(key)
+        if (old !== undefined) state.set(key, { ...old, v })
+      })
   }
 }
 
@@ -207,6 +234,19 @@ export const makeSql: Effect.Effect<StorageShape, never, SqlClient.SqlClient> = 
     s: Number(row.s ?? 0),
     v: num(row.v)
   })
+
+  // The min/max upsert, written once per dialect (parameters: id, aggregate, key, group, dn, dc, value).
+  const p = (i: number) => tier === "pg" ? `$${i}` : "?" // each parameter once, in order
+  const extremeText = Object.fromEntries((["min", "max"] as const).map((op) => {
+    const beats = op === "min" ? "<" : ">"
+    return [op, `INSERT INTO _fw_aggregate_rows (id, aggregate, generation, key, row, n, c, s, v)
+      VALUES (${p(1)}, ${p(2)}, 0, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, 0, ${p(7)})
+      ON CONFLICT (id) DO UPDATE SET n = _fw_aggregate_rows.n + excluded.n, c = _fw_aggregate_rows.c + excluded.c,
+        v = CASE WHEN _fw_aggregate_rows.c + excluded.c = 0 THEN NULL
+          WHEN excluded.v IS NOT NULL AND (_fw_aggregate_rows.v IS NULL OR excluded.v ${beats} _fw_aggregate_rows.v) THEN excluded.v
+          ELSE _fw_aggregate_rows.v END
+      RETURNING key, row, n, c, s, v`]
+  })) as Record<"min" | "max", string>
 
   const storage: StorageShape = {
     tier,
@@ -298,14 +338,13 @@ export const makeSql: Effect.Effect<StorageShape, never, SqlClient.SqlClient> = 
         sql.insert({ id: stateId(name, key), aggregate: name, generation: 0, key, row: json(group), n: dn, c: dc, s: ds, v: null })
       } ON CONFLICT (id) DO UPDATE SET n = _fw_aggregate_rows.n + excluded.n, c = _fw_aggregate_rows.c + excluded.c,
         s = _fw_aggregate_rows.s + excluded.s`.pipe(Effect.asVoid)),
-    lock: (name, key, group) =>
-      // One statement: creates the group if absent and, on PostgreSQL, takes its row lock (DO UPDATE).
-      fail(sql<Record<string, unknown>>`INSERT INTO _fw_aggregate_rows ${
-        sql.insert({ id: stateId(name, key), aggregate: name, generation: 0, key, row: json(group), n: 0, c: 0, s: 0, v: null })
-      } ON CONFLICT (id) DO UPDATE SET n = _fw_aggregate_rows.n RETURNING key, row, n, c, s, v`.pipe(Effect.map(([row]) => toState(row!)))),
-    set: (name, state) =>
-      fail(sql`UPDATE _fw_aggregate_rows SET n = ${state.n}, c = ${state.c}, s = ${state.s}, v = ${state.v}
-        WHERE id = ${stateId(name, state.key)}`.pipe(Effect.asVoid))
+    extreme: (name, key, group, op, dn, dc, value) =>
+      // One statement: creates the group if absent, applies the counts and a better value, and on
+      // PostgreSQL takes the group's row lock (DO UPDATE) until commit.
+      fail(sql.unsafe<Record<string, unknown>>(extremeText[op], [stateId(name, key), name, key, json(group), dn, dc, value])
+        .pipe(Effect.map(([row]) => toState(row!)))),
+    setExtreme: (name, key, v) =>
+      fail(sql`UPDATE _fw_aggregate_rows SET v = ${v} WHERE id = ${stateId(name, key)}`.pipe(Effect.asVoid))
   }
   return storage
 })

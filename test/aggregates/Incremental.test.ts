@@ -47,6 +47,24 @@ for (const tier of tiers) {
         assert.strictEqual(meta.lastError, null)
       }), 60_000)
 
+    it.scoped("transactions of many random changes (several per group, moves, deletes of rows written in the same transaction) match a recomputation after each commit", () =>
+      Effect.gen(function*() {
+        const ctx = yield* base(tier)
+        const store = Context.get(ctx, Store)
+        const next = random(7)
+        const mirror = new Map<string, OrderRow>()
+        const counter = { n: 0 }
+        const aggregates = incrementalAggregates()
+        const s = yield* scheduler(tier.name, ctx, aggregates)
+        yield* s.booted
+        for (let batch = 0; batch < 12; batch++) {
+          yield* store.transaction(Effect.gen(function*() {
+            for (let i = 0; i < 15; i++) yield* step(store, mirror, next, counter)
+          }))
+          yield* check(s, aggregates, mirror.values(), `transaction ${batch}`)
+        }
+      }), 60_000)
+
     it.scoped("restart: a persistent incremental aggregate keeps its state (no rebuild); async rebuilds from the source", () =>
       Effect.gen(function*() {
         const ctx = yield* base(tier)
