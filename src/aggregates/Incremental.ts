@@ -27,6 +27,7 @@ import type * as Table from "../kernel/Table.js"
 import type * as Aggregate from "./Aggregate.js"
 import { AggregateDefinitionError } from "./Errors.js"
 import type { GroupState, StorageShape } from "./Storage.js"
+import * as Triggers from "./Triggers.js"
 
 /** A resolved incremental shape: the source table is known. */
 export interface Shape {
@@ -79,6 +80,10 @@ const valueOf = (shape: Shape, row: Readonly<Record<string, unknown>>): number |
   const value = row[shape.column]
   return typeof value === "number" && Number.isFinite(value) ? value : null
 }
+
+/** A group as stored by the database (SQLite keeps booleans as 0/1), in the app's types. */
+export const normalGroup = (shape: Shape, group: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> =>
+  Object.fromEntries(shape.groupBy.map((column) => [column, normal(shape.kinds.get(column), group[column])]))
 
 /** The maintained value of a group, as `toRow` receives it. */
 export const valueOfGroup = (op: Aggregate.Op, state: GroupState): number | null => {
@@ -244,7 +249,10 @@ export const rescanSql: Effect.Effect<Rescan, never, SqlClient.SqlClient> = Effe
   }
 })
 
-/** SQL tiers: a full rebuild with one `GROUP BY`, the source locked against writers meanwhile. */
+/**
+ * SQL tiers: a full rebuild with one `GROUP BY`, the source locked against writers meanwhile. The
+ * group key is computed by the same expression as the triggers' (see `Triggers`).
+ */
 export const rebuildSql = (storage: StorageShape, shape: Shape, at: number) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -252,28 +260,26 @@ export const rebuildSql = (storage: StorageShape, shape: Shape, at: number) =>
     const column = shape.column === undefined ? null : quote(shape.column)
     const groups = shape.groupBy.map(quote)
     const select = [
-      ...groups.map((g, i) => `${g} AS g${i}`),
+      `${Triggers.keyExpression(dialect, shape, "")} AS key`,
+      `${Triggers.groupExpression(dialect, shape, "")} AS grp`,
       "COUNT(*) AS n",
-      column === null ? "COUNT(*) AS c" : `COUNT(${column}) AS c`,
-      column === null ? "0 AS s" : `SUM(${column}) AS s`,
+      column === null || shape.op === "count" ? "COUNT(*) AS c" : `COUNT(${column}) AS c`,
+      column === null || shape.op === "count" ? "0 AS s" : `SUM(${column}) AS s`,
       column === null ? "NULL AS v" : `${shape.op === "max" ? "MAX" : "MIN"}(${column}) AS v`
     ].join(", ")
     const text = `SELECT ${select} FROM ${quote(shape.table.name)}${groups.length === 0 ? "" : ` GROUP BY ${groups.join(", ")}`}`
     yield* sql.withTransaction(Effect.gen(function*() {
       if (dialect === "pg") yield* sql.unsafe(`LOCK TABLE ${quote(shape.table.name)} IN SHARE ROW EXCLUSIVE MODE`)
       const rows = yield* sql.unsafe<Record<string, unknown>>(text)
-      const states = rows.map((row): GroupState => {
-        const values = shape.groupBy.map((c, i) => normal(shape.kinds.get(c), row[`g${i}`]))
-        const n = Number(row.n)
-        return {
-          key: JSON.stringify(values),
-          group: Object.fromEntries(shape.groupBy.map((c, i) => [c, values[i]])),
-          n,
-          c: Number(row.c),
-          s: row.s === null || row.s === undefined ? 0 : Number(row.s),
-          v: shape.op === "min" || shape.op === "max" ? (row.v === null || row.v === undefined ? null : Number(row.v)) : null
-        }
-      })
+      const states = rows.map((row): GroupState => ({
+        key: String(row.key),
+        group: (typeof row.grp === "string" ? JSON.parse(row.grp) : row.grp) as Record<string, unknown>,
+        n: Number(row.n),
+        c: Number(row.c),
+        s: row.s === null || row.s === undefined ? 0 : Number(row.s),
+        v: shape.op === "min" || shape.op === "max" ? (row.v === null || row.v === undefined ? null : Number(row.v)) : null
+      }))
+      if (shape.groupBy.length === 0 && states.length === 0) states.push({ key: "[]", group: {}, n: 0, c: 0, s: 0, v: null })
       yield* Effect.mapError(storage.rebuild(shape.name, states, at, 0), (e) => e)
     }).pipe(Effect.mapError((e) => "_tag" in e && e._tag === "StoreUnavailable" ? e : unavailable(e as never))))
   }).pipe(Effect.mapError((e): StoreUnavailable => e as StoreUnavailable))
