@@ -24,6 +24,7 @@ import type { AnalyticsShape } from "./Analytics.js"
 import { AggregateBootFailed, AggregateNotFound, AggregateStale } from "./Errors.js"
 import * as Incremental from "./Incremental.js"
 import * as Storage from "./Storage.js"
+import * as Triggers from "./Triggers.js"
 import type { StorageShape } from "./Storage.js"
 
 /** An aggregate's metadata (spec 2.13). */
@@ -154,6 +155,11 @@ interface Backend {
   readonly storage: StorageShape
   readonly rescan: Incremental.Rescan
   readonly rebuild: (shape: Incremental.Shape, at: number) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * SQL tiers: installs the database triggers that maintain every incremental aggregate (and drops
+   * those of aggregates no longer declared). Without it, deltas are applied by a ChangeTap stager.
+   */
+  readonly install?: (shapes: ReadonlyArray<Incremental.Shape>) => Effect.Effect<void, StoreUnavailable>
 }
 
 interface Entry {
@@ -279,7 +285,10 @@ const make = (
         const { aggregate } = entry
         const name = aggregate.name
         yield* storage.ensure(name)
-        if (entry.shape !== undefined) {
+        // Declared indexes cover the stored output rows of a scheduled aggregate; an incremental
+        // aggregate stores groups (its rows are made by toRow at read), so it has none.
+        if (entry.shape === undefined) yield* storage.indexes(name, aggregate.indexes)
+        if (entry.shape !== undefined && backend.install === undefined) {
           const shape = entry.shape
           // Applied inside the writing transaction, so a delta commits exactly once with its write.
           yield* tap.addStager({
@@ -345,6 +354,9 @@ const make = (
         }
       })
 
+    if (backend.install !== undefined) {
+      yield* backend.install([...entries.values()].flatMap((entry) => entry.shape === undefined ? [] : [entry.shape]))
+    }
     for (const entry of entries.values()) yield* start(entry)
 
     const read = (name: string, options: ReadOptions = {}) =>
@@ -362,7 +374,9 @@ const make = (
           const shape = entry.shape
           const toRow = entry.aggregate.incremental!.toRow
           rows = meta.ready
-            ? Incremental.visible(shape, yield* storage.groups(name)).map((g) => toRow({ group: g.group, value: Incremental.valueOfGroup(shape.op, g) }))
+            ? Incremental.visible(shape, yield* storage.groups(name)).map((g) =>
+              toRow({ group: Incremental.normalGroup(shape, g.group), value: Incremental.valueOfGroup(shape.op, g) })
+            )
             : []
         } else {
           const decode = Schema.decodeUnknownEither(entry.aggregate.output)
@@ -438,7 +452,8 @@ export const layerSql = (
       return yield* make(aggregates, options, {
         storage,
         rescan,
-        rebuild: (shape, at) => Effect.provideService(Incremental.rebuildSql(storage, shape, at), SqlClient.SqlClient, sql)
+        rebuild: (shape, at) => Effect.provideService(Incremental.rebuildSql(storage, shape, at), SqlClient.SqlClient, sql),
+        install: (shapes) => Effect.provideService(Triggers.installAll(shapes), SqlClient.SqlClient, sql)
       })
     })
   )

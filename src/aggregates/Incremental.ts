@@ -27,6 +27,7 @@ import type * as Table from "../kernel/Table.js"
 import type * as Aggregate from "./Aggregate.js"
 import { AggregateDefinitionError } from "./Errors.js"
 import type { GroupState, StorageShape } from "./Storage.js"
+import * as Triggers from "./Triggers.js"
 
 /** A resolved incremental shape: the source table is known. */
 export interface Shape {
@@ -80,6 +81,10 @@ const valueOf = (shape: Shape, row: Readonly<Record<string, unknown>>): number |
   return typeof value === "number" && Number.isFinite(value) ? value : null
 }
 
+/** A group as stored by the database (SQLite keeps booleans as 0/1), in the app's types. */
+export const normalGroup = (shape: Shape, group: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> =>
+  Object.fromEntries(shape.groupBy.map((column) => [column, normal(shape.kinds.get(column), group[column])]))
+
 /** The maintained value of a group, as `toRow` receives it. */
 export const valueOfGroup = (op: Aggregate.Op, state: GroupState): number | null => {
   switch (op) {
@@ -126,30 +131,41 @@ const touches = (shape: Shape, change: PendingChange): ReadonlyArray<Touch> => {
 /** How a group's extreme is recomputed from the source (the bounded rescan). */
 export type Rescan = (shape: Shape, group: Readonly<Record<string, unknown>>) => Effect.Effect<number | null, StoreUnavailable>
 
-const apply = (storage: StorageShape, shape: Shape, rescan: Rescan, touch: Touch): Effect.Effect<void, StoreUnavailable> => {
-  if (shape.op === "count") return touch.dn === 0 ? Effect.void : storage.add(shape.name, touch.key, touch.group, touch.dn, touch.dn, 0)
-  const dc = (touch.adds && touch.add !== null ? 1 : 0) - (touch.removes && touch.remove !== null ? 1 : 0)
-  if (shape.op === "sum" || shape.op === "avg") {
-    const ds = (touch.adds ? touch.add ?? 0 : 0) - (touch.removes ? touch.remove ?? 0 : 0)
-    return touch.dn === 0 && dc === 0 && ds === 0 ? Effect.void : storage.add(shape.name, touch.key, touch.group, touch.dn, dc, ds)
-  }
-  const better = shape.op === "min" ? (a: number, b: number) => a < b : (a: number, b: number) => a > b
-  return Effect.gen(function*() {
-    const state = yield* storage.lock(shape.name, touch.key, touch.group)
-    const n = state.n + touch.dn
-    const c = state.c + dc
-    let v = state.v
-    let needsRescan = false
-    if (touch.removes && touch.remove !== null && v !== null && !better(v, touch.remove)) {
-      // The extreme leaves: direct only if its replacement in the same row is at least as good.
-      if (touch.adds && touch.add !== null && !better(touch.remove, touch.add)) v = touch.add
-      else needsRescan = true
-    } else if (touch.adds && touch.add !== null) {
-      v = v === null || better(touch.add, v) ? touch.add : v
+/** count, sum, avg: one transaction's touches summed per group, in key order (no deadlock between writers). */
+const additive = (shape: Shape, touches: ReadonlyArray<Touch>) => {
+  const byKey = new Map<string, { group: Readonly<Record<string, unknown>>; dn: number; dc: number; ds: number }>()
+  for (const touch of touches) {
+    let sum = byKey.get(touch.key)
+    if (sum === undefined) byKey.set(touch.key, sum = { group: touch.group, dn: 0, dc: 0, ds: 0 })
+    sum.dn += touch.dn
+    if (shape.op === "count") {
+      sum.dc += touch.dn
+      continue
     }
-    if (c === 0) v = null
-    else if (needsRescan) v = yield* rescan(shape, touch.group)
-    yield* storage.set(shape.name, { ...state, n, c, v })
+    sum.dc += (touch.adds && touch.add !== null ? 1 : 0) - (touch.removes && touch.remove !== null ? 1 : 0)
+    sum.ds += (touch.adds ? touch.add ?? 0 : 0) - (touch.removes ? touch.remove ?? 0 : 0)
+  }
+  return [...byKey].filter(([, d]) => d.dn !== 0 || d.dc !== 0 || d.ds !== 0).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)
+}
+
+/**
+ * min, max: one upsert per touch (counts plus a value that beats the extreme); when the touch
+ * removed the extreme and brought nothing as good, one rescan of that group, under the row lock
+ * the upsert took.
+ */
+const applyExtreme = (storage: StorageShape, shape: Shape, rescan: Rescan, touch: Touch): Effect.Effect<void, StoreUnavailable> => {
+  const op = shape.op as "min" | "max"
+  const better = op === "min" ? (a: number, b: number) => a < b : (a: number, b: number) => a > b
+  const dc = (touch.adds && touch.add !== null ? 1 : 0) - (touch.removes && touch.remove !== null ? 1 : 0)
+  const added = touch.adds ? touch.add : null
+  return Effect.flatMap(storage.extreme(shape.name, touch.key, touch.group, op, touch.dn, dc, added), (state) => {
+    const removed = touch.removes ? touch.remove : null
+    const replaced = removed !== null && added !== null && !better(removed, added)
+    // The extreme left if nothing now beats the removed value (a tie may remain: the rescan finds it).
+    const left = removed !== null && !replaced && state.c > 0 && state.v !== null && !better(state.v, removed)
+    return left
+      ? Effect.flatMap(rescan(shape, touch.group), (v) => storage.setExtreme(shape.name, touch.key, v))
+      : Effect.void
   })
 }
 
@@ -159,11 +175,13 @@ export const applyChanges = (
   shape: Shape,
   rescan: Rescan,
   changes: ReadonlyArray<PendingChange>
-): Effect.Effect<void, StoreUnavailable> =>
-  Effect.forEach(changes, (change) =>
-    change.table === shape.table.name
-      ? Effect.forEach(touches(shape, change), (touch) => apply(storage, shape, rescan, touch), { discard: true })
-      : Effect.void, { discard: true })
+): Effect.Effect<void, StoreUnavailable> => {
+  const all = changes.flatMap((change) => change.table === shape.table.name ? touches(shape, change) : [])
+  if (shape.op === "min" || shape.op === "max") {
+    return Effect.forEach(all, (touch) => applyExtreme(storage, shape, rescan, touch), { discard: true })
+  }
+  return Effect.forEach(additive(shape, all), ([key, d]) => storage.add(shape.name, key, d.group, d.dn, d.dc, d.ds), { discard: true })
+}
 
 /** Folds rows into groups (memory rebuild, and the reference recomputation of the tests). */
 export const fold = (shape: Shape, rows: Iterable<Readonly<Record<string, unknown>>>): ReadonlyArray<GroupState> => {
@@ -231,7 +249,10 @@ export const rescanSql: Effect.Effect<Rescan, never, SqlClient.SqlClient> = Effe
   }
 })
 
-/** SQL tiers: a full rebuild with one `GROUP BY`, the source locked against writers meanwhile. */
+/**
+ * SQL tiers: a full rebuild with one `GROUP BY`, the source locked against writers meanwhile. The
+ * group key is computed by the same expression as the triggers' (see `Triggers`).
+ */
 export const rebuildSql = (storage: StorageShape, shape: Shape, at: number) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -239,28 +260,26 @@ export const rebuildSql = (storage: StorageShape, shape: Shape, at: number) =>
     const column = shape.column === undefined ? null : quote(shape.column)
     const groups = shape.groupBy.map(quote)
     const select = [
-      ...groups.map((g, i) => `${g} AS g${i}`),
+      `${Triggers.keyExpression(dialect, shape, "")} AS key`,
+      `${Triggers.groupExpression(dialect, shape, "")} AS grp`,
       "COUNT(*) AS n",
-      column === null ? "COUNT(*) AS c" : `COUNT(${column}) AS c`,
-      column === null ? "0 AS s" : `SUM(${column}) AS s`,
+      column === null || shape.op === "count" ? "COUNT(*) AS c" : `COUNT(${column}) AS c`,
+      column === null || shape.op === "count" ? "0 AS s" : `SUM(${column}) AS s`,
       column === null ? "NULL AS v" : `${shape.op === "max" ? "MAX" : "MIN"}(${column}) AS v`
     ].join(", ")
     const text = `SELECT ${select} FROM ${quote(shape.table.name)}${groups.length === 0 ? "" : ` GROUP BY ${groups.join(", ")}`}`
     yield* sql.withTransaction(Effect.gen(function*() {
       if (dialect === "pg") yield* sql.unsafe(`LOCK TABLE ${quote(shape.table.name)} IN SHARE ROW EXCLUSIVE MODE`)
       const rows = yield* sql.unsafe<Record<string, unknown>>(text)
-      const states = rows.map((row): GroupState => {
-        const values = shape.groupBy.map((c, i) => normal(shape.kinds.get(c), row[`g${i}`]))
-        const n = Number(row.n)
-        return {
-          key: JSON.stringify(values),
-          group: Object.fromEntries(shape.groupBy.map((c, i) => [c, values[i]])),
-          n,
-          c: Number(row.c),
-          s: row.s === null || row.s === undefined ? 0 : Number(row.s),
-          v: shape.op === "min" || shape.op === "max" ? (row.v === null || row.v === undefined ? null : Number(row.v)) : null
-        }
-      })
+      const states = rows.map((row): GroupState => ({
+        key: String(row.key),
+        group: (typeof row.grp === "string" ? JSON.parse(row.grp) : row.grp) as Record<string, unknown>,
+        n: Number(row.n),
+        c: Number(row.c),
+        s: row.s === null || row.s === undefined ? 0 : Number(row.s),
+        v: shape.op === "min" || shape.op === "max" ? (row.v === null || row.v === undefined ? null : Number(row.v)) : null
+      }))
+      if (shape.groupBy.length === 0 && states.length === 0) states.push({ key: "[]", group: {}, n: 0, c: 0, s: 0, v: null })
       yield* Effect.mapError(storage.rebuild(shape.name, states, at, 0), (e) => e)
     }).pipe(Effect.mapError((e) => "_tag" in e && e._tag === "StoreUnavailable" ? e : unavailable(e as never))))
   }).pipe(Effect.mapError((e): StoreUnavailable => e as StoreUnavailable))

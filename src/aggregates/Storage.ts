@@ -10,6 +10,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
 import type { StoreUnavailable } from "../kernel/Errors.js"
+import { indexName } from "../kernel/SchemaDiffer.js"
 import { unavailable } from "../kernel/SqlDriver.js"
 
 /** The stored metadata of one aggregate. */
@@ -42,6 +43,11 @@ export interface StorageShape {
   readonly tier: "memory" | "sqlite" | "pg"
   /** Creates the meta row when absent. */
   readonly ensure: (name: string) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * Makes the aggregate's B-tree indexes over its output columns exactly the declared ones
+   * (creates the missing, drops those no longer declared); a no-op in memory.
+   */
+  readonly indexes: (name: string, indexes: ReadonlyArray<ReadonlyArray<string>>) => Effect.Effect<void, StoreUnavailable>
   readonly meta: (name: string) => Effect.Effect<StoredMeta, StoreUnavailable>
   /** The current generation's encoded rows, in build order (merge: mergeKey order). */
   readonly rows: (name: string) => Effect.Effect<ReadonlyArray<unknown>, StoreUnavailable>
@@ -68,10 +74,23 @@ export interface StorageShape {
   readonly rebuild: (name: string, groups: ReadonlyArray<GroupState>, at: number, durationMs: number) => Effect.Effect<void, StoreUnavailable>
   /** Adds to a group's counters in one atomic statement (count, sum, avg). */
   readonly add: (name: string, key: string, group: Readonly<Record<string, unknown>>, dn: number, dc: number, ds: number) => Effect.Effect<void, StoreUnavailable>
-  /** Reads a group for update (creating it empty): on PostgreSQL the row stays locked until commit. */
-  readonly lock: (name: string, key: string, group: Readonly<Record<string, unknown>>) => Effect.Effect<GroupState, StoreUnavailable>
-  /** Writes a group's state (after `lock`). */
-  readonly set: (name: string, state: GroupState) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * min/max in one atomic upsert (PostgreSQL keeps the group's row locked until commit): adds `dn`
+   * and `dc`, and takes `value` as the extreme when it beats the current one (or there is none).
+   * The extreme is null when the group has no values left. Returns the new state: when a removed
+   * value was the extreme, the caller rescans and writes it with `setExtreme`.
+   */
+  readonly extreme: (
+    name: string,
+    key: string,
+    group: Readonly<Record<string, unknown>>,
+    op: "min" | "max",
+    dn: number,
+    dc: number,
+    value: number | null
+  ) => Effect.Effect<GroupState, StoreUnavailable>
+  /** Writes a group's extreme (after `extreme`, which holds the lock on PostgreSQL). */
+  readonly setExtreme: (name: string, key: string, v: number | null) => Effect.Effect<void, StoreUnavailable>
 }
 
 /** The storage service. */
@@ -100,6 +119,7 @@ export const makeMemory = (): StorageShape => {
   return {
     tier: "memory",
     ensure: (name) => Effect.sync(() => void (metas.has(name) || metas.set(name, emptyMeta))),
+    indexes: () => Effect.void,
     meta: (name) => Effect.sync(() => metaOf(name)),
     rows: (name) => Effect.sync(() => [...(sets.get(name)?.values() ?? [])]),
     reset: (name) =>
@@ -146,8 +166,22 @@ export const makeMemory = (): StorageShape => {
         const old = state.get(key) ?? { key, group, n: 0, c: 0, s: 0, v: null }
         state.set(key, { ...old, n: old.n + dn, c: old.c + dc, s: old.s + ds })
       }),
-    lock: (name, key, group) => Effect.sync(() => stateOf(name).get(key) ?? { key, group, n: 0, c: 0, s: 0, v: null }),
-    set: (name, state) => Effect.sync(() => void stateOf(name).set(state.key, state))
+    extreme: (name, key, group, op, dn, dc, value) =>
+      Effect.sync(() => {
+        const state = stateOf(name)
+        const old = state.get(key) ?? { key, group, n: 0, c: 0, s: 0, v: null }
+        const c = old.c + dc
+        const beats = value !== null && (old.v === null || (op === "min" ? value < old.v : value > old.v))
+        const next = { ...old, n: old.n + dn, c, v: c === 0 ? null : beats ? value : old.v }
+        state.set(key, next)
+        return next
+      }),
+    setExtreme: (name, key, v) =>
+      Effect.sync(() => {
+        const state = stateOf(name)
+        const old = state.get(key)
+        if (old !== undefined) state.set(key, { ...old, v })
+      })
   }
 }
 
@@ -155,6 +189,9 @@ export const makeMemory = (): StorageShape => {
 export const layerMemory: Layer.Layer<Storage> = Layer.sync(Storage, makeMemory)
 
 const num = (value: unknown): number | null => value === null || value === undefined ? null : Number(value)
+
+/** The name of an aggregate's index over `columns` (the aggregate's name is part of it). */
+export const outputIndexName = (name: string, columns: ReadonlyArray<string>) => indexName(`_fw_agg_${name}`, columns)
 
 /** Storage in `_fw_aggregate_meta` / `_fw_aggregate_rows` (created by the schema differ). */
 export const makeSql: Effect.Effect<StorageShape, never, SqlClient.SqlClient> = Effect.gen(function*() {
@@ -198,12 +235,48 @@ export const makeSql: Effect.Effect<StorageShape, never, SqlClient.SqlClient> = 
     v: num(row.v)
   })
 
+  // The min/max upsert, written once per dialect (parameters: id, aggregate, key, group, dn, dc, value).
+  const p = (i: number) => tier === "pg" ? `$${i}` : "?" // each parameter once, in order
+  const extremeText = Object.fromEntries((["min", "max"] as const).map((op) => {
+    const beats = op === "min" ? "<" : ">"
+    return [op, `INSERT INTO _fw_aggregate_rows (id, aggregate, generation, key, row, n, c, s, v)
+      VALUES (${p(1)}, ${p(2)}, 0, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, 0, ${p(7)})
+      ON CONFLICT (id) DO UPDATE SET n = _fw_aggregate_rows.n + excluded.n, c = _fw_aggregate_rows.c + excluded.c,
+        v = CASE WHEN _fw_aggregate_rows.c + excluded.c = 0 THEN NULL
+          WHEN excluded.v IS NOT NULL AND (_fw_aggregate_rows.v IS NULL OR excluded.v ${beats} _fw_aggregate_rows.v) THEN excluded.v
+          ELSE _fw_aggregate_rows.v END
+      RETURNING key, row, n, c, s, v`]
+  })) as Record<"min" | "max", string>
+
   const storage: StorageShape = {
     tier,
     ensure: (name) =>
       fail(sql`INSERT INTO _fw_aggregate_meta ${
         sql.insert({ id: name, generation: 1, refreshedAt: null, rowCount: 0, durationMs: null, lastError: null, lastSlot: null, claimedAt: null, ready: bool(false) })
       } ON CONFLICT (id) DO NOTHING`.pipe(Effect.asVoid)),
+    indexes: (name, indexes) =>
+      tx(Effect.gen(function*() {
+        // Replicas booting together: one at a time (DDL on the same names would race in the catalog).
+        if (tier === "pg") yield* sql`SELECT pg_advisory_xact_lock(hashtext('_fw_aggregate_rows indexes'))`
+        // Partial expression indexes: rows of one aggregate, generation first (reads are of one
+        // generation), then the declared output columns as stored (JSON). The aggregate's name and
+        // the columns were checked to be identifiers at definition, so they are written inline.
+        const wanted = new Map(indexes.map((columns) => [outputIndexName(name, columns), columns]))
+        const existing = tier === "pg"
+          ? yield* sql<{ readonly name: string; readonly definition: string }>`SELECT indexname AS name, indexdef AS definition
+            FROM pg_indexes WHERE tablename = '_fw_aggregate_rows'`
+          : yield* sql<{ readonly name: string; readonly definition: string | null }>`SELECT name, sql AS definition FROM sqlite_master
+            WHERE type = 'index' AND tbl_name = '_fw_aggregate_rows'`
+        for (const index of existing) {
+          const mine = index.name.startsWith("_fw_agg_") && (index.definition ?? "").includes(`'${name}'`)
+          if (mine && !wanted.has(index.name)) yield* sql.unsafe(`DROP INDEX IF EXISTS "${index.name}"`)
+        }
+        for (const [index, columns] of wanted) {
+          const expressions = columns.map((column) => tier === "pg" ? `(row -> '${column}')` : `json_extract(row, '$.${column}')`)
+          yield* sql.unsafe(`CREATE INDEX IF NOT EXISTS "${index}" ON _fw_aggregate_rows (generation, ${expressions.join(", ")})
+            WHERE aggregate = '${name}'`)
+        }
+      })),
     meta: (name) => fail(readMeta(name)),
     rows: (name) =>
       fail(sql<{ readonly row: unknown }>`SELECT r.row FROM _fw_aggregate_rows r JOIN _fw_aggregate_meta m
@@ -265,14 +338,13 @@ export const makeSql: Effect.Effect<StorageShape, never, SqlClient.SqlClient> = 
         sql.insert({ id: stateId(name, key), aggregate: name, generation: 0, key, row: json(group), n: dn, c: dc, s: ds, v: null })
       } ON CONFLICT (id) DO UPDATE SET n = _fw_aggregate_rows.n + excluded.n, c = _fw_aggregate_rows.c + excluded.c,
         s = _fw_aggregate_rows.s + excluded.s`.pipe(Effect.asVoid)),
-    lock: (name, key, group) =>
-      // One statement: creates the group if absent and, on PostgreSQL, takes its row lock (DO UPDATE).
-      fail(sql<Record<string, unknown>>`INSERT INTO _fw_aggregate_rows ${
-        sql.insert({ id: stateId(name, key), aggregate: name, generation: 0, key, row: json(group), n: 0, c: 0, s: 0, v: null })
-      } ON CONFLICT (id) DO UPDATE SET n = _fw_aggregate_rows.n RETURNING key, row, n, c, s, v`.pipe(Effect.map(([row]) => toState(row!)))),
-    set: (name, state) =>
-      fail(sql`UPDATE _fw_aggregate_rows SET n = ${state.n}, c = ${state.c}, s = ${state.s}, v = ${state.v}
-        WHERE id = ${stateId(name, state.key)}`.pipe(Effect.asVoid))
+    extreme: (name, key, group, op, dn, dc, value) =>
+      // One statement: creates the group if absent, applies the counts and a better value, and on
+      // PostgreSQL takes the group's row lock (DO UPDATE) until commit.
+      fail(sql.unsafe<Record<string, unknown>>(extremeText[op], [stateId(name, key), name, key, json(group), dn, dc, value])
+        .pipe(Effect.map(([row]) => toState(row!)))),
+    setExtreme: (name, key, v) =>
+      fail(sql`UPDATE _fw_aggregate_rows SET v = ${v} WHERE id = ${stateId(name, key)}`.pipe(Effect.asVoid))
   }
   return storage
 })

@@ -1,8 +1,8 @@
 /**
  * Inspect routes of spec 4.1: a snapshot of every aggregate with its metadata, and a manual
- * refresh. Contributed through the Plugin contract's `inspectRoutes`, so they are mounted under
- * `/_fw/inspect/plugins/aggregates` (`GET /` and `POST /:name/refresh`); the spec's literal paths
- * (`/_fw/inspect/aggregates…`) need the server to mount them without the `plugins/` prefix.
+ * refresh, at the spec's paths `GET /_fw/inspect/aggregates` and
+ * `POST /_fw/inspect/aggregates/<name>/refresh` (the plugin's own absolute inspect path), gated by
+ * the inspect token like every inspect route.
  *
  * The routes reach the scheduler through `attach`, a layer composed with the scheduler layer.
  */
@@ -71,7 +71,7 @@ export const aggregatesPlugin = (): AggregatesPlugin => {
     inspectRoutes: [
       {
         method: "GET",
-        path: "/",
+        path: "/_fw/inspect/aggregates",
         handler: Effect.suspend(() =>
           withScheduler((s) =>
             Effect.forEach(s.aggregates, (aggregate) =>
@@ -83,7 +83,7 @@ export const aggregatesPlugin = (): AggregatesPlugin => {
       },
       {
         method: "POST",
-        path: "/:name/refresh",
+        path: "/_fw/inspect/aggregates/:name/refresh",
         handler: Effect.flatMap(Plugin.RouteParams, (params) =>
           withScheduler((s) => {
             const name = params.name ?? ""

@@ -67,7 +67,11 @@ export class RouteParams extends Context.Tag("@fw/framework/Plugin/RouteParams")
 /** An HTTP route contributed by a plugin. */
 export interface Route {
   readonly method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
-  /** Absolute path for `routes`; relative to `/_fw/inspect/plugins/<name>` for `inspectRoutes`. */
+  /**
+   * Absolute path for `routes`. For `inspectRoutes`: relative to `/_fw/inspect/plugins/<name>`, or
+   * absolute under the plugin's own inspect path `/_fw/inspect/<name>` (for paths a spec fixes,
+   * e.g. `/_fw/inspect/aggregates`; see `inspectPath`).
+   */
   readonly path: `/${string}`
   /** Body cap for this route, default the app's cap. */
   readonly maxBodyBytes?: number
@@ -151,7 +155,11 @@ export interface Plugin {
    */
   readonly onStage?: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void, StoreError, Services>
   readonly routes?: ReadonlyArray<Route>
-  /** Mounted under `/_fw/inspect/plugins/<name>`; GET needs `inspect:read`, other methods `inspect:write`. */
+  /**
+   * Mounted under `/_fw/inspect/plugins/<name>`, or at `/_fw/inspect/<name>…` when the path is
+   * written absolute (see `inspectPath`); gated like every inspect route. GET needs `inspect:read`,
+   * other methods `inspect:write`.
+   */
   readonly inspectRoutes?: ReadonlyArray<Route>
   /** Its panel on the inspect dashboard; needs `inspect:read`. */
   readonly dashboardPanel?: DashboardPanel
@@ -173,6 +181,25 @@ export interface Plugin {
 
 /** Declares a plugin (identity function that checks the shape at compile time). */
 export const definePlugin = (plugin: Plugin): Plugin => plugin
+
+/** The prefix of every inspect path. */
+const inspectPrefix = "/_fw/inspect"
+
+/** Inspect path segments the framework's own routes use: no plugin may take them as its own. */
+export const reservedInspectSegments: ReadonlySet<string> = new Set(["plugins", "invoke", "procedures", "live", "tables", "dashboard"])
+
+/**
+ * Where an inspect route of `plugin` is mounted: a path written absolute under the plugin's own
+ * inspect path (`/_fw/inspect/<name>` or below) as written, any other path under
+ * `/_fw/inspect/plugins/<name>`. Undefined for an absolute inspect path the plugin may not take
+ * (another plugin's, or one of the framework's own segments).
+ */
+export const inspectPath = (plugin: string, path: `/${string}`): `/${string}` | undefined => {
+  if (!path.startsWith(`${inspectPrefix}/`)) return `${inspectPrefix}/plugins/${plugin}${path}`
+  const own = `${inspectPrefix}/${plugin}`
+  if (reservedInspectSegments.has(plugin) || !(path === own || path.startsWith(`${own}/`))) return undefined
+  return path
+}
 
 /** Every permission a plugin may declare, except the `network:outbound:<host>` family. */
 export const knownPermissions: ReadonlyArray<Permission> = [

@@ -8,10 +8,13 @@ import { Console, Effect, Layer, Option, Schema } from "effect"
 import { createServer } from "node:http"
 import { pathToFileURL } from "node:url"
 import * as path from "node:path"
+import * as Aggregates from "../aggregates/index.js"
+import type { App } from "../app/App.js"
 import * as Settings from "../app/Settings.js"
 import type * as Search from "../search/index.js"
 import * as SchemaDiffer from "../kernel/SchemaDiffer.js"
 import type { Entry } from "./Entry.js"
+import * as SchemaApply from "./SchemaApply.js"
 import * as Server from "./Server.js"
 
 /** The entry module could not be loaded or does not export an entry. */
@@ -34,12 +37,43 @@ const loadEntry = (file: string) =>
 
 const entryArg = Args.file({ name: "entry", exists: "yes" })
 
+/**
+ * The entry's `*.aggregate.ts` files (spec 2.13: found by suffix under the entry's folder): the app
+ * with the aggregates plugin added (its `_fw_aggregate_*` tables and inspect routes), and a layer
+ * that runs their scheduler on the entry's store (SQL when it has a `SqlClient`, else memory). In
+ * `dev` the layer applies the schema first, so the scheduler boots on existing tables.
+ */
+const withAggregates = (file: string, app: App, dev: boolean) =>
+  Effect.gen(function*() {
+    const found = yield* Aggregates.discoverAggregates(path.dirname(path.resolve(file)))
+    if (found.length === 0) return { app, aggregates: found, layer: Layer.empty }
+    if (app.plugins.some((plugin) => plugin.name === "aggregates")) {
+      return yield* new EntryInvalid({
+        entry: file,
+        message: "the app lists an \"aggregates\" plugin, and *.aggregate.ts files were found: the CLI adds the plugin for them, remove it from the app's plugins"
+      })
+    }
+    const inspect = Aggregates.aggregatesPlugin()
+    const tables = [...app.tables, ...inspect.plugin.tables ?? []]
+    const scheduler = Layer.unwrapEffect(Effect.map(Effect.serviceOption(SqlClient.SqlClient), (sql) =>
+      Option.isSome(sql)
+        ? Aggregates.layerSql(found, { tables }).pipe(Layer.provide(Layer.succeed(SqlClient.SqlClient, sql.value)))
+        : Aggregates.layerMemory(found, { tables })))
+    return {
+      app: { ...app, tables, plugins: [...app.plugins, inspect.plugin] } satisfies App,
+      aggregates: found,
+      layer: inspect.attach.pipe(Layer.provide(scheduler), Layer.provide(dev ? SchemaApply.layer(tables) : Layer.empty))
+    }
+  })
+
 const serve = (file: string, dev: boolean) =>
   Effect.gen(function*() {
     const entry = yield* loadEntry(file)
     const port = yield* Settings.positiveIntegerFromEnv("PORT", entry.port ?? 3000)
     const host = entry.host ?? "127.0.0.1"
-    const main = Server.layer(entry.app, { applySchema: dev, logRequests: dev }).pipe(
+    const served = yield* withAggregates(file, entry.app, dev)
+    const main = Server.layer(served.app, { applySchema: dev, logRequests: dev }).pipe(
+      Layer.provide(served.layer),
       Layer.provide(entry.store),
       Layer.provide(NodeHttpServer.layer(createServer, { port, host }))
     )
@@ -47,6 +81,9 @@ const serve = (file: string, dev: boolean) =>
       `fw ${dev ? "dev" : "serve"}: "${entry.app.name}" on http://${host}:${port} ` +
         `(rpc ws://${host}:${port}/rpc and POST /rpc, OpenAPI /openapi.json, inspect /_fw/inspect/)`
     )
+    if (served.aggregates.length > 0) {
+      yield* Effect.logInfo(`fw: aggregates from *.aggregate.ts: ${served.aggregates.map((a) => a.name).join(", ")}`)
+    }
     return yield* Layer.launch(main)
   })
 
@@ -66,7 +103,9 @@ const apply = Command.make(
       const entry = yield* loadEntry(file)
       const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
       if (Option.isNone(sql)) return yield* Console.log("the entry's store is in memory: nothing to apply")
-      const steps = yield* (dryRun ? SchemaDiffer.plan(entry.app.tables) : SchemaDiffer.apply(entry.app.tables)).pipe(
+      // The tables `fw serve` will need, the aggregates' included when the entry has aggregate files.
+      const { app } = yield* withAggregates(file, entry.app, false)
+      const steps = yield* (dryRun ? SchemaDiffer.plan(app.tables) : SchemaDiffer.apply(app.tables)).pipe(
         Effect.provideService(SqlClient.SqlClient, sql.value)
       )
       if (steps.length === 0) return yield* Console.log("schema is up to date")

@@ -28,6 +28,9 @@ export const validate = (plugin: Plugin.Plugin): Effect.Effect<void, Plugin.Plug
   for (const route of plugin.inspectRoutes ?? []) {
     const needed = route.method === "GET" ? "inspect:read" : "inspect:write"
     if (!has(needed)) return invalid(`inspect route ${route.method} ${route.path} needs the permission "${needed}"`)
+    if (Plugin.inspectPath(plugin.name, route.path) === undefined) {
+      return invalid(`inspect route ${route.method} ${route.path}: an absolute inspect path must be /_fw/inspect/${plugin.name} or below it`)
+    }
   }
   if (plugin.dashboardPanel && !has("inspect:read")) {
     return invalid(`a dashboard panel needs the permission "inspect:read"`)

@@ -146,7 +146,8 @@ const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
       }
       for (const route of plugin.routes ?? []) yield* mount(route, route.path, false)
       for (const route of plugin.inspectRoutes ?? []) {
-        yield* mount(route, `${Inspect.prefix}/plugins/${plugin.name}${route.path}`, true)
+        // Validated at boot (PluginHost.validate): the path is the plugin's to take.
+        yield* mount(route, Plugin.inspectPath(plugin.name, route.path) ?? `${Inspect.prefix}/plugins/${plugin.name}${route.path}`, true)
       }
     })
   )

@@ -4,7 +4,7 @@
  * and without groupBy, on every tier. PostgreSQL: concurrent writers on one group stay exact.
  * The full 10,000-step run is `bench/aggregates/soak.ts`.
  */
-import type { SqlClient } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Scope } from "effect"
 import type * as ChangeTap from "../../src/kernel/ChangeTap.js"
@@ -46,6 +46,53 @@ for (const tier of tiers) {
         const meta = yield* s.meta("count_grouped")
         assert.strictEqual(meta.lastError, null)
       }), 60_000)
+
+    it.scoped("transactions of many random changes (several per group, moves, deletes of rows written in the same transaction) match a recomputation after each commit", () =>
+      Effect.gen(function*() {
+        const ctx = yield* base(tier)
+        const store = Context.get(ctx, Store)
+        const next = random(7)
+        const mirror = new Map<string, OrderRow>()
+        const counter = { n: 0 }
+        const aggregates = incrementalAggregates()
+        const s = yield* scheduler(tier.name, ctx, aggregates)
+        yield* s.booted
+        for (let batch = 0; batch < 12; batch++) {
+          yield* store.transaction(Effect.gen(function*() {
+            for (let i = 0; i < 15; i++) yield* step(store, mirror, next, counter)
+          }))
+          yield* check(s, aggregates, mirror.values(), `transaction ${batch}`)
+        }
+      }), 60_000)
+
+    if (tier.name !== "memory") {
+      it.scoped("maintained by database triggers: raw SQL writes are counted too; an aggregate no longer declared loses its triggers", () =>
+        Effect.gen(function*() {
+          const ctx = yield* base(tier)
+          const sql = Context.get(ctx as Context.Context<SqlClient.SqlClient>, SqlClient.SqlClient)
+          const aggregates = incrementalAggregates()
+          const first = yield* Scope.make()
+          const s = yield* scheduler(tier.name, ctx, aggregates, first)
+          yield* s.booted
+          const h = (b: boolean) => tier.name === "pg" ? b : b ? 1 : 0
+          yield* sql`INSERT INTO orders (id, g, h, x) VALUES ('raw1', 'a', ${h(true)}, 4), ('raw2', 'b', ${h(false)}, NULL), ('raw3', 'a', ${h(true)}, 9)`
+          yield* sql`UPDATE orders SET x = 1, g = 'c' WHERE id = 'raw3'`
+          yield* sql`DELETE FROM orders WHERE id = 'raw1'`
+          const rows: ReadonlyArray<OrderRow> = [{ id: "raw2", g: "b", h: false, x: null }, { id: "raw3", g: "c", h: true, x: 1 }]
+          yield* check(s, aggregates, rows, "raw SQL writes")
+          yield* Scope.close(first, Exit.void)
+
+          // The next boot declares only count_all: the others' triggers are dropped.
+          const triggers = tier.name === "pg"
+            ? sql<{ readonly name: string }>`SELECT tgname AS name FROM pg_trigger WHERE tgname LIKE '%fw_agg%' ORDER BY tgname`
+            : sql<{ readonly name: string }>`SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name`
+          assert.isAbove((yield* triggers).length, 5)
+          const second = yield* Scope.make()
+          yield* scheduler(tier.name, ctx, aggregates.filter((a) => a.name === "count_all"), second)
+          assert.deepStrictEqual((yield* triggers).map((t) => t.name), tier.name === "pg" ? ["_fw_agg_count_all"] : ["_fw_agg_count_all_del", "_fw_agg_count_all_ins"])
+          yield* Scope.close(second, Exit.void)
+        }), 60_000)
+    }
 
     it.scoped("restart: a persistent incremental aggregate keeps its state (no rebuild); async rebuilds from the source", () =>
       Effect.gen(function*() {

@@ -1,6 +1,6 @@
 /**
  * Inspect routes (spec 4.1) over a served app: the aggregates snapshot and a manual refresh, behind
- * the inspect token. Mounted by the plugin contract under `/_fw/inspect/plugins/aggregates`.
+ * the inspect token, at the spec's paths (`/_fw/inspect/aggregates`), not under the plugin prefix.
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
@@ -15,7 +15,8 @@ process.env.FW_INSPECT_TOKEN = "inspect-secret"
 const request = (method: "GET" | "POST", url: string, token = "inspect-secret") =>
   Effect.promise(async () => {
     const response = await fetch(url, { method, headers: { authorization: `Bearer ${token}` } })
-    return { status: response.status, body: await response.json() as Record<string, unknown> }
+    const text = await response.text()
+    return { status: response.status, body: (text === "" ? {} : JSON.parse(text)) as Record<string, unknown> }
   })
 
 describe("aggregates inspect routes", () => {
@@ -34,9 +35,9 @@ describe("aggregates inspect routes", () => {
       yield* Layer.build(inspect.attach.pipe(Layer.provideMerge(layerMemory([agg])), Layer.provide(Layer.succeedContext(ctx))))
       const app = defineApp({ name: "aggregates-inspect", plugins: [inspect.plugin] })
       const served = yield* Serve.serve(app, Layer.succeedContext(ctx))
-      const base = `${served.url}/_fw/inspect/plugins/aggregates`
+      const base = `${served.url}/_fw/inspect/aggregates`
 
-      const listed = yield* request("GET", `${base}/`)
+      const listed = yield* request("GET", base)
       assert.strictEqual(listed.status, 200)
       const [entry] = listed.body.aggregates as ReadonlyArray<Record<string, unknown>>
       assert.strictEqual(entry?.name, "counter")
@@ -48,6 +49,10 @@ describe("aggregates inspect routes", () => {
       assert.strictEqual(refreshed.body.outcome, "refreshed")
       assert.strictEqual(n, 2)
       assert.strictEqual((yield* request("POST", `${base}/nope/refresh`)).status, 404)
-      assert.strictEqual((yield* request("GET", `${base}/`, "wrong")).status, 401)
+      assert.strictEqual((yield* request("GET", base, "wrong")).status, 401)
+      assert.strictEqual((yield* request("POST", `${base}/counter/refresh`, "wrong")).status, 401)
+      assert.strictEqual(n, 2)
+      // Only at the spec's paths: nothing under the generic plugin prefix.
+      assert.strictEqual((yield* request("GET", `${served.url}/_fw/inspect/plugins/aggregates/`)).status, 404)
     }))
 })

@@ -183,6 +183,28 @@ describe("plugins", () => {
       const allowed = yield* get(`${served.url}/_fw/inspect/plugins/greeter/stats`, { authorization: "Bearer inspect-secret" })
       assert.deepStrictEqual([allowed.status, allowed.body], [200, `{"ok":true}`])
     }))
+
+  it.scopedLive("an inspect route written absolute mounts at the plugin's own inspect path, behind the token; another path fails the boot", () =>
+    Effect.gen(function*() {
+      const ok = Effect.succeed(HttpServerResponse.unsafeJson({ ok: true }))
+      const counters = Plugin.definePlugin({
+        name: "counters",
+        permissions: ["inspect:read"],
+        inspectRoutes: [{ method: "GET", path: "/_fw/inspect/counters", handler: ok }, { method: "GET", path: "/_fw/inspect/counters/:id", handler: ok }]
+      })
+      const served = yield* Serve.serve(withPlugins(counters), memory)
+      const token = { authorization: "Bearer inspect-secret" }
+      assert.strictEqual((yield* get(`${served.url}/_fw/inspect/counters`, token)).status, 200)
+      assert.strictEqual((yield* get(`${served.url}/_fw/inspect/counters/7`, token)).status, 200)
+      assert.strictEqual((yield* get(`${served.url}/_fw/inspect/counters`)).status, 401)
+      assert.strictEqual((yield* get(`${served.url}/_fw/inspect/counters`, { authorization: "Bearer wrong" })).status, 401)
+      assert.strictEqual((yield* get(`${served.url}/_fw/inspect/plugins/counters/_fw/inspect/counters`, token)).status, 404)
+
+      const squatter = Plugin.definePlugin({ name: "squatter", permissions: ["inspect:read"], inspectRoutes: [{ method: "GET", path: "/_fw/inspect/counters", handler: ok }] })
+      assert.include(JSON.stringify(yield* Effect.exit(Serve.serve(withPlugins(squatter), memory))), "must be /_fw/inspect/squatter or below it")
+      const core = Plugin.definePlugin({ name: "tables", permissions: ["inspect:read"], inspectRoutes: [{ method: "GET", path: "/_fw/inspect/tables", handler: ok }] })
+      assert.include(JSON.stringify(yield* Effect.exit(Serve.serve(withPlugins(core), memory))), "PluginInvalid")
+    }))
 })
 
 describe("plugin route bodies", () => {

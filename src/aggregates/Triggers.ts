@@ -1,0 +1,183 @@
+/**
+ * Incremental maintenance inside the database (SQLite and PostgreSQL), the pg_ivm way: row-level
+ * `AFTER` triggers on the source table adjust the aggregate's group rows in `_fw_aggregate_rows`
+ * within the very statement that writes the source row. A write stays one statement (no
+ * transaction opened for it, no round trip per group), a rollback or a crash takes the delta with
+ * it, and writes that bypass the Store are maintained too.
+ *
+ * Per row: leaving a group subtracts (`n`, `c`, `s`), entering one adds, and for min/max a value
+ * that beats the extreme replaces it. When the removed value was the extreme (nothing better came
+ * in), that one group is rescanned (`MIN`/`MAX` over the group: an index on the group columns and
+ * the value column makes it a lookup). On PostgreSQL the upsert takes the group row's lock until
+ * commit, and the rescan, a later statement of the trigger function, reads a fresh snapshot, so
+ * concurrent writers of one group stay exact.
+ *
+ * A group's key (and its id) is the JSON array of its values as the database writes it
+ * (`json_array` / `jsonb_build_array`); the full rebuild computes it with the same expression, so
+ * both always agree.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Effect } from "effect"
+import type { StoreUnavailable } from "../kernel/Errors.js"
+import { unavailable } from "../kernel/SqlDriver.js"
+import type * as Table from "../kernel/Table.js"
+import type { Op } from "./Aggregate.js"
+
+/** What the triggers need of a resolved incremental shape (`Incremental.Shape`). */
+export interface Shape {
+  readonly name: string
+  readonly table: Table.Any
+  readonly op: Op
+  readonly column: string | undefined
+  readonly groupBy: ReadonlyArray<string>
+}
+
+type Dialect = "pg" | "sqlite"
+
+const quote = (identifier: string) => `"${identifier.replaceAll(`"`, `""`)}"`
+/** A string literal (aggregate names and columns are identifiers, checked at definition and boot). */
+const literal = (text: string) => `'${text.replaceAll(`'`, `''`)}'`
+
+/** The group key of a row (`row` is `NEW.`, `OLD.` or `""` for the table's own columns). */
+export const keyExpression = (dialect: Dialect, shape: Pick<Shape, "groupBy">, row: string) => {
+  const columns = shape.groupBy.map((c) => `${row}${quote(c)}`).join(", ")
+  if (shape.groupBy.length === 0) return `'[]'`
+  return dialect === "pg" ? `jsonb_build_array(${columns})::text` : `json_array(${columns})`
+}
+
+/** The group's values as a JSON object (stored in `row`). */
+export const groupExpression = (dialect: Dialect, shape: Pick<Shape, "groupBy">, row: string) => {
+  if (shape.groupBy.length === 0) return dialect === "pg" ? `'{}'::jsonb` : `'{}'`
+  const pairs = shape.groupBy.map((c) => `${literal(c)}, ${row}${quote(c)}`).join(", ")
+  return dialect === "pg" ? `jsonb_build_object(${pairs})` : `json_object(${pairs})`
+}
+
+/** The id of a group's state row. */
+export const idExpression = (dialect: Dialect, shape: Pick<Shape, "name" | "groupBy">, row: string) =>
+  `${literal(`${shape.name}|i|`)} || ${keyExpression(dialect, shape, row)}`
+
+/** Names of the database objects of one aggregate. */
+export const objectNames = (name: string) => ({
+  /** PostgreSQL: the trigger and its function. */
+  pg: `_fw_agg_${name}`,
+  /** SQLite: one trigger per operation. */
+  sqlite: [`_fw_agg_${name}_ins`, `_fw_agg_${name}_upd`, `_fw_agg_${name}_del`]
+})
+
+/** The statements of the trigger bodies: remove `OLD`, add `NEW`, rescan `OLD`'s group. */
+const bodies = (dialect: Dialect, shape: Shape) => {
+  const t = "_fw_aggregate_rows"
+  const x = shape.column === undefined ? null : quote(shape.column)
+  const extreme = shape.op === "min" || shape.op === "max"
+  const beats = shape.op === "min" ? "<" : ">"
+  const q = (column: string) => dialect === "pg" ? `${t}.${column}` : column
+  const counted = (row: string) => shape.op === "count" ? "1" : `(CASE WHEN ${row}${x} IS NULL THEN 0 ELSE 1 END)`
+  const upsert = (row: string, sign: 1 | -1) => {
+    const n = sign === 1 ? "1" : "-1"
+    const c = sign === 1 ? counted(row) : `-${counted(row)}`
+    const summed = x !== null && (shape.op === "sum" || shape.op === "avg")
+    const s = !summed ? "0" : sign === 1 ? `COALESCE(${row}${x}, 0)` : `-COALESCE(${row}${x}, 0)`
+    const v = extreme && sign === 1 ? `${row}${x}` : "NULL"
+    const update = [`n = ${q("n")} + excluded.n`, `c = ${q("c")} + excluded.c`]
+    if (summed) update.push(`s = ${q("s")} + excluded.s`)
+    if (extreme) {
+      update.push(sign === 1
+        ? `v = CASE WHEN ${q("c")} + excluded.c = 0 THEN NULL WHEN excluded.v IS NOT NULL AND (${q("v")} IS NULL OR excluded.v ${beats} ${q("v")}) THEN excluded.v ELSE ${q("v")} END`
+        : `v = CASE WHEN ${q("c")} + excluded.c = 0 THEN NULL ELSE ${q("v")} END`)
+    }
+    return `INSERT INTO ${t} (id, aggregate, generation, key, row, n, c, s, v) VALUES (${idExpression(dialect, shape, row)}, ${
+      literal(shape.name)
+    }, 0, ${keyExpression(dialect, shape, row)}, ${groupExpression(dialect, shape, row)}, ${n}, ${c}, ${s}, ${v}) ON CONFLICT (id) DO UPDATE SET ${
+      update.join(", ")
+    }`
+  }
+  // The rescan: only when OLD's value was the extreme and nothing now beats it.
+  const rescan = (() => {
+    if (!extreme || x === null) return null
+    const fn = shape.op === "min" ? "MIN" : "MAX"
+    const table = quote(shape.table.name)
+    const equal = shape.groupBy.map((c) => dialect === "pg" ? `${quote(c)} = OLD.${quote(c)}` : `${quote(c)} IS OLD.${quote(c)}`)
+    const same = shape.groupBy.map((c) => `${quote(c)} IS NOT DISTINCT FROM OLD.${quote(c)}`)
+    const where = (conditions: ReadonlyArray<string>) => conditions.length === 0 ? "" : ` WHERE ${conditions.join(" AND ")}`
+    const update = (conditions: ReadonlyArray<string>) =>
+      `UPDATE ${t} SET v = (SELECT ${fn}(${x}) FROM ${table}${where(conditions)}) WHERE id = ${idExpression(dialect, shape, "OLD.")}
+        AND c > 0 AND v IS NOT NULL AND NOT (v ${beats} OLD.${x})`
+    if (dialect === "sqlite" || shape.groupBy.length === 0) return `${update(equal)}`
+    // PostgreSQL: `=` uses the source's index; a group with a null value needs IS NOT DISTINCT FROM.
+    const nulls = shape.groupBy.map((c) => `OLD.${quote(c)} IS NULL`).join(" OR ")
+    return `IF ${nulls} THEN ${update(same)}; ELSE ${update(equal)}; END IF`
+  })()
+  return { remove: upsert("OLD.", -1), add: upsert("NEW.", 1), rescan }
+}
+
+/** The columns whose change matters to the aggregate (an update touching none of them is ignored). */
+const watched = (shape: Shape) => [...shape.groupBy, ...(shape.column === undefined ? [] : [shape.column])]
+
+/** The DDL that (re)creates the aggregate's triggers. */
+export const install = (dialect: Dialect, shape: Shape): ReadonlyArray<string> => {
+  const { add, remove, rescan } = bodies(dialect, shape)
+  const table = quote(shape.table.name)
+  const columns = watched(shape)
+  const changed = columns.map((c) => `OLD.${quote(c)} IS NOT NEW.${quote(c)}`).join(" OR ")
+  if (dialect === "sqlite") {
+    const [ins, upd, del] = objectNames(shape.name).sqlite.map(quote) as [string, string, string]
+    const rescanStatement = rescan === null ? "" : `${rescan};`
+    return [
+      `DROP TRIGGER IF EXISTS ${ins}`,
+      `DROP TRIGGER IF EXISTS ${upd}`,
+      `DROP TRIGGER IF EXISTS ${del}`,
+      `CREATE TRIGGER ${ins} AFTER INSERT ON ${table} BEGIN ${add}; END`,
+      `CREATE TRIGGER ${del} AFTER DELETE ON ${table} BEGIN ${remove}; ${rescanStatement} END`,
+      ...(columns.length === 0 ? [] : [
+        `CREATE TRIGGER ${upd} AFTER UPDATE OF ${columns.map(quote).join(", ")} ON ${table} WHEN ${changed}
+          BEGIN ${remove}; ${add}; ${rescanStatement} END`
+      ])
+    ]
+  }
+  const name = quote(objectNames(shape.name).pg)
+  const rescanBlock = rescan === null ? "" : `IF TG_OP <> 'INSERT' THEN ${rescan}; END IF;`
+  const distinct = columns.map((c) => `OLD.${quote(c)} IS DISTINCT FROM NEW.${quote(c)}`).join(" OR ")
+  return [
+    `CREATE OR REPLACE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $fw$
+BEGIN
+  IF TG_OP = 'UPDATE' AND NOT (${distinct || "false"}) THEN RETURN NULL; END IF;
+  IF TG_OP <> 'INSERT' THEN ${remove}; END IF;
+  IF TG_OP <> 'DELETE' THEN ${add}; END IF;
+  ${rescanBlock}
+  RETURN NULL;
+END $fw$`,
+    `DROP TRIGGER IF EXISTS ${name} ON ${table}`,
+    `CREATE TRIGGER ${name} AFTER INSERT OR DELETE${columns.length === 0 ? "" : ` OR UPDATE OF ${columns.map(quote).join(", ")}`} ON ${table}
+      FOR EACH ROW EXECUTE FUNCTION ${name}()`
+  ]
+}
+
+/**
+ * Installs the triggers of `shapes` and drops those of incremental aggregates no longer declared
+ * (their deltas would otherwise keep costing every write). One replica at a time on PostgreSQL.
+ */
+export const installAll = (shapes: ReadonlyArray<Shape>): Effect.Effect<void, StoreUnavailable, SqlClient.SqlClient> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const dialect: Dialect = sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
+    const wanted = new Set(shapes.flatMap((shape) => dialect === "pg" ? [objectNames(shape.name).pg] : objectNames(shape.name).sqlite))
+    yield* sql.withTransaction(Effect.gen(function*() {
+      if (dialect === "pg") {
+        yield* sql`SELECT pg_advisory_xact_lock(hashtext('_fw_aggregate_rows triggers'))`
+        const existing = yield* sql<{ readonly name: string; readonly tbl: string }>`SELECT t.tgname AS name, c.relname AS tbl
+          FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE NOT t.tgisinternal`
+        for (const trigger of existing) {
+          if (!trigger.name.startsWith("_fw_agg_") || wanted.has(trigger.name)) continue
+          yield* sql.unsafe(`DROP TRIGGER IF EXISTS ${quote(trigger.name)} ON ${quote(trigger.tbl)}`)
+          yield* sql.unsafe(`DROP FUNCTION IF EXISTS ${quote(trigger.name)}()`)
+        }
+      } else {
+        const existing = yield* sql<{ readonly name: string }>`SELECT name FROM sqlite_master WHERE type = 'trigger'`
+        for (const trigger of existing) {
+          if (trigger.name.startsWith("_fw_agg_") && !wanted.has(trigger.name)) yield* sql.unsafe(`DROP TRIGGER IF EXISTS ${quote(trigger.name)}`)
+        }
+      }
+      for (const shape of shapes) for (const statement of install(dialect, shape)) yield* sql.unsafe(statement)
+    }))
+  }).pipe(Effect.mapError((error: SqlError) => unavailable(error)))
