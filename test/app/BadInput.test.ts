@@ -78,6 +78,7 @@ describe("bad input", () => {
     Effect.gen(function*() {
       const served = yield* Serve.serve(app, memory)
       const garbage = yield* post(served.rpcUrl, "{not json")
+      assert.strictEqual(garbage.status, 400)
       assert.include(garbage.text, "Defect")
       const answers = yield* wsExchange(served.wsUrl, ["{not json", frame("notes.list", {}, [["authorization", "Bearer tok-alice"]])], 2)
       assert.strictEqual(answers[0]!._tag, "Defect")

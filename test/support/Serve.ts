@@ -28,7 +28,7 @@ export const serve = <E>(
 ): Effect.Effect<Served, unknown, Scope.Scope> =>
   Effect.gen(function*() {
     const context = yield* Layer.build(
-      Server.layer(app, options).pipe(
+      Server.layer(app, { announce: false, ...options }).pipe(
         Layer.provide(storeLayer),
         Layer.provideMerge(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" }))
       )
