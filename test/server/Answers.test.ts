@@ -40,11 +40,9 @@ describe("framework answers share one JSON error shape", () => {
     Effect.gen(function*() {
       const lines: Array<string> = []
       const console: Console.Console = {
-        ...globalThis.console as never,
-        [Console.TypeId]: Console.TypeId,
-        log: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void lines.push(args.join(" "))),
-        unsafe: globalThis.console
-      } as Console.Console
+        ...yield* Effect.console,
+        log: (...args: ReadonlyArray<unknown>) => Effect.sync(() => void lines.push(args.join(" ")))
+      }
       const served = yield* Serve.serve(app, memory, { announce: true }).pipe(Effect.withConsole(console))
       yield* Serve.serve(app, memory).pipe(Effect.withConsole(console))
       assert.deepStrictEqual(lines, [`fw: serving ${app.name} on ${served.url} (docs at /docs)`])
