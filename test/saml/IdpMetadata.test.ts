@@ -9,6 +9,7 @@ import { Clock, Effect, TestClock } from "effect"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { SamlConfigInvalid } from "../../src/saml/Errors.js"
+import * as IdpSource from "../../src/saml/IdpSource.js"
 import { certificateBody } from "../../src/saml/Keys.js"
 import { samlSsoPlugin } from "../../src/saml/SamlSsoPlugin.js"
 import * as Idp from "./support/Idp.js"
@@ -138,6 +139,13 @@ describe("IdP metadata", () => {
       // The Issuer is still checked, against the metadata's entityID.
       const foreign = yield* logIn(sp, Idp.idpKeys, "https://other.example.test/idp")
       assert.strictEqual(foreign.status, 401)
+      // Its fallback cannot say which Issuer to accept: while the metadata was never read, 503 (and
+      // the boot warns), never a login with an unchecked Issuer.
+      const down = yield* metadataServer
+      const unread = yield* Sp.serve(Sp.memory, { idp: { ...idp, metadataUrl: down.url } })
+      assert.strictEqual((yield* Sp.Browser.get(`${unread.served.url}/saml/login`)).status, 503)
+      assert.include(IdpSource.unusableFallback({ ...idp, metadataUrl: down.url }) ?? "", "idp.entityId")
+      assert.isUndefined(IdpSource.unusableFallback({ ...idp, entityId: Idp.idpEntityId }))
     }))
 
   it("an explicit configuration without metadata must name idp.entityId, and its refusal says why", () => {
