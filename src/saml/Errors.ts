@@ -59,7 +59,7 @@ export class SamlLibraryUnavailable extends Schema.TaggedError<SamlLibraryUnavai
 }) {
   override get message() {
     return `samlSsoPlugin needs the optional packages ${libraryPackages.join(", ")} to verify SAML messages; ` +
-      `install them with \`npm install ${libraryPackages.join(" ")}\` (loading failed: ${this.detail})`
+      `install them with \`npm install ${libraryPackages.join(" ")}\` (${this.detail})`
   }
 }
 

@@ -29,7 +29,7 @@ import * as Session from "../auth/Session.js"
 import * as Subject from "../kernel/Subject.js"
 import * as Answers from "./Answers.js"
 import * as Companion from "./Companion.js"
-import { reject, SamlConfigInvalid } from "./Errors.js"
+import { reject, SamlConfigInvalid, SamlLibraryUnavailable } from "./Errors.js"
 import * as IdpSource from "./IdpSource.js"
 import * as InboundLogout from "./InboundLogout.js"
 import * as Keys from "./Keys.js"
@@ -357,6 +357,11 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
   const refreshMs = options.idp.metadataRefreshMs ?? 0
 
   const background = Layer.scopedDiscard(Effect.gen(function*() {
+    // Said at boot, not only on the first login: the packages are optional peers an install may lack.
+    const missing = Libraries.unresolvable()
+    if (missing.length > 0) {
+      yield* Effect.logError(new SamlLibraryUnavailable({ detail: `cannot be resolved: ${missing.join(", ")}` }).message)
+    }
     const unusable = IdpSource.unusableFallback(options.idp)
     if (unusable !== undefined) yield* Effect.logWarning(`samlSsoPlugin: ${unusable}`)
     if (replay === false) {
