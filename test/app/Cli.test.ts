@@ -51,7 +51,7 @@ describe("fw CLI", () => {
     ]) assert.match(help, line)
   }, 60_000)
 
-  it("user errors are one line and exit 1: a missing argument, a file that is not an entry (not run), a CommonJS folder", async () => {
+  it("user errors are one line and exit 1: an unset secret, a missing argument, a file that is not an entry (not run), a CommonJS folder", async () => {
     const folder = appFolder()
     // The README's main.ts shape: it launches a server at the top level and has no entry export.
     writeFileSync(path.join(folder, "main.ts"), `import { writeFileSync } from "node:fs"\nwriteFileSync(${JSON.stringify(path.join(folder, "ran"))}, "")\n`)
@@ -59,6 +59,22 @@ describe("fw CLI", () => {
     mkdirSync(cjs)
     writeFileSync(path.join(cjs, "package.json"), JSON.stringify({ name: "cjs-app" }))
     writeFileSync(path.join(cjs, "entry.ts"), "export default defineEntry({ app, store })\n")
+    const src = (module: string) => JSON.stringify(path.resolve("src", module))
+    writeFileSync(path.join(folder, "entry.ts"), [
+      `import { defineApp } from ${src("app/App.ts")}`,
+      `import * as Settings from ${src("app/Settings.ts")}`,
+      `import { defineEntry } from ${src("server/Entry.ts")}`,
+      `import { memory } from ${JSON.stringify(path.resolve("test/client/fixtures.ts"))}`,
+      `const secret = Settings.secretFromEnv("SESSION_SECRET")`,
+      `export default defineEntry({ app: defineApp({ name: secret.slice(0, 0) + "app" }), store: memory })`,
+      ``
+    ].join("\n"))
+    const { SESSION_SECRET: _, ...withoutSecret } = process.env
+    const unset = await failure([bin, "serve", path.join(folder, "entry.ts")], withoutSecret)
+    assert.deepStrictEqual(unset.lines, [
+      `fw: ${path.join(folder, "entry.ts")}: SESSION_SECRET must be set to a secret of at least 32 bytes (e.g. the output of \`openssl rand -base64 48\`)`
+    ])
+    assert.strictEqual(unset.code, 1)
     const missing = await failure([bin, "dev"])
     const notEntry = await failure([bin, "serve", path.join(folder, "main.ts")])
     const commonJs = await failure([bin, "db", "apply", path.join(cjs, "entry.ts")])
@@ -125,8 +141,8 @@ const appFolder = () => {
 }
 
 /** Runs the CLI expecting failure: its exit code and its non-empty output lines. */
-const failure = (args: ReadonlyArray<string>) =>
-  run(process.execPath, [...args]).then(
+const failure = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env) =>
+  run(process.execPath, [...args], { env }).then(
     () => ({ code: 0, lines: [] as Array<string> }),
     (error: { stdout: string; stderr: string; code: number }) => ({
       code: error.code,
