@@ -127,13 +127,21 @@ const sweepInterval = "10 minutes"
 
 /**
  * The SQL tier. Creates `_fw_rate_limits` when missing (through the schema differ, which never
- * drops anything) and deletes ended windows every 10 minutes.
+ * drops anything), makes it `UNLOGGED` on PostgreSQL, and deletes ended windows every 10 minutes.
  */
 export const layerSql: Layer.Layer<RateLimitStore, SqlError, SqlClient.SqlClient> = Layer.scoped(
   RateLimitStore,
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     yield* SchemaDiffer.apply([RateLimitCounters])
+    if (sql.onDialectOrElse({ pg: () => true, orElse: () => false })) {
+      // Counters are worth neither a WAL record nor a flush at every request's commit: unlogged,
+      // a burst on one key is not serialised on disk flushes (several times the throughput here).
+      // A crash empties the table, which restarts every window: a lenient, bounded failure.
+      const logged = yield* sql<{ readonly relpersistence: string }>`SELECT relpersistence FROM pg_class
+        WHERE oid = to_regclass(${`"${RateLimitCounters.name}"`})`
+      if (logged[0]?.relpersistence === "p") yield* sql`ALTER TABLE ${sql(RateLimitCounters.name)} SET UNLOGGED`
+    }
     yield* Effect.gen(function*() {
       const now = yield* Clock.currentTimeMillis
       yield* sql`DELETE FROM ${sql(RateLimitCounters.name)} WHERE "resetAt" <= ${now}`

@@ -16,6 +16,7 @@ import { RateLimitCounters } from "../../src/app/tables.js"
 import { defineRestRoute } from "../../src/http/RestRoute.js"
 import * as RateLimitStore from "../../src/http/RateLimitStore.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import * as Pg from "../support/Pg.js"
@@ -282,5 +283,19 @@ const counterWindows = (name: string, layer: () => Layer.Layer<RateLimitStore.Ra
 describe("the rate-limit counters", () => {
   counterWindows("memory", () => RateLimitStore.layerMemory)
   counterWindows("sqlite", () => RateLimitStore.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: ":memory:" }))))
-  if (Pg.serverUrl) counterWindows("postgresql", () => RateLimitStore.layerSql.pipe(Layer.provide(Pg.layerFreshClient)))
+  if (Pg.serverUrl) {
+    counterWindows("postgresql", () => RateLimitStore.layerSql.pipe(Layer.provide(Pg.layerFreshClient)))
+
+    it.effect("on PostgreSQL the counters' table is made UNLOGGED (no WAL flush per request), also when it was created logged", () =>
+      Effect.gen(function*() {
+        const sql = yield* SqlClientTag.SqlClient
+        const persistence = sql<{ readonly relpersistence: string }>`SELECT relpersistence FROM pg_class WHERE relname = '_fw_rate_limits'`
+        yield* SchemaDiffer.apply([RateLimitCounters])
+        assert.strictEqual((yield* persistence)[0]?.relpersistence, "p", "the schema differ creates it logged")
+        yield* Layer.build(RateLimitStore.layerSql)
+        assert.strictEqual((yield* persistence)[0]?.relpersistence, "u")
+        yield* Layer.build(RateLimitStore.layerSql)
+        assert.strictEqual((yield* persistence)[0]?.relpersistence, "u", "a second boot leaves it so")
+      }).pipe(Effect.scoped, Effect.provide(Pg.layerFreshClient), Effect.orDie))
+  }
 })
