@@ -91,9 +91,16 @@ const listNotes = query("notes.list", {
   handler: () => Effect.succeed([])
 })
 
+const feed = query("notes.feed", {
+  input: Schema.Struct({}),
+  output: Schema.Array(Schema.String),
+  publicApi: { stream: "sse", rateLimit: { limit: 1, windowMs: 60_000 } },
+  handler: () => Effect.succeed([])
+})
+
 const app = defineApp({
   name: "rate-limits",
-  procedures: [addNote, listNotes],
+  procedures: [addNote, listNotes, feed],
   restRoutes: [limited, byIp, byFunction, unlimited],
   auth: [tokens]
 })
@@ -243,6 +250,24 @@ for (const [name, tier] of tiers) {
         assert.isNull(exempt.headers.get("ratelimit"), "an uncounted request carries no count")
       }))
 
+    it.scoped("opening a live query's stream is one request", () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve()
+        const open = Effect.acquireRelease(
+          Effect.sync(() => new AbortController()),
+          (controller) => Effect.sync(() => controller.abort())
+        ).pipe(Effect.flatMap((controller) =>
+          Effect.promise(() => fetch(`${url}/v1/notes/feed`, { headers: bearer("tok-alice"), signal: controller.signal }))
+        ))
+        const first = yield* open
+        assert.strictEqual(first.status, 200)
+        assert.strictEqual(first.headers.get("content-type"), "text/event-stream")
+        assert.strictEqual(first.headers.get("ratelimit"), `"1-in-60s";r=0;t=60`)
+        const second = yield* open
+        assert.strictEqual(second.status, 429)
+        assert.strictEqual(second.headers.get("retry-after"), "60")
+      }))
+
     if (name !== "memory") {
       it.scoped("counters that cannot be reached answer 503 RateLimitUnavailable, and the handler does not run", () =>
         Effect.gen(function*() {
@@ -260,6 +285,28 @@ for (const [name, tier] of tiers) {
     }
   })
 }
+
+describe("rate limits and idempotency keys", () => {
+  const idempotent = defineApp({ name: "rate-limits-idempotent", restRoutes: [byIp], auth: [tokens], idempotency: true })
+  const memory = () => Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
+  const post = (url: string, key: string) => send(`${url}/by-ip`, jsonBody("POST", {}, { ...bearer("tok-alice"), "idempotency-key": key }))
+
+  it.scoped("a replay is counted and shows the current count; a 429 does not use up the key", () =>
+    Effect.gen(function*() {
+      const { url } = yield* Serve.serve(idempotent, memory())
+      const first = yield* post(url, "k1")
+      assert.strictEqual(first.headers.get("ratelimit"), `"2-in-10s";r=1;t=10`)
+      const replay = yield* post(url, "k1")
+      assert.strictEqual(replay.headers.get("idempotency-replayed"), "true")
+      assert.strictEqual(replay.headers.get("ratelimit"), `"2-in-10s";r=0;t=10`)
+      const refused = yield* post(url, "k2")
+      assert.strictEqual(refused.status, 429)
+      yield* TestClock.adjust("10 seconds")
+      const retried = yield* post(url, "k2")
+      assert.strictEqual(retried.status, 200)
+      assert.isNull(retried.headers.get("idempotency-replayed"), "the 429 was not recorded under k2")
+    }))
+})
 
 /** The counters' own windows, with the TestClock. */
 const counterWindows = (name: string, layer: () => Layer.Layer<RateLimitStore.RateLimitStore, unknown>) =>
