@@ -3,6 +3,7 @@
  * HTTP options. It is inert: serving it is `Server.layer(app)` composed with a store and an HTTP server.
  */
 import type * as AuthStrategy from "./AuthStrategy.js"
+import * as Errors from "./Errors.js"
 import type * as Table from "../kernel/Table.js"
 import type * as Plugin from "./Plugin.js"
 import type * as Procedure from "./Procedure.js"
@@ -59,6 +60,8 @@ export interface App {
   /** Normalised `http.trustedOrigins`. */
   readonly trustedOrigins: ReadonlySet<string>
   readonly idempotency: IdempotencyOption
+  /** The plugins' area error classes (`Plugin.errors`), each once: the wire carries them typed. */
+  readonly errors: ReadonlyArray<Errors.AreaErrorClass>
 }
 
 /** An app declaration the framework refuses (duplicate tags or tables). */
@@ -76,7 +79,10 @@ export const normalizeOrigin = (origin: string): string | undefined => {
 /** Suffix of the streaming rpc that serves a query live over the socket. */
 export const liveSuffix = ".live"
 
-/** Describes an app. Throws `AppDefinitionError` on duplicate table names or procedure tags. */
+/**
+ * Describes an app. Throws `AppDefinitionError` on duplicate table names or procedure tags, or an
+ * area error tag taken twice (or taking a framework error's tag).
+ */
 export const defineApp = (options: Options): App => {
   Settings.checkPositiveInteger("http.maxBodyBytes", options.http?.maxBodyBytes)
   if (typeof options.idempotency === "object") Settings.checkPositiveInteger("idempotency.ttlMs", options.idempotency.ttlMs)
@@ -104,6 +110,12 @@ export const defineApp = (options: Options): App => {
     }
     procedures.set(procedure.tag, procedure)
   }
+  let errors: ReadonlyArray<Errors.AreaErrorClass>
+  try {
+    errors = Errors.checkAreaErrors(plugins.flatMap((plugin) => plugin.errors ?? []))
+  } catch (error) {
+    throw new AppDefinitionError(error instanceof Error ? error.message : String(error))
+  }
   const auth = options.auth === undefined ? [] : Array.isArray(options.auth) ? options.auth : [options.auth]
   const trustedOrigins = new Set<string>()
   for (const origin of options.http?.trustedOrigins ?? []) {
@@ -123,6 +135,7 @@ export const defineApp = (options: Options): App => {
     auth: auth as ReadonlyArray<AuthStrategy.AuthStrategy>,
     maxBodyBytes: options.http?.maxBodyBytes,
     trustedOrigins,
-    idempotency: options.idempotency ?? false
+    idempotency: options.idempotency ?? false,
+    errors
   }
 }

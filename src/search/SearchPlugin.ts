@@ -11,7 +11,7 @@ import * as Procedure from "../app/Procedure.js"
 import { Store } from "../kernel/Store.js"
 import type { StoreShape } from "../kernel/Store.js"
 import * as Backend from "./Backend.js"
-import { SearchBackendError, SearchBackendNotDurable } from "./Errors.js"
+import { SearchBackendError, SearchBackendNotDurable, searchErrors } from "./Errors.js"
 import * as Inspect from "./inspect.js"
 import * as Options from "./Options.js"
 import * as Query from "./Query.js"
@@ -188,6 +188,7 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
           ? Effect.fail(cause.error)
           : current.engine.recordEvent(event, "the search listener failed unexpectedly")),
     procedures: [query],
+    errors: searchErrors,
     inspectRoutes: Inspect.routes(running)
   })
 
