@@ -3,15 +3,17 @@
  * transient failures with capped exponential backoff in the background, keeps the drift ledger,
  * repairs it, reindexes, and buffers the sync counters.
  *
- * Ordering: the change tap delivers one change at a time in commit order, and the first attempt
- * runs inline. A (index, row) whose write is being retried or repaired is "busy": later changes to
+ * Ordering: the change tap delivers one change at a time in commit order, on the plugin's own
+ * listener fiber (off the writer's path: a write never waits for the engine), and the first
+ * attempt runs as the change is delivered. A (index, row) whose write is being retried or repaired is "busy": later changes to
  * it are not written inline but mark it dirty, and the retry re-reads the row from the database
  * (the failed event is never replayed), re-reading again while the row keeps changing. So writes
  * for one (index, row) never land out of order.
  *
  * Durability: a failure is written to `_fw_search_drift` before the change's delivery returns (a
  * transient one as `retrying`, so a crash during the backoff still leaves it to the sweep). When
- * that ledger write fails, delivery fails and the writer gets `ChangeDeliveryFailed`.
+ * that ledger write fails, delivery fails: the tap logs it and retries delivery and recording,
+ * backing off, until one lands (the committed write already answered success).
  */
 import type { Scope } from "effect"
 import { Clock, Duration, Effect, Either, Exit, Fiber, FiberSet, Option, Schema, SchemaAST, Stream } from "effect"
