@@ -1,13 +1,8 @@
 /**
- * The typed errors of the REST area: route declarations, idempotency records, binary answers. (The
+ * The typed errors of the REST area: route declarations and idempotency records. (The
  * body-cap errors are shared with plugin routes and live in `app/BodyRead`.)
  */
 import { Schema } from "effect"
-
-/** Reading the binary source failed mid-response (the response is cut short). */
-export class BytesSourceFailed extends Error {
-  override readonly name = "BytesSourceFailed"
-}
 
 /** The record store could not be reached. */
 export class IdempotencyUnavailable extends Schema.TaggedError<IdempotencyUnavailable>()("IdempotencyUnavailable", {
