@@ -18,6 +18,7 @@ import * as SamlLimits from "./saml/limits.js"
 import * as Standing from "./standing/inserts.js"
 import * as SearchInsert from "./search/insert.js"
 import * as SearchMemory from "./search/memory.js"
+import * as SearchReindex from "./search/reindex.js"
 import * as SearchSqlPg from "./search/sqlPg.js"
 import * as Store from "./store/store.js"
 
@@ -39,4 +40,5 @@ await Standing.run()
 await SearchMemory.run()
 await SearchInsert.run()
 await SearchSqlPg.run()
+await SearchReindex.run()
 await AggregatesIncremental.run()

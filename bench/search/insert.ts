@@ -2,6 +2,10 @@
  * Insert throughput through a procedure (the procedure runtime, memory store) with the search
  * plugin on (memory backend) against the same app without it, measured in the same run.
  * Aim: at least 0.7× the throughput without the plugin. `BENCH_SEARCH_INSERTS` sets the count.
+ *
+ * The search listener runs off the writer's path, so two figures: the writers' own throughput
+ * (what a caller waits for), and the throughput until the index has caught up with every insert
+ * (`ChangeTap.settled` inside the timed section: the whole work, on one thread).
  */
 import { FetchHttpClient, Headers } from "@effect/platform"
 import { Effect, Layer, Schema } from "effect"
@@ -49,10 +53,15 @@ const measure = (withSearch: boolean) => {
         headers: Headers.empty,
         subject
       })
+    const tap = yield* ChangeTap.ChangeTap
     for (let i = 0; i < 500; i++) yield* call(i)
+    yield* tap.settled
     const start = performance.now()
     for (let i = 0; i < N; i++) yield* call(i)
-    return N / ((performance.now() - start) / 1000)
+    const written = performance.now()
+    yield* tap.settled
+    const caughtUp = performance.now()
+    return { writers: N / ((written - start) / 1000), settled: N / ((caughtUp - start) / 1000) }
   }).pipe(Effect.provide(stack), Effect.scoped)
 }
 
@@ -61,12 +70,15 @@ export const run = async () => {
   const on = await Effect.runPromise(measure(true))
   const off2 = await Effect.runPromise(measure(false))
   const on2 = await Effect.runPromise(measure(true))
-  const offBest = Math.max(off, off2)
-  const onBest = Math.max(on, on2)
+  const offBest = Math.max(off.settled, off2.settled)
+  const onWriters = Math.max(on.writers, on2.writers)
+  const onSettled = Math.max(on.settled, on2.settled)
   table(`search: inserts through a procedure (memory store), ${N.toLocaleString("en-US")} per run, best of two`, [
     { setup: "search plugin off", "inserts/s": perSecond(offBest) },
-    { setup: "search plugin on (memory backend)", "inserts/s": perSecond(onBest) },
-    { setup: "ratio on/off (aim ≥ 0.7)", "inserts/s": (onBest / offBest).toFixed(2) }
+    { setup: "search plugin on: writers (index catching up behind)", "inserts/s": perSecond(onWriters) },
+    { setup: "search plugin on: until the index has every insert", "inserts/s": perSecond(onSettled) },
+    { setup: "ratio on/off, writers (aim ≥ 0.7)", "inserts/s": (onWriters / offBest).toFixed(2) },
+    { setup: "ratio on/off, until indexed", "inserts/s": (onSettled / offBest).toFixed(2) }
   ])
 }
 

@@ -3,6 +3,7 @@
  * HTTP options. It is inert: serving it is `Server.layer(app)` composed with a store and an HTTP server.
  */
 import type * as AuthStrategy from "./AuthStrategy.js"
+import * as Errors from "./Errors.js"
 import type * as Table from "../kernel/Table.js"
 import type * as Plugin from "./Plugin.js"
 import type * as Procedure from "./Procedure.js"
@@ -92,6 +93,8 @@ export interface App {
   /** Normalised `http.cors`; undefined when off. */
   readonly cors: Cors | undefined
   readonly idempotency: IdempotencyOption
+  /** The plugins' area error classes (`Plugin.errors`), each once: the wire carries them typed. */
+  readonly errors: ReadonlyArray<Errors.AreaErrorClass>
 }
 
 /** An app declaration the framework refuses (duplicate tags or tables). */
@@ -109,7 +112,10 @@ export const normalizeOrigin = (origin: string): string | undefined => {
 /** Suffix of the streaming rpc that serves a query live over the socket. */
 export const liveSuffix = ".live"
 
-/** Describes an app. Throws `AppDefinitionError` on duplicate table names or procedure tags. */
+/**
+ * Describes an app. Throws `AppDefinitionError` on duplicate table names or procedure tags, or an
+ * area error tag taken twice (or taking a framework error's tag).
+ */
 export const defineApp = (options: Options): App => {
   Settings.checkPositiveInteger("http.maxBodyBytes", options.http?.maxBodyBytes)
   if (typeof options.idempotency === "object") Settings.checkPositiveInteger("idempotency.ttlMs", options.idempotency.ttlMs)
@@ -142,6 +148,12 @@ export const defineApp = (options: Options): App => {
     }
     procedures.set(procedure.tag, procedure)
   }
+  let errors: ReadonlyArray<Errors.AreaErrorClass>
+  try {
+    errors = Errors.checkAreaErrors(plugins.flatMap((plugin) => plugin.errors ?? []))
+  } catch (error) {
+    throw new AppDefinitionError(error instanceof Error ? error.message : String(error))
+  }
   const auth = options.auth === undefined ? [] : Array.isArray(options.auth) ? options.auth : [options.auth]
   const originOf = (setting: string, origin: string) => {
     const normalized = normalizeOrigin(origin)
@@ -165,7 +177,8 @@ export const defineApp = (options: Options): App => {
     maxBodyBytes: options.http?.maxBodyBytes,
     trustedOrigins,
     cors,
-    idempotency: options.idempotency ?? false
+    idempotency: options.idempotency ?? false,
+    errors
   }
 }
 

@@ -9,10 +9,10 @@ import * as Errors from "./Errors.js"
 export const error = (status: number, tag: string, message: string, headers?: Record<string, string>) =>
   HttpServerResponse.unsafeJson({ _tag: tag, message }, { status, ...(headers ? { headers } : {}) })
 
-/** The HTTP answer of a procedure error. */
-export const procedureError = (failure: Errors.ProcedureError): HttpServerResponse.HttpServerResponse =>
+/** The HTTP answer of a procedure error (or a declared area error, with its own tag and status). */
+export const procedureError = (failure: Errors.WireError): HttpServerResponse.HttpServerResponse =>
   HttpServerResponse.unsafeJson(
-    failure._tag === "InternalError"
+    failure._tag === "InternalError" && "traceId" in failure
       ? { _tag: failure._tag, message: failure.message, traceId: failure.traceId }
       : { _tag: failure._tag, message: failure.message },
     { status: Errors.statusOf(failure) }

@@ -17,6 +17,7 @@ import type { CurrentSubject } from "../kernel/Subject.js"
 import type * as Table from "../kernel/Table.js"
 import * as BodyRead from "./BodyRead.js"
 import * as ByteStream from "./ByteStream.js"
+import type { AreaErrorClass } from "./Errors.js"
 import type * as Procedure from "./Procedure.js"
 
 /** The permissions a plugin may declare. */
@@ -180,6 +181,12 @@ export interface Plugin {
   /** Its panel on the inspect dashboard; needs `inspect:read`. */
   readonly dashboardPanel?: DashboardPanel
   readonly procedures?: ReadonlyArray<Procedure.Any>
+  /**
+   * The typed errors the plugin's procedures fail with (`Schema.TaggedError` classes whose
+   * instances carry a `status`): they reach clients with their own tag. A client decodes them
+   * when connected with the same classes (`Client.make(procedures, {errors})`, `mount({errors})`).
+   */
+  readonly errors?: ReadonlyArray<AreaErrorClass>
   readonly interceptors?: ReadonlyArray<Interceptor>
   /**
    * Services the plugin offers to every guard and handler of the app (for example the flag

@@ -1,7 +1,8 @@
 /**
  * The procedure runtime shared by every transport: resolve the caller through the app's auth
  * strategies, decode the input, run guards and interceptors, run the handler acting for the
- * caller (tenant scoping and provenance), and map every failure to a wire `ProcedureError`.
+ * caller (tenant scoping and provenance), and map every failure to a wire error (`ProcedureError`,
+ * or one of the app's declared area errors, passed on with its own tag).
  */
 import type { Headers } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
@@ -39,11 +40,11 @@ export interface RuntimeShape {
    * Resolves the caller, decodes the input and runs the guards, without the handler: what must hold
    * before anything is claimed on the caller's behalf (an idempotency key).
    */
-  readonly authorize: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<void, Errors.ProcedureError>
+  readonly authorize: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<void, Errors.WireError>
   /** Runs a procedure once; the output is decoded (the transport encodes it). */
-  readonly call: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<unknown, Errors.ProcedureError>
+  readonly call: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<unknown, Errors.WireError>
   /** Runs a query, then re-runs it after every committed change to a table it read, emitting changed results. */
-  readonly live: (procedure: Procedure.Any, invocation: Invocation) => Stream.Stream<unknown, Errors.ProcedureError>
+  readonly live: (procedure: Procedure.Any, invocation: Invocation) => Stream.Stream<unknown, Errors.WireError>
   /** How many live subscriptions are open (each is released when its client unsubscribes or disconnects). */
   readonly liveSubscriptions: Effect.Effect<number>
   /**
@@ -69,13 +70,25 @@ const isStatusError = (error: unknown): error is { readonly status: number; read
   typeof error === "object" && error !== null && "status" in error && "message" in error &&
   typeof error.status === "number" && typeof error.message === "string" && error.status >= 400 && error.status < 600
 
-/** Maps a failure cause to the wire error; unexpected causes are logged with the trace id and hidden. */
-export const toProcedureError = (cause: Cause.Cause<unknown>, traceId: string, tag: string) => {
+const noAreaErrors = Errors.isAreaErrorOf([])
+
+/**
+ * Maps a failure cause to the wire error; unexpected causes are logged with the trace id and
+ * hidden. An error `isAreaError` recognises (one the app declared) is passed on as it is; any
+ * other error with a `status` becomes a `ProcedureFailure`.
+ */
+export const toProcedureError = (
+  cause: Cause.Cause<unknown>,
+  traceId: string,
+  tag: string,
+  isAreaError: (error: unknown) => error is Errors.AreaError = noAreaErrors
+): Effect.Effect<never, Errors.WireError> => {
   if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
     if (isProcedureError(error)) return Effect.flatMap(Errors.forClient(error, traceId), Effect.fail)
+    if (isAreaError(error)) return Effect.fail(error)
     if (isStatusError(error)) return Effect.fail(new Errors.ProcedureFailure({ status: error.status, message: error.message }))
   }
   return Effect.logError(`procedure "${tag}" failed unexpectedly`, cause).pipe(
@@ -98,6 +111,7 @@ export const make = (app: App) =>
     const tap = yield* ChangeTap
     const httpClient = yield* HttpClient.HttpClient
     const strategy = AuthStrategy.composeAuthStrategies(app.auth)
+    const isAreaError = Errors.isAreaErrorOf(app.errors)
     const tenantFields = new Map(app.tables.map((table) => [table.name, table.tenantField]))
     // A plugin's procedures get the plugin's store: read-only without `store:write`.
     const pluginStores = new Map(app.plugins.flatMap((plugin) => {
@@ -190,22 +204,22 @@ export const make = (app: App) =>
         Provenance.withProvenance({ traceId, subjectId: subject.id, procedure: procedure.tag }),
       )
 
-    const call = (procedure: Procedure.Any, invocation: Invocation): Effect.Effect<unknown, Errors.ProcedureError> => {
+    const call = (procedure: Procedure.Any, invocation: Invocation): Effect.Effect<unknown, Errors.WireError> => {
       const traceId = Provenance.traceIdOf(invocation.headers)
       return prepare(procedure, invocation, traceId).pipe(
         Effect.flatMap(({ run, subject }) => acting(procedure, subject, traceId, run, invocation.crossTenant)),
-        Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag))
+        Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag, isAreaError))
       )
     }
 
-    const authorize = (procedure: Procedure.Any, invocation: Invocation): Effect.Effect<void, Errors.ProcedureError> => {
+    const authorize = (procedure: Procedure.Any, invocation: Invocation): Effect.Effect<void, Errors.WireError> => {
       const traceId = Provenance.traceIdOf(invocation.headers)
       return Effect.gen(function*() {
         const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
         yield* decodeInput(procedure, invocation.input)
         const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers: invocation.headers, traceId }
         yield* acting(procedure, subject, traceId, withHandlerContext(Guard.runGuards(procedure.guards, ctx)), invocation.crossTenant)
-      }).pipe(Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag)))
+      }).pipe(Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag, isAreaError)))
     }
 
     /**
@@ -226,7 +240,7 @@ export const make = (app: App) =>
       })
 
     const open = yield* Ref.make(0)
-    const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.ProcedureError> => {
+    const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.WireError> => {
       const traceId = Provenance.traceIdOf(invocation.headers)
       // The caller is re-resolved and the guards re-run before every push, so a revoked scope ends the stream.
       const once = prepare(procedure, invocation, traceId).pipe(
@@ -278,7 +292,7 @@ export const make = (app: App) =>
         )
         return Stream.concat(Stream.succeed(current.result), pushes)
       })).pipe(
-        Stream.catchAllCause((cause) => Stream.fromEffect(toProcedureError(cause, traceId, procedure.tag)))
+        Stream.catchAllCause((cause) => Stream.fromEffect(toProcedureError(cause, traceId, procedure.tag, isAreaError)))
       )
     }
 

@@ -12,7 +12,8 @@
 import type { Schema } from "effect"
 import { Cause, Either, Option, Schema as S } from "effect"
 import { liveSuffix } from "../app/App.js"
-import { describeParseError, InputInvalid, ProcedureError } from "../app/Errors.js"
+import type { AreaError, AreaErrorClass } from "../app/Errors.js"
+import { describeParseError, InputInvalid, wireError } from "../app/Errors.js"
 import type * as Procedure from "../app/Procedure.js"
 import type { ClientError } from "./Errors.js"
 import { ClientClosed, Disconnected, HeadersFailed, ProtocolError } from "./Errors.js"
@@ -77,6 +78,12 @@ export interface ApiOptions {
   readonly reconnect?: ReconnectOptions
   /** How often a ping checks that the connection is alive (a missed pong drops it). Default 15 s. */
   readonly pingIntervalMs?: number
+  /**
+   * The area error classes the apps' procedures may fail with (for example `searchErrors` from
+   * `@fw/framework/search/errors`): they arrive decoded, with their own tag. An undeclared one is a
+   * `ProtocolError` naming its tag.
+   */
+  readonly errors?: ReadonlyArray<AreaErrorClass>
 }
 
 /** A readable, subscribable piece of state. `getSnapshot` returns the same object until it changes. */
@@ -94,8 +101,8 @@ export interface ConnectionState {
   readonly error: ClientError | undefined
 }
 
-/** The state of a live query. */
-export interface LiveState<O> {
+/** The state of a live query (`E`: the area errors the client was given). */
+export interface LiveState<O, E = never> {
   /**
    * `connecting` until the first result; `live` while results stream; `reconnecting` while the
    * connection is re-established (the last data is kept); `error` after a refusal (retried on the
@@ -103,23 +110,23 @@ export interface LiveState<O> {
    */
   readonly status: "connecting" | "live" | "reconnecting" | "error"
   readonly data: O | undefined
-  readonly error: ClientError | undefined
+  readonly error: ClientError<E> | undefined
 }
 
 /** A live query: its state, subscribed while it has listeners. */
-export interface LiveQuery<O> extends Readable<LiveState<O>> {
+export interface LiveQuery<O, E = never> extends Readable<LiveState<O, E>> {
   readonly key: string
 }
 
 /** The state of a mutation store. */
-export interface MutationState<O> {
+export interface MutationState<O, E = never> {
   readonly status: "idle" | "pending" | "success" | "error"
   readonly data: O | undefined
-  readonly error: ClientError | undefined
+  readonly error: ClientError<E> | undefined
 }
 
 /** A mutation (or action) with its last run's state. */
-export interface Mutation<I, O> extends Readable<MutationState<O>> {
+export interface Mutation<I, O, E = never> extends Readable<MutationState<O, E>> {
   /** Runs it; resolves with the output or rejects with a `ClientError` (also kept in the state). */
   readonly run: (input: I) => Promise<O>
   readonly reset: () => void
@@ -131,7 +138,7 @@ type Pending =
     readonly contract: Contract
     readonly payload: unknown
     readonly resolve: (value: unknown) => void
-    readonly reject: (error: ClientError) => void
+    readonly reject: (error: ClientError<AreaError>) => void
   }
   | { readonly _tag: "live"; readonly entry: LiveEntry }
 
@@ -140,12 +147,20 @@ interface LiveEntry {
   readonly contract: Contract
   readonly payload: unknown
   readonly listeners: Set<() => void>
-  state: LiveState<unknown>
+  state: LiveState<unknown, AreaError>
   requestId: string | undefined
 }
 
-const WireExit = S.Exit({ success: S.Unknown, failure: ProcedureError, defect: S.Defect })
-const decodeExit = S.decodeUnknownEither(WireExit)
+/** The decoder of rpc `Exit` messages whose failures are framework errors or one of `errors`. */
+const exitDecoder = (errors: ReadonlyArray<AreaErrorClass>) =>
+  S.decodeUnknownEither(S.Exit({ success: S.Unknown, failure: wireError(errors), defect: S.Defect }))
+
+/** The tag of an encoded failure exit, if it has one (to name an error the client was not given). */
+const failureTag = (exit: unknown): string | undefined => {
+  const cause = (exit as { readonly cause?: { readonly _tag?: unknown; readonly error?: { readonly _tag?: unknown } } } | null)?.cause
+  const tag = cause?._tag === "Fail" ? cause.error?._tag : undefined
+  return typeof tag === "string" ? tag : undefined
+}
 
 const lowerCased = (headers: HeaderRecord): Array<[string, string]> =>
   Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value])
@@ -161,13 +176,14 @@ export const socketUrl = (url: string): string => {
   return resolved.toString()
 }
 
-/** One api of a mount. */
-export class Api {
+/** One api of a mount; `E` is the area errors it was given (`ApiOptions.errors`). */
+export class Api<E = never> {
   readonly url: string
   private readonly Socket: SocketConstructor
   private readonly initialDelayMs: number
   private readonly maxDelayMs: number
   private readonly pingIntervalMs: number
+  private readonly decodeExit: ReturnType<typeof exitDecoder>
   private socket: SocketLike | undefined
   private headers: Array<[string, string]> = []
   private generation = 0
@@ -191,6 +207,7 @@ export class Api {
     this.initialDelayMs = options.reconnect?.initialDelayMs ?? 250
     this.maxDelayMs = options.reconnect?.maxDelayMs ?? 10_000
     this.pingIntervalMs = options.pingIntervalMs ?? 15_000
+    this.decodeExit = exitDecoder(options.errors ?? [])
   }
 
   /** The connection state, as a store. */
@@ -227,7 +244,7 @@ export class Api {
    * The live query of `procedure` with `input`: subscribed on the server while it has listeners,
    * shared by every caller asking for the same procedure and input.
    */
-  live<P extends Contract & { readonly kind: "query" }>(procedure: P, input: Input<P>): LiveQuery<Output<P>> {
+  live<P extends Contract & { readonly kind: "query" }>(procedure: P, input: Input<P>): LiveQuery<Output<P>, E> {
     const payload = S.encodeUnknownEither(procedure.input)(input)
     if (Either.isLeft(payload)) {
       const state: LiveState<never> = {
@@ -253,7 +270,8 @@ export class Api {
     const current = () => this.lives.get(key) ?? own
     return {
       key,
-      getSnapshot: () => current().state as LiveState<Output<P>>,
+      // The decoder only lets through the area errors this api was given, that is `E`.
+      getSnapshot: () => current().state as LiveState<Output<P>, E>,
       subscribe: (listener) => {
         let entry = this.lives.get(key)
         if (entry === undefined) {
@@ -279,10 +297,10 @@ export class Api {
   }
 
   /** A mutation store for `procedure`: `run(input)` plus the state of its last run. */
-  mutation<P extends Contract>(procedure: P): Mutation<Input<P>, Output<P>> {
-    let state: MutationState<Output<P>> = { status: "idle", data: undefined, error: undefined }
+  mutation<P extends Contract>(procedure: P): Mutation<Input<P>, Output<P>, E> {
+    let state: MutationState<Output<P>, E> = { status: "idle", data: undefined, error: undefined }
     const listeners = new Set<() => void>()
-    const set = (next: MutationState<Output<P>>) => {
+    const set = (next: MutationState<Output<P>, E>) => {
       state = next
       for (const listener of [...listeners]) listener()
     }
@@ -302,7 +320,7 @@ export class Api {
             if (run === latest) set({ status: "success", data, error: undefined })
             return data
           },
-          (error: ClientError) => {
+          (error: ClientError<E>) => {
             if (run === latest) set({ status: "error", data: undefined, error })
             throw error
           }
@@ -338,7 +356,7 @@ export class Api {
     for (const listener of [...this.connectionListeners]) listener()
   }
 
-  private setLive(entry: LiveEntry, state: LiveState<unknown>) {
+  private setLive(entry: LiveEntry, state: LiveState<unknown, AreaError>) {
     entry.state = state
     for (const listener of [...entry.listeners]) listener()
   }
@@ -557,9 +575,14 @@ export class Api {
   }
 
   /** The result of an `Exit` message: the decoded output, or the typed error. */
-  private outcome(exit: unknown, pending: Pending): Either.Either<unknown, ClientError> {
-    const decoded = decodeExit(exit)
-    if (Either.isLeft(decoded)) return Either.left(new ProtocolError({ reason: "an unreadable exit" }))
+  private outcome(exit: unknown, pending: Pending): Either.Either<unknown, ClientError<AreaError>> {
+    const decoded = this.decodeExit(exit)
+    if (Either.isLeft(decoded)) {
+      const tag = failureTag(exit)
+      return Either.left(new ProtocolError({
+        reason: tag === undefined ? "an unreadable exit" : `an error this client was not given: "${tag}" (pass its class in \`errors\`)`
+      }))
+    }
     if (decoded.right._tag === "Failure") {
       const cause = decoded.right.cause
       const failure = Cause.failureOption(cause)

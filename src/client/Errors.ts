@@ -1,6 +1,7 @@
 /**
  * The failures a browser caller can get besides a procedure's own `ProcedureError` (which arrives
- * decoded, with its tag: `Unauthenticated`, `GuardRefused`, `InputInvalid`, ...).
+ * decoded, with its tag: `Unauthenticated`, `GuardRefused`, `InputInvalid`, ...) and the area
+ * errors the client was given (`errors`: `SearchIndexNotFound`, ...).
  */
 import { Schema } from "effect"
 import type { ProcedureError } from "../app/Errors.js"
@@ -49,5 +50,8 @@ export class ClientClosed extends Schema.TaggedError<ClientClosed>()("ClientClos
   }
 }
 
-/** Every error a browser call or live query can end with. Switch on `_tag`. */
-export type ClientError = ProcedureError | Disconnected | HeadersFailed | ProtocolError | ClientClosed
+/**
+ * Every error a browser call or live query can end with. Switch on `_tag`. `E` is the area errors
+ * the client was given (`mount({errors})`).
+ */
+export type ClientError<E = never> = ProcedureError | E | Disconnected | HeadersFailed | ProtocolError | ClientClosed

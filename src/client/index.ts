@@ -33,7 +33,8 @@ export {
   ProcedureNotFound,
   Unauthenticated
 } from "../app/Errors.js"
+export type { AreaError, AreaErrorClass, WireError } from "../app/Errors.js"
 export { GuardRefused } from "../app/Guard.js"
 export * as Client from "./Client.js"
-export type { CallOptions, InputOf, OutputOf } from "./Client.js"
+export type { CallOptions, InputOf, Options as ClientOptions, OutputOf } from "./Client.js"
 export { connect, layerHttp, layerWebSocket, make } from "./Client.js"

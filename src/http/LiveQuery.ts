@@ -39,10 +39,10 @@ export const delta = (previous: unknown, next: unknown): Record<string, unknown>
 }
 
 /** The `error` event: the refusal or failure, never internals. */
-export const errorFrame = (error: Errors.ProcedureError, id: string) =>
+export const errorFrame = (error: Errors.WireError, id: string) =>
   Sse.sseFrame(
     "error",
-    error._tag === "InternalError"
+    error._tag === "InternalError" && "traceId" in error
       ? { _tag: error._tag, message: error.message, traceId: error.traceId }
       : { _tag: error._tag, message: error.message },
     id
@@ -57,7 +57,7 @@ export const answer = (
   runtime: RuntimeShape,
   procedure: Procedure.Any,
   invocation: { readonly input: unknown; readonly headers: Headers.Headers },
-  recheck: Effect.Effect<void, Errors.ProcedureError>
+  recheck: Effect.Effect<void, Errors.WireError>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope> =>
   Effect.gen(function*() {
     const encode = Schema.encodeUnknownSync(procedure.output)

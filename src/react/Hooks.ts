@@ -10,11 +10,11 @@ import type { Api, ConnectionState, Contract, Input, LiveState, MutationState, O
  * The live result of a query: subscribed while the component is mounted (shared with every other
  * component asking for the same query and input), re-rendered on every change.
  */
-export const useQuery = <P extends Contract & { readonly kind: "query" }>(
-  api: Api,
+export const useQuery = <P extends Contract & { readonly kind: "query" }, E = never>(
+  api: Api<E>,
   query: P,
   input: Input<P>
-): LiveState<Output<P>> => {
+): LiveState<Output<P>, E> => {
   const fresh = api.live(query, input)
   // One store per (api, procedure, input): an equal input on the next render keeps the subscription.
   const live = useMemo(() => fresh, [api, fresh.key])
@@ -22,7 +22,7 @@ export const useQuery = <P extends Contract & { readonly kind: "query" }>(
 }
 
 /** What `useMutation` returns: the state of the last run, and ways to run it. */
-export interface UseMutation<I, O> extends MutationState<O> {
+export interface UseMutation<I, O, E = never> extends MutationState<O, E> {
   /** Runs it; the result and any error land in the state (nothing to catch). */
   readonly mutate: (input: I) => void
   /** Runs it and resolves with the output, or rejects with the `ClientError`. */
@@ -31,7 +31,7 @@ export interface UseMutation<I, O> extends MutationState<O> {
 }
 
 /** A mutation (or action) with the state of its last run. */
-export const useMutation = <P extends Contract>(api: Api, procedure: P): UseMutation<Input<P>, Output<P>> => {
+export const useMutation = <P extends Contract, E = never>(api: Api<E>, procedure: P): UseMutation<Input<P>, Output<P>, E> => {
   const mutation = useMemo(() => api.mutation(procedure), [api, procedure.tag])
   const state = useSyncExternalStore(mutation.subscribe, mutation.getSnapshot, mutation.getSnapshot)
   return useMemo(() => ({
@@ -45,5 +45,5 @@ export const useMutation = <P extends Contract>(api: Api, procedure: P): UseMuta
 }
 
 /** The api's connection state (`open`, `reconnecting`, ...), for a status indicator. */
-export const useConnection = (api: Api): ConnectionState =>
+export const useConnection = <E>(api: Api<E>): ConnectionState =>
   useSyncExternalStore(api.connectionState.subscribe, api.connectionState.getSnapshot, api.connectionState.getSnapshot)

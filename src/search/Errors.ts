@@ -2,6 +2,9 @@
  * Typed errors of the search plugin (spec 7.1). `SearchBackendError` says whether a retry can help:
  * `transient` (network, timeout, engine unavailable, 5xx, 429) is retried with backoff; `permanent`
  * (a document or request the engine refuses, `map` throwing) goes to the drift ledger at once.
+ *
+ * This module imports nothing but `effect`, so a browser bundle may import it
+ * (`@fw/framework/search/errors`).
  */
 import { Schema } from "effect"
 
@@ -99,3 +102,31 @@ export class SearchReindexBusy extends Schema.TaggedError<SearchReindexBusy>()("
     return 409
   }
 }
+
+/** The caller has no tenant, so nothing of a tenant-scoped index is theirs. */
+export class SearchTenantMissing extends Schema.TaggedError<SearchTenantMissing>()("SearchTenantMissing", {
+  index: Schema.String
+}) {
+  override get message() {
+    return `SearchTenantMissing: search index "${this.index}" is tenant-scoped and the caller has no tenant`
+  }
+  /** Answered as 403. */
+  get status() {
+    return 403
+  }
+}
+
+/**
+ * The search errors a `search.query` caller can get, each with its own tag and status: the
+ * plugin's `errors`. Give them to a client (`mount({errors: searchErrors})`,
+ * `Client.make(procedures, {errors: searchErrors})`) to receive them typed. Browser-safe: import
+ * from `@fw/framework/search/errors`.
+ */
+export const searchErrors = [
+  SearchIndexNotFound,
+  SearchFieldRejected,
+  SearchQueryInvalid,
+  SearchTenantMissing,
+  SearchBackendError,
+  SearchReindexBusy
+] as const

@@ -4,7 +4,7 @@
  */
 import { Effect, Schema } from "effect"
 import type { Subject } from "../kernel/Subject.js"
-import { SearchFieldRejected, SearchIndexNotFound, SearchQueryInvalid } from "./Errors.js"
+import { SearchFieldRejected, SearchIndexNotFound, SearchQueryInvalid, SearchTenantMissing } from "./Errors.js"
 import type { Resolved } from "./Options.js"
 import type { Filter, Query, Scalar } from "./SearchBackend.js"
 import { fieldPattern, isoInstant } from "./SearchBackend.js"
@@ -96,19 +96,6 @@ export const filterEngineParams = (
     } else dropped.push(key)
   }
   return { kept, dropped }
-}
-
-/** The caller has no tenant, so nothing of a tenant-scoped index is theirs. */
-export class SearchTenantMissing extends Schema.TaggedError<SearchTenantMissing>()("SearchTenantMissing", {
-  index: Schema.String
-}) {
-  override get message() {
-    return `SearchTenantMissing: search index "${this.index}" is tenant-scoped and the caller has no tenant`
-  }
-  /** Answered as 403. */
-  get status() {
-    return 403
-  }
 }
 
 const checkField = (index: Resolved, field: string, usage: "filter" | "facet" | "highlight") => {

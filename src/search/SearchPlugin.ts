@@ -11,7 +11,7 @@ import * as Procedure from "../app/Procedure.js"
 import { Store } from "../kernel/Store.js"
 import type { StoreShape } from "../kernel/Store.js"
 import * as Backend from "./Backend.js"
-import { SearchBackendError, SearchBackendNotDurable } from "./Errors.js"
+import { SearchBackendError, SearchBackendNotDurable, searchErrors } from "./Errors.js"
 import * as Inspect from "./inspect.js"
 import * as Options from "./Options.js"
 import * as Query from "./Query.js"
@@ -176,9 +176,9 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
     ],
     tables: [SearchDrift, SearchStats],
     layer,
-    // Kept on the writer's path (as before per-listener delivery): the search tests read the index
-    // right after a write. Moving it to its own fiber (callers not waiting) is the search area's call.
-    inlineChangeEvents: true,
+    // Off the writer's path: the listener runs on its own fiber, in commit order, so a write never
+    // waits for the engine (a slow or failing engine costs writers nothing). The index is eventually
+    // consistent; `ChangeTap.settled` waits for it (tests, shutdown).
     onChangeEvent: (event) =>
       indexedTables.has(event.table) ? Effect.flatMap(running, (current) => current.engine.onChange(event)) : Effect.void,
     recordChangeFailure: (event, cause) =>
@@ -188,6 +188,7 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
           ? Effect.fail(cause.error)
           : current.engine.recordEvent(event, "the search listener failed unexpectedly")),
     procedures: [query],
+    errors: searchErrors,
     inspectRoutes: Inspect.routes(running)
   })
 

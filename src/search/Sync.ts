@@ -3,18 +3,20 @@
  * transient failures with capped exponential backoff in the background, keeps the drift ledger,
  * repairs it, reindexes, and buffers the sync counters.
  *
- * Ordering: the change tap delivers one change at a time in commit order, and the first attempt
- * runs inline. A (index, row) whose write is being retried or repaired is "busy": later changes to
+ * Ordering: the change tap delivers one change at a time in commit order, on the plugin's own
+ * listener fiber (off the writer's path: a write never waits for the engine), and the first
+ * attempt runs as the change is delivered. A (index, row) whose write is being retried or repaired is "busy": later changes to
  * it are not written inline but mark it dirty, and the retry re-reads the row from the database
  * (the failed event is never replayed), re-reading again while the row keeps changing. So writes
  * for one (index, row) never land out of order.
  *
  * Durability: a failure is written to `_fw_search_drift` before the change's delivery returns (a
  * transient one as `retrying`, so a crash during the backoff still leaves it to the sweep). When
- * that ledger write fails, delivery fails and the writer gets `ChangeDeliveryFailed`.
+ * that ledger write fails, delivery fails: the tap logs it and retries delivery and recording,
+ * backing off, until one lands (the committed write already answered success).
  */
 import type { Scope } from "effect"
-import { Clock, Duration, Effect, Either, Exit, Fiber, FiberSet, Option, Schema, SchemaAST, Stream } from "effect"
+import { Clock, Duration, Effect, Either, Exit, Fiber, FiberSet, Option, Schedule, Schema, SchemaAST, Stream } from "effect"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import type { StoreError } from "../kernel/Errors.js"
 import type { StoreShape } from "../kernel/Store.js"
@@ -462,6 +464,20 @@ export const make = (options: {
     })
 
     /**
+     * A reindex step retried on a transient failure with the sync backoff (`retries` times): one
+     * busy moment of the engine (or a SQLite writer lock held by the app's own connection) must not
+     * throw away the pages written so far.
+     */
+    const retryTransient = <A>(step: Effect.Effect<A, SearchBackendError>) =>
+      Effect.retry(step, {
+        while: (error) => error.kind === "transient",
+        times: sync.retries,
+        schedule: Schedule.exponential(Duration.millis(sync.retryBaseDelayMs)).pipe(
+          Schedule.union(Schedule.spaced(Duration.millis(sync.retryMaxDelayMs)))
+        )
+      })
+
+    /**
      * Reindex: a keyset walk of the table in pages of `reindexBatchSize`, written into a fresh index
      * that is swapped in at the end, so rows deleted meanwhile leave no orphan. Changes during the
      * walk go to both indexes; rows they touched are re-read before the swap.
@@ -514,7 +530,7 @@ export const make = (options: {
                   yield* record(index, rowId, "failed", doc.left, 1)
                 }
               }
-              if (docs.length > 0) yield* rebuild.upsert(docs)
+              if (docs.length > 0) yield* retryTransient(rebuild.upsert(docs))
               done += chunk.length
               yield* onProgress({ index: indexName, phase: "walking", done, total })
             })
@@ -527,16 +543,16 @@ export const make = (options: {
           yield* onProgress({ index: indexName, phase: "catching-up", done, total })
           for (const rowId of ids) {
             const row = yield* store.get(index.table, rowId)
-            if (Option.isNone(row)) yield* rebuild.remove([rowId])
+            if (Option.isNone(row)) yield* retryTransient(rebuild.remove([rowId]))
             else {
               seen?.add(rowId)
               const doc = yield* Effect.either(derive(index, row.value, rowId))
-              if (doc._tag === "Right") yield* rebuild.upsert([doc.right])
+              if (doc._tag === "Right") yield* retryTransient(rebuild.upsert([doc.right]))
             }
           }
         }
         yield* onProgress({ index: indexName, phase: "swapping", done, total })
-        yield* rebuild.swap
+        yield* retryTransient(rebuild.swap)
         // Anything still changing after the last pass is left to the sweep.
         for (const rowId of touched) {
           yield* record(index, rowId, "failed", new DocumentInvalid({ index: index.name, rowId, message: "changed during reindex swap" }), 0)

@@ -9,12 +9,13 @@ export {
   SearchFieldRejected,
   SearchIndexNotFound,
   SearchQueryInvalid,
-  SearchReindexBusy
+  SearchReindexBusy,
+  searchErrors,
+  SearchTenantMissing
 } from "./Errors.js"
 export * as Memory from "./Memory.js"
 export { searchIndex } from "./Options.js"
 export type { IndexOptions, Options, SyncOptions } from "./Options.js"
-export { SearchTenantMissing } from "./Query.js"
 export type { Input as SearchQueryInput, Output as SearchQueryOutput } from "./Query.js"
 export { SearchBackend } from "./SearchBackend.js"
 export type {

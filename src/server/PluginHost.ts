@@ -4,7 +4,7 @@
  * declared `network:outbound:<host>` hosts).
  */
 import { HttpClient } from "@effect/platform"
-import { Context, Effect, FiberRef, Layer } from "effect"
+import { Context, Effect, ExecutionStrategy, FiberRef, Layer, Scope } from "effect"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import { Store } from "../kernel/Store.js"
 import * as Plugin from "../app/Plugin.js"
@@ -49,6 +49,9 @@ export const validate = (plugin: Plugin.Plugin): Effect.Effect<void, Plugin.Plug
 export const start = (plugin: Plugin.Plugin) =>
   Effect.gen(function*() {
     const narrowed = services(plugin, yield* Store, yield* HttpClient.HttpClient)
+    // The layer's own scope, forked before the listener subscribes so that it closes after the
+    // listener has drained: changes committed before shutdown are handled by a running plugin.
+    const layerScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
     // The listener's services merged into the caller's context, per event: the merge is kept for
     // the last context seen (a writer's context rarely changes between its writes).
     let parent: Context.Context<never> | undefined
@@ -84,7 +87,7 @@ export const start = (plugin: Plugin.Plugin) =>
       yield* tap.addStager({ name: plugin.name, stage: (changes) => Effect.provide(onStage(changes), narrowed) })
     }
     if (plugin.layer !== undefined) {
-      yield* Layer.buildWithScope(plugin.layer.pipe(Layer.provide(Layer.succeedContext(narrowed))), yield* Effect.scope).pipe(
+      yield* Layer.buildWithScope(plugin.layer.pipe(Layer.provide(Layer.succeedContext(narrowed))), layerScope).pipe(
         Effect.mapError((error) => new Plugin.PluginInvalid({ plugin: plugin.name, message: `failed to start: ${String(error)}` }))
       )
     }

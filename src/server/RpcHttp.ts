@@ -8,7 +8,8 @@ import { Headers } from "@effect/platform"
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Option, Schema } from "effect"
 import { liveSuffix } from "../app/App.js"
-import { ProcedureError, ProcedureFailure, ProcedureNotFound } from "../app/Errors.js"
+import type { WireError } from "../app/Errors.js"
+import { ProcedureFailure, ProcedureNotFound, wireError } from "../app/Errors.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import type * as Procedure from "../app/Procedure.js"
 import type { RuntimeShape } from "../app/Runtime.js"
@@ -22,11 +23,6 @@ const RequestMessage = Schema.Struct({
 })
 // Decoded, not tested with `Schema.is`: `headers` is optional on the wire and defaults to none.
 const decodeRequest = Schema.decodeUnknownOption(RequestMessage)
-
-const encodeError = Schema.encodeSync(ProcedureError)
-
-/** The encoded `Exit` of a failed call, as `Schema.Exit` encodes it. */
-const failureExit = (error: ProcedureError) => ({ _tag: "Failure", cause: { _tag: "Fail", error: encodeError(error) } })
 
 /** The encoded `Exit` of an output that failed its own schema (a defect of the handler). */
 const outputDefect = { _tag: "Failure", cause: { _tag: "Die", defect: "the output failed its schema" } }
@@ -45,6 +41,9 @@ const batchConcurrency = 16
 
 /** The `POST /rpc` handler over `runtime`, for a body already read within the cap. */
 export const make = (runtime: RuntimeShape) => {
+  const encodeError = Schema.encodeSync(wireError(runtime.app.errors))
+  /** The encoded `Exit` of a failed call, as `Schema.Exit` encodes it. */
+  const failureExit = (error: WireError) => ({ _tag: "Failure", cause: { _tag: "Fail", error: encodeError(error) } })
   const encoders = new Map<Procedure.Any, (output: unknown) => Effect.Effect<unknown, unknown>>()
   const encoderOf = (procedure: Procedure.Any) => {
     let encode = encoders.get(procedure)
@@ -57,7 +56,7 @@ export const make = (runtime: RuntimeShape) => {
 
   const answer = (message: typeof RequestMessage.Type, transportHeaders: Headers.Headers) =>
     Effect.gen(function*() {
-      const failWith = (error: ProcedureError) => ({ _tag: "Exit", requestId: message.id, exit: failureExit(error) })
+      const failWith = (error: WireError) => ({ _tag: "Exit", requestId: message.id, exit: failureExit(error) })
       if (message.tag.endsWith(liveSuffix) && runtime.app.procedures.has(message.tag.slice(0, -liveSuffix.length))) {
         return failWith(new ProcedureFailure({ status: 400, message: "live queries need the WebSocket transport" }))
       }

@@ -194,7 +194,7 @@ export const routes = (app: App) =>
   Layer.unwrapEffect(Effect.gen(function*() {
     for (const plugin of app.plugins) yield* PluginHost.validate(plugin)
     const maxBodyBytes = yield* BodyLimit.appMaxBodyBytes(app.maxBodyBytes)
-    const serverGroup = RpcGroup.group(app.procedures.values(), "server")
+    const serverGroup = RpcGroup.group(app.procedures.values(), "server", app.errors)
     const rpc = rpcRoutes(serverGroup, maxBodyBytes).pipe(
       Layer.provide(Rpc.handlersLayer(serverGroup)),
       Layer.provide(RpcSerialization.layerJson)

@@ -7,7 +7,7 @@ import * as Subject from "../../src/kernel/Subject.js"
 import * as Memory from "../../src/search/Memory.js"
 import type { Query, SearchBackendShape } from "../../src/search/SearchBackend.js"
 import { serve } from "../support/Serve.js"
-import { Notes, plugin, search, stack } from "./support.js"
+import { Notes, plugin, search, settled, stack } from "./support.js"
 
 const alice = Subject.make({ type: "user", id: "alice", tenantId: "t1" })
 const nobody = Subject.make({ type: "user", id: "x", tenantId: null })
@@ -28,6 +28,7 @@ const seed = Effect.gen(function*() {
     { id: "b1", tenantId: "t2", title: "shared words of t2", body: "alpha", n: 1 },
     { id: "b2", tenantId: "t2", title: "secret shared", body: "beta", n: 3 }
   ])
+  yield* settled
 })
 
 const failure = <A, E, R>(effect: Effect.Effect<A, E, R>) =>

@@ -88,6 +88,12 @@ export const stack = (client: Client | null, plugin: SearchPlugin) => {
   )
 }
 
+/**
+ * Waits until every change committed so far has been handled by the listeners: the search
+ * listener runs off the writer's path, so the index catches up after the write returns.
+ */
+export const settled = Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.settled)
+
 /** A plugin over `backend` with test-friendly sync options. */
 export const plugin = (backend: BackendOption, more: Partial<Options> = {}) =>
   searchPlugin({
