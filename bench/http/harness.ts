@@ -26,9 +26,16 @@ const processCpuMicros = (pid: number): number => {
 }
 
 /** Starts `bench/http/<file>` with tsx in a child process; resolves with the port it prints. */
-export const startServer = (file: string, nodeArgs: ReadonlyArray<string> = []): Promise<ServerProcess> =>
+export const startServer = (
+  file: string,
+  nodeArgs: ReadonlyArray<string> = [],
+  env: Readonly<Record<string, string>> = {}
+): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", path.join(here, file)], { stdio: ["ignore", "pipe", "inherit"] })
+    const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", path.join(here, file)], {
+      stdio: ["ignore", "pipe", "inherit"],
+      env: { ...process.env, ...env }
+    })
     child.stdout.on("data", (data: Buffer) => {
       const match = /PORT (\d+)/.exec(data.toString())
       if (match) {

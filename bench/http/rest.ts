@@ -1,7 +1,8 @@
 /**
  * A GET REST route with decode, a guard and an ETag under autocannon load, against a bare
  * `HttpLayerRouter` route and a Fastify route doing the same work, measured in the same run in
- * alternating rounds (3 s each). Prints req/s, the server process's CPU time per request, and the
+ * alternating rounds (3 s each), and the fw route again on a server with a tracer installed (every
+ * request then gets the platform's span, as before spans were skipped without a tracer). Prints req/s, the server process's CPU time per request, and the
  * ratios against Fastify and the bare route. On a loaded shared machine the CPU ratio is the
  * steadier figure: req/s also measures the load generator competing for the same cores.
  *
@@ -13,15 +14,17 @@ export const run = async () => {
   const profile = process.env.FW_BENCH_PROFILE
   const nodeArgs = profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", profile]
   const fw = await startServer("restServer.ts", nodeArgs)
+  const traced = await startServer("restServer.ts", [], { FW_BENCH_TRACER: "1" })
   const fastify = await startServer("fastifyServer.ts")
   try {
     const headers = { authorization: "Bearer bench" }
     const targets = {
       "fw REST route": { server: fw, url: `http://127.0.0.1:${fw.port}/items/42` },
+      "fw REST route, tracer installed": { server: traced, url: `http://127.0.0.1:${traced.port}/items/42` },
       "bare HttpLayerRouter route": { server: fw, url: `http://127.0.0.1:${fw.port}/bare/items/42` },
       "Fastify route": { server: fastify, url: `http://127.0.0.1:${fastify.port}/items/42` }
     }
-    for (const { url } of Object.values(targets)) await measureCpu(fw, { url, headers, duration: 2 })
+    for (const { server, url } of Object.values(targets)) await measureCpu(server, { url, headers, duration: 2 })
     const results: Record<string, Array<{ perSecond: number; cpu: number }>> = Object.fromEntries(
       Object.keys(targets).map((name) => [name, []])
     )
@@ -55,6 +58,7 @@ export const run = async () => {
     )
   } finally {
     fw.stop()
+    traced.stop()
     fastify.stop()
   }
 }
