@@ -15,7 +15,7 @@ import { app, bare } from "./restApp.js"
 const passThrough = Effect.runSync(Effect.map(Effect.tracer, (native) => Tracer.make({ span: (...args) => native.span(...args), context: native.context })))
 
 Layer.launch(Layer.mergeAll(
-  Server.layer(app, { routes: bare }),
+  Server.layer(app, { routes: bare, announce: false }),
   Layer.effectDiscard(Effect.map(HttpServer.HttpServer, (server) => {
     if (server.address._tag === "TcpAddress") console.log(`PORT ${server.address.port}`)
   }))

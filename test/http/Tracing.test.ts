@@ -41,7 +41,7 @@ const recording = () => {
 /** Serves `app` in the scope, with `tracer` installed if given; the base URL. */
 const serve = (tracer?: Tracer.Tracer) =>
   Effect.gen(function*() {
-    const serving = Server.layer(app).pipe(
+    const serving = Server.layer(app, { announce: false }).pipe(
       Layer.provide(Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))),
       Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
     )
