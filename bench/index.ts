@@ -21,8 +21,10 @@ import * as SearchMemory from "./search/memory.js"
 import * as SearchReindex from "./search/reindex.js"
 import * as SearchSqlPg from "./search/sqlPg.js"
 import * as Store from "./store/store.js"
+import * as StorePointRead from "./store/pointRead.js"
 
 await Store.run()
+await StorePointRead.run()
 await Rpc.run()
 await Rest.run()
 await RestInProcess.run()

@@ -4,6 +4,7 @@
  */
 import autocannon from "autocannon"
 import { spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -13,24 +14,55 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 export interface ServerProcess {
   readonly port: number
   readonly stop: () => void
+  /** The CPU time (user + system) the process has used so far, in µs. */
+  readonly cpuMicros: () => number
+}
+
+/** CPU time of a Linux process from `/proc/<pid>/stat` (utime + stime, in clock ticks of 10 ms). */
+const processCpuMicros = (pid: number): number => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return (Number(fields[11]) + Number(fields[12])) * 10_000
 }
 
 /** Starts `bench/http/<file>` with tsx in a child process; resolves with the port it prints. */
-export const startServer = (file: string): Promise<ServerProcess> =>
+export const startServer = (
+  file: string,
+  nodeArgs: ReadonlyArray<string> = [],
+  env: Readonly<Record<string, string>> = {}
+): Promise<ServerProcess> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", path.join(here, file)], { stdio: ["ignore", "pipe", "inherit"] })
+    const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", path.join(here, file)], {
+      stdio: ["ignore", "pipe", "inherit"],
+      env: { ...process.env, ...env }
+    })
     child.stdout.on("data", (data: Buffer) => {
       const match = /PORT (\d+)/.exec(data.toString())
-      if (match) resolve({ port: Number(match[1]), stop: () => child.kill() })
+      if (match) {
+        resolve({ port: Number(match[1]), stop: () => child.kill("SIGINT"), cpuMicros: () => processCpuMicros(child.pid!) })
+      }
     })
     child.on("exit", (code) => reject(new Error(`bench server ${file} exited with ${code}`)))
   })
 
 /** Average requests per second of one autocannon run; any non-2xx answer or error fails the run. */
-export const load = async (options: autocannon.Options): Promise<number> => {
+export const load = async (options: autocannon.Options): Promise<number> => (await measure(options)).perSecond
+
+/** One autocannon run: requests per second and the total number of requests answered. */
+export const measure = async (options: autocannon.Options): Promise<{ readonly perSecond: number; readonly requests: number }> => {
   const result = await autocannon({ connections: 32, duration: 3, ...options })
   if (result.non2xx > 0 || result.errors > 0) throw new Error(`${options.url}: ${result.non2xx} non-2xx, ${result.errors} errors`)
-  return result.requests.average
+  return { perSecond: result.requests.average, requests: result.requests.total }
+}
+
+/**
+ * One autocannon run against `server`, with the server process's CPU time per answered request
+ * (µs): on a loaded shared machine this distorts far less than requests per second.
+ */
+export const measureCpu = async (server: ServerProcess, options: autocannon.Options) => {
+  const before = server.cpuMicros()
+  const result = await measure(options)
+  return { ...result, cpuMicrosPerRequest: (server.cpuMicros() - before) / result.requests }
 }
 
 /** The median of some numbers. */

@@ -3,7 +3,7 @@
  * Everything else — schema encoding, tenant scoping, change events, read tracking — lives once in
  * `StoreRuntime`, so every tier behaves the same.
  */
-import type { Effect, Option } from "effect"
+import type { Effect, Fiber, Option } from "effect"
 import type { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type * as Table from "./Table.js"
 
@@ -64,6 +64,12 @@ export interface Driver {
     id: string,
     options?: { readonly forUpdate?: boolean }
   ) => Effect.Effect<Option.Option<Encoded>, StoreUnavailable>
+  /**
+   * A point read answered synchronously within `fiber` (its transaction overlay included), for
+   * tiers that hold rows in the process: the store then reads in one fiber step. Absent on tiers
+   * that must wait for a database.
+   */
+  readonly getNow?: (table: Table.Any, id: string, fiber: Fiber.RuntimeFiber<unknown, unknown>) => Encoded | undefined
   readonly find: (table: Table.Any, query: Query) => Effect.Effect<ReadonlyArray<Encoded>, StoreUnavailable>
   readonly count: (table: Table.Any, where: ReadonlyArray<Clause>) => Effect.Effect<number, StoreUnavailable>
   readonly page: (table: Table.Any, page: Page) => Effect.Effect<ReadonlyArray<Encoded>, StoreUnavailable>

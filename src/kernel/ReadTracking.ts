@@ -2,6 +2,7 @@
  * Which tables a computation read: live queries re-run when one of them changes. Trackers nest:
  * a read counts for every enclosing `trackReads`.
  */
+import type { Fiber } from "effect"
 import { Effect, FiberRef } from "effect"
 
 /** The sets of the trackers enclosing the current fiber, innermost last. */
@@ -16,6 +17,11 @@ export const trackReads = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effe
       (a): [A, ReadonlySet<string>] => [a, tables]
     )
   })
+
+/** Records that the computation running in `fiber` read `table` (synchronously, inside a fiber step). */
+export const noteReadIn = (fiber: Fiber.RuntimeFiber<unknown, unknown>, table: string): void => {
+  for (const set of fiber.getFiberRef(trackers)) set.add(table)
+}
 
 /** Records that the current computation read `table`. */
 export const noteRead = (table: string): Effect.Effect<void> =>

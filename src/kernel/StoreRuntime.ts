@@ -11,7 +11,7 @@ import type * as Driver from "./Driver.js"
 import { DuplicateRow, RowInvalid, RowNotFound, UnknownField } from "./Errors.js"
 import type { StoreError } from "./Errors.js"
 import * as Provenance from "./Provenance.js"
-import { noteRead } from "./ReadTracking.js"
+import { noteRead, noteReadIn } from "./ReadTracking.js"
 import * as RowCodec from "./RowCodec.js"
 import type { StoreShape } from "./StoreShape.js"
 import * as Subject from "./Subject.js"
@@ -267,7 +267,19 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       yield* record(table, "delete", [{ before, after: null }])
     }))
 
+  const getNow = driver.getNow
   const get = (table: Table.Any, id: string, options?: { readonly forUpdate?: boolean }) =>
+    getNow === undefined ? getAsync(table, id, options) : Effect.withFiberRuntime<Option.Option<unknown>, StoreError>((fiber) => {
+      // A tier holding rows in the process answers in this one fiber step: no effect per stage.
+      noteReadIn(fiber, table.name)
+      if (!RowCodec.isStorableId(id)) return Effect.succeedNone
+      const row = getNow(table, id, fiber)
+      if (row === undefined || !TenantScope.sees(TenantScope.ofFiber(fiber, table), row)) return Effect.succeedNone
+      const decoded = RowCodec.of(table).decode(row)
+      return Either.isRight(decoded) ? Effect.succeed(Option.some(decoded.right)) : Effect.fail(decoded.left)
+    })
+
+  const getAsync = (table: Table.Any, id: string, options?: { readonly forUpdate?: boolean }) =>
     Effect.zipRight(
       noteRead(table.name),
       Effect.flatMap(visible(table, id, options?.forUpdate === true), (row) =>

@@ -3,6 +3,7 @@
  * writes only its own tenant's rows in tables with a `tenantField`; system code (no Subject) is
  * unscoped; a Subject without a tenant sees nothing there and cannot write there.
  */
+import type { Fiber } from "effect"
 import { Effect, FiberRef, Option } from "effect"
 import type * as Driver from "./Driver.js"
 import { TenantViolation } from "./Errors.js"
@@ -22,6 +23,14 @@ export const of = (table: Table.Any): Effect.Effect<Scope> => {
   if (field === undefined) return Effect.succeed(unscoped)
   return Effect.map(FiberRef.get(Subject.currentSubject), (subject): Scope =>
     Option.isNone(subject) ? unscoped : { _tag: "Confined", field, tenantId: subject.value.tenantId })
+}
+
+/** The scope on `table` of the computation running in `fiber` (synchronously, inside a fiber step). */
+export const ofFiber = (fiber: Fiber.RuntimeFiber<unknown, unknown>, table: Table.Any): Scope => {
+  const field = table.tenantField
+  if (field === undefined) return unscoped
+  const subject = fiber.getFiberRef(Subject.currentSubject)
+  return Option.isNone(subject) ? unscoped : { _tag: "Confined", field, tenantId: subject.value.tenantId }
 }
 
 /** The condition a scoped read adds, if any. A tenant-less Subject matches no row (`id in []`). */

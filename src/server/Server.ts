@@ -45,6 +45,7 @@ import * as RpcGroup from "../app/RpcGroup.js"
 import * as Rpc from "./Rpc.js"
 import * as RpcHttp from "./RpcHttp.js"
 import * as RpcProtocol from "./RpcProtocol.js"
+import * as RequestTracing from "./RequestTracing.js"
 import * as Runtime from "../app/Runtime.js"
 import * as SchemaApply from "./SchemaApply.js"
 
@@ -214,15 +215,16 @@ export const routes = (app: App) =>
 /**
  * Serves `app` on the provided `HttpServer`, over the provided `Store` and `ChangeTap`.
  * Provides a fetch-based `HttpClient` for auth strategies and plugins unless one is provided.
+ * Requests get the platform's tracing span only when the app installs a tracer (`RequestTracing`).
  */
 export const layer = (
   app: App,
   options: Options = {}
 ): Layer.Layer<never, Plugin.PluginInvalid | SchemaApply.SchemaApplyFailed | Settings.SettingInvalid, Store | ChangeTap | HttpServer.HttpServer> =>
-  HttpLayerRouter.serve(options.routes ? Layer.merge(routes(app), options.routes) : routes(app), {
+  RequestTracing.onlyWhenTraced(HttpLayerRouter.serve(options.routes ? Layer.merge(routes(app), options.routes) : routes(app), {
     disableLogger: options.logRequests !== true,
     disableListenLog: true
-  }).pipe(
+  })).pipe(
     Layer.tap(() => options.announce === false ? Effect.void : announce(app)),
     Layer.provide(Runtime.layer(app)),
     Layer.provide(options.applySchema === true ? SchemaApply.layer(app.tables) : Layer.empty),

@@ -1,0 +1,55 @@
+/**
+ * Summarises a `.cpuprofile` (from `node --cpu-prof`): self time by package or source folder and the
+ * heaviest functions, as percentages of the sampled time excluding idle.
+ *
+ * `npx tsx bench/profileSummary.ts <file.cpuprofile> [top]`
+ */
+import { readFileSync } from "node:fs"
+
+interface Node {
+  readonly id: number
+  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number }
+}
+interface Profile {
+  readonly nodes: ReadonlyArray<Node>
+  readonly samples: ReadonlyArray<number>
+  readonly timeDeltas: ReadonlyArray<number>
+}
+
+/** The package (`effect`, `@effect/platform`, ...) or `src/<folder>` a script URL belongs to. */
+const owner = (url: string): string => {
+  if (url === "") return "(native)"
+  const modules = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)
+  if (modules) return modules[1]!
+  const source = /\/(src|bench)\/([^/]+)/.exec(url)
+  if (source) return `${source[1]}/${source[2]}`
+  if (url.startsWith("node:")) return "node:*"
+  return url
+}
+
+const [file, topArg] = process.argv.slice(2)
+const profile = JSON.parse(readFileSync(file!, "utf8")) as Profile
+const byId = new Map(profile.nodes.map((node) => [node.id, node]))
+const self = new Map<number, number>()
+profile.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)))
+let busy = 0
+const byOwner = new Map<string, number>()
+const byFunction = new Map<string, number>()
+for (const [id, time] of self) {
+  const frame = byId.get(id)!.callFrame
+  if (frame.functionName === "(idle)" || frame.functionName === "(program)") continue
+  busy += time
+  const who = owner(frame.url)
+  byOwner.set(who, (byOwner.get(who) ?? 0) + time)
+  const name = `${frame.functionName || "(anonymous)"} ${who}/${frame.url.split("/").pop()}:${frame.lineNumber + 1}`
+  byFunction.set(name, (byFunction.get(name) ?? 0) + time)
+}
+const show = (title: string, entries: Map<string, number>, top: number) => {
+  console.log(`\n${title}`)
+  for (const [name, time] of [...entries].sort((a, b) => b[1] - a[1]).slice(0, top)) {
+    console.log(`${((time / busy) * 100).toFixed(1).padStart(5)}%  ${name}`)
+  }
+}
+console.log(`busy ${(busy / 1000).toFixed(0)} ms (idle and (program) excluded)`)
+show("self time by package / folder", byOwner, 15)
+show("self time by function", byFunction, Number(topArg ?? 30))
