@@ -36,6 +36,7 @@ import * as BodyRead from "../app/BodyRead.js"
 import * as CrossSite from "../app/CrossSite.js"
 import * as PluginServices from "../app/PluginServices.js"
 import type * as Settings from "../app/Settings.js"
+import * as FrameCap from "./FrameCap.js"
 import * as PluginHost from "./PluginHost.js"
 import * as RpcGroup from "../app/RpcGroup.js"
 import * as Rpc from "./Rpc.js"
@@ -61,16 +62,22 @@ export const rpcPath = "/rpc"
  * The WebSocket rpc protocol on `GET /rpc`, its upgrade screened by `CrossSite` (a cross-site
  * upgrade does not carry its cookies into the socket, whose every call reuses the upgrade headers).
  */
-const websocketProtocol = Layer.effect(
-  RpcServer.Protocol,
-  Effect.gen(function*() {
-    const router = yield* HttpLayerRouter.HttpRouter
-    const runtime = yield* Runtime.Runtime
-    const { httpApp, protocol } = yield* RpcServer.makeProtocolWithHttpAppWebsocket
-    yield* router.add("GET", rpcPath, CrossSite.guarded(runtime, httpApp))
-    return protocol
-  })
-)
+const websocketProtocol = (maxBodyBytes: number) =>
+  Layer.effect(
+    RpcServer.Protocol,
+    Effect.gen(function*() {
+      const router = yield* HttpLayerRouter.HttpRouter
+      const runtime = yield* Runtime.Runtime
+      const { httpApp, protocol } = yield* RpcServer.makeProtocolWithHttpAppWebsocket
+      // Frames are capped like every other body (1009 past the cap).
+      const cappedApp = Effect.flatMap(
+        HttpServerRequest.HttpServerRequest,
+        (request) => Effect.provideService(httpApp, HttpServerRequest.HttpServerRequest, FrameCap.capped(request, maxBodyBytes))
+      )
+      yield* router.add("GET", rpcPath, CrossSite.guarded(runtime, cappedApp))
+      return protocol
+    })
+  )
 
 /**
  * Both rpc transports: the WebSocket upgrade on `GET /rpc` (the `@effect/rpc` server, answering
@@ -79,7 +86,7 @@ const websocketProtocol = Layer.effect(
 const rpcRoutes = (serverGroup: RpcGroup.Group, maxBodyBytes: number) =>
   Layer.mergeAll(
     RpcServer.layer(serverGroup, { disableTracing: true }).pipe(
-      Layer.provide(RpcProtocol.layerGuarded(websocketProtocol, new Set(serverGroup.requests.keys())))
+      Layer.provide(RpcProtocol.layerGuarded(websocketProtocol(maxBodyBytes), new Set(serverGroup.requests.keys())))
     ),
     HttpLayerRouter.use((router) =>
       Effect.gen(function*() {
