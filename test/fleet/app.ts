@@ -7,7 +7,8 @@
  * of `job_gates` names its job (the test's way of holding a handler in flight), then records the job.
  *
  * Environment: `DATABASE_URL` (required); `FW_REPLICA` names its connections (`application_name`); `FW_SLOW_LISTENER_MS` adds a listener that takes that
- * long per event (it must delay neither the callers nor the other listeners); `FW_HISTORY=off`
+ * long per event (it must delay neither the callers nor the other listeners; `GET /_slow` says how
+ * many it has handled); `FW_HISTORY=off`
  * serves the app without row history; `FW_LEASE_MS` sets `idempotency.leaseMs`.
  */
 import { FetchHttpClient, HttpLayerRouter, HttpServer, HttpServerResponse } from "@effect/platform"
@@ -102,7 +103,11 @@ const main = () => {
             received.push({ id: event.id, title: event.after?.title ?? null, remote: event.remote === true, at: event.at, receivedAt: Date.now() })
           })
       })
-      if (slowMs > 0) yield* tap.subscribe({ name: "slow", onEvent: () => Effect.sleep(slowMs) })
+      let slowHandled = 0
+      if (slowMs > 0) {
+        yield* tap.subscribe({ name: "slow", onEvent: () => Effect.sleep(slowMs).pipe(Effect.zipRight(Effect.sync(() => void slowHandled++))) })
+      }
+      yield* router.add("GET", "/_slow", Effect.sync(() => HttpServerResponse.unsafeJson({ handled: slowHandled })))
       yield* router.add("GET", "/_events", Effect.sync(() => HttpServerResponse.unsafeJson(received)))
     })
   )
