@@ -150,7 +150,11 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       // request timeout, a client that went away): listeners such as row history must not miss them.
       return Effect.uninterruptibleMask((restore) =>
         restore(driver.transaction(Effect.tap(body, () => stage(own)))).pipe(
-          Effect.tapError((error) => isCommitUnknown(error) ? CommitWitness.mark : Effect.void),
+          Effect.tapError((error) =>
+            isCommitUnknown(error)
+              ? Effect.zipRight(CommitWitness.mark, tap.commitUnknown === undefined ? Effect.void : tap.commitUnknown(own))
+              : Effect.void
+          ),
           Effect.tap(() => own.length === 0 ? Effect.void : Effect.zipRight(CommitWitness.mark, publish(own)))
         )
       )
