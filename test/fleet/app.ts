@@ -126,7 +126,7 @@ const main = () => {
     console.log(`PORT ${port}`)
   })
   const Main = Layer.effectDiscard(ready).pipe(
-    Layer.provide(Server.layer(process.env.FW_HISTORY === "off" ? appWithoutHistory : app, { routes: events })),
+    Layer.provide(Server.layer(process.env.FW_HISTORY === "off" ? appWithoutHistory : app, { routes: events, announce: false })),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
     Layer.provide(Store.layerSql.pipe(
       Layer.provideMerge(ChangeTap.layerFleet({ pollMs: 1_000, listenCheckMs: 1_000 })),
