@@ -12,7 +12,13 @@ import * as Settings from "./Settings.js"
 import { IdempotencyRecords, RateLimitCounters } from "./tables.js"
 
 /** Idempotency of mutating REST requests (spec 3.6): `true` or `{header, ttlMs}`. */
-export type IdempotencyOption = boolean | { readonly header?: string; readonly ttlMs?: number }
+export type IdempotencyOption = boolean | {
+  readonly header?: string
+  /** How long a completed answer is kept for replay (default 24 h). */
+  readonly ttlMs?: number
+  /** How long a claim outlives its process: renewed while the handler runs (default 10 s). */
+  readonly leaseMs?: number
+}
 
 /**
  * A REST route as the app holds it. `defineRestRoute` (`@fw/framework/http`) makes them and the
@@ -118,7 +124,10 @@ export const liveSuffix = ".live"
  */
 export const defineApp = (options: Options): App => {
   Settings.checkPositiveInteger("http.maxBodyBytes", options.http?.maxBodyBytes)
-  if (typeof options.idempotency === "object") Settings.checkPositiveInteger("idempotency.ttlMs", options.idempotency.ttlMs)
+  if (typeof options.idempotency === "object") {
+    Settings.checkPositiveInteger("idempotency.ttlMs", options.idempotency.ttlMs)
+    Settings.checkPositiveInteger("idempotency.leaseMs", options.idempotency.leaseMs)
+  }
   for (const plugin of options.plugins ?? []) {
     for (const route of [...plugin.routes ?? [], ...plugin.inspectRoutes ?? []]) {
       Settings.checkPositiveInteger(`plugin "${plugin.name}" route ${route.method} ${route.path}: maxBodyBytes`, route.maxBodyBytes)

@@ -7,7 +7,7 @@
 import type { Headers } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
 import type { Scope } from "effect"
-import { Cause, Context, Effect, Layer, Option, Queue, Ref, Schema, Stream } from "effect"
+import { Cause, Chunk, Context, Effect, Layer, Option, Queue, Ref, Schema, Stream } from "effect"
 import * as AuthStrategy from "./AuthStrategy.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
@@ -266,10 +266,19 @@ export const make = (app: App) =>
           const field = tenantFields.get(event.table)
           return field !== undefined && event.before !== null && event.before[field] === tenant
         }
+        // Changes are drained as they come, whether or not the subscriber takes its pushes (a
+        // client that never acknowledges stops the stream from being pulled): they only mark the
+        // result stale, so a slow subscriber holds one flag, never a growing queue of events.
+        const stale = yield* Effect.makeLatch(false)
+        yield* Queue.takeBetween(changes, 1, Number.MAX_SAFE_INTEGER).pipe(
+          Effect.flatMap((batch) => Chunk.some(batch, relevant) ? stale.open : Effect.void),
+          Effect.forever,
+          Effect.forkScoped
+        )
         const next = Effect.gen(function*() {
           while (true) {
-            const batch = [yield* Queue.take(changes), ...(yield* Queue.takeAll(changes))]
-            if (!batch.some(relevant)) continue
+            yield* stale.await
+            yield* stale.close
             current = yield* once
             const encoded = JSON.stringify(Schema.encodeUnknownSync(procedure.output)(current.result))
             if (encoded === last) continue

@@ -15,6 +15,8 @@ import type { PendingChange } from "../kernel/ChangeTap.js"
 import type { StoreError } from "../kernel/Errors.js"
 import type { StoreShape } from "../kernel/Store.js"
 import { Store } from "../kernel/Store.js"
+import * as Subject from "../kernel/Subject.js"
+import * as TenantScope from "../kernel/TenantScope.js"
 import * as Table from "../kernel/Table.js"
 import { RowHistory, versionId } from "./tables.js"
 import * as Settings from "../app/Settings.js"
@@ -80,7 +82,12 @@ export const rowHistory = (
     orderBy: "version"
   }).pipe(Effect.map((records) => records.map(toVersion)))
 
-/** The row as it was at `at` (epoch ms): the latest version changed at or before `at`, or null (none yet, or deleted). */
+/**
+ * The row as it was at `at` (epoch ms): the latest version changed at or before `at`, or null (none
+ * yet, or deleted). The latest version is found across tenants and then checked against the
+ * caller's tenant (`tenantId`, and the acting Subject's): a row that system code moved to another
+ * tenant is no longer the old tenant's from that version on.
+ */
 export const rowAsOf = (
   store: StoreShape,
   table: Table.Any | string,
@@ -88,15 +95,22 @@ export const rowAsOf = (
   tenantId: string | null,
   at: number
 ) =>
-  store.find(RowHistory, {
-    where: { tableName: tableName(table), rowId: id, changedAt: { lte: at }, ...(tenantId === null ? {} : { tenantId }) },
-    orderBy: "version",
-    direction: "desc",
-    limit: 1
-  }).pipe(Effect.map((records) => {
+  Effect.gen(function*() {
+    const scope = yield* TenantScope.of(RowHistory)
+    // Read unscoped: a tenant-scoped read would skip the version that moved the row away and find
+    // the tenant's older one.
+    const records = yield* Subject.asSystem(store.find(RowHistory, {
+      where: { tableName: tableName(table), rowId: id, changedAt: { lte: at } },
+      orderBy: "version",
+      direction: "desc",
+      limit: 1
+    }))
     const latest = records[0]
-    return latest === undefined || latest.op === "delete" ? null : latest.data
-  }))
+    if (latest === undefined || latest.op === "delete") return null
+    if (tenantId !== null && latest.tenantId !== tenantId) return null
+    if (scope._tag === "Confined" && (scope.tenantId === null || latest.tenantId !== scope.tenantId)) return null
+    return latest.data
+  })
 
 type Change = Pick<ChangeEvent, "table" | "op" | "id" | "tenantId" | "after" | "at" | "provenance">
 type VersionRecord = typeof RowHistory.schema.Type

@@ -72,6 +72,12 @@ export interface ChangeTapShape {
    * for the listeners. Never fails: the write has committed.
    */
   readonly publish: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void>
+  /**
+   * Called by the store instead of `publish` when the COMMIT of the transaction that staged
+   * `changes` has an unknown outcome (`CommitUnknown`). Under fleet scope the replica then delivers
+   * them to itself once its outbox read shows that they did commit (and forgets them if not).
+   */
+  readonly commitUnknown?: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void>
   /** Registers a listener for the lifetime of the scope. */
   readonly subscribe: (listener: Listener) => Effect.Effect<void, never, Scope.Scope>
   /** Registers a stager for the lifetime of the scope. */
@@ -366,6 +372,13 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
       let seen = first!.snap
       // Rows read that were not visible in `seen` (a page read after it): skipped when read again.
       const read = new Map<string, bigint>()
+      // The outbox row of each transaction this replica staged (dropped with its changes array).
+      const staged = new WeakMap<ReadonlyArray<PendingChange>, { readonly id: string; readonly xid: bigint }>()
+      // Own outbox rows whose COMMIT had an unknown outcome: delivered here if they show up committed.
+      const unknown = new Map<string, bigint>()
+      // The latest own rows read (bounded), for a CommitUnknown reported after its row was read.
+      const ownRead = new Set<string>()
+      const ownReadKept = 10_000
 
       type Row = {
         readonly snap: string
@@ -402,6 +415,13 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
             read.set(row.id, BigInt(row.xid!))
             if (row.origin !== origin) {
               yield* delivery.publish(row.changes!.map((change) => ({ ...change, remote: true })))
+            } else if (unknown.delete(row.id)) {
+              // Our own write whose COMMIT answered CommitUnknown: it did commit.
+              yield* delivery.publish(row.changes!)
+            } else {
+              // Possibly read before its writer learnt that the COMMIT's outcome is unknown.
+              ownRead.add(row.id)
+              if (ownRead.size > ownReadKept) ownRead.delete(ownRead.values().next().value!)
             }
           }
           if (count < readBatch) break
@@ -411,6 +431,8 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
         seen = next
         const snapshot = parseSnapshot(seen)
         for (const [id, xid] of read) if (finishedIn(snapshot, xid)) read.delete(id)
+        // Finished and never read: the transaction rolled back after all.
+        for (const [id, xid] of unknown) if (finishedIn(snapshot, xid)) unknown.delete(id)
       }).pipe(Effect.catchAll((error) => Effect.logWarning("fleet change catch-up failed", error)))
 
       // Notifications only wake the reader; many arriving during one read cost one more read.
@@ -488,10 +510,21 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
         stage: (changes) =>
           Effect.gen(function*() {
             const now = yield* Clock.currentTimeMillis
-            yield* pg`INSERT INTO _fw_change_outbox (origin, changes, created_at) VALUES (${origin}, ${JSON.stringify(changes)}, ${now})`
+            const [row] = yield* pg<{ readonly id: string; readonly xid: string }>`INSERT INTO _fw_change_outbox (origin, changes, created_at)
+              VALUES (${origin}, ${JSON.stringify(changes)}, ${now}) RETURNING id::text AS id, xid::text AS xid`
+            if (row !== undefined) staged.set(changes, { id: row.id, xid: BigInt(row.xid) })
           }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
         ...delivery,
-        publish: (changes) => Effect.zipRight(delivery.publish(changes), Queue.offer(announce, undefined))
+        publish: (changes) => Effect.zipRight(delivery.publish(changes), Queue.offer(announce, undefined)),
+        commitUnknown: (changes) =>
+          Effect.suspend(() => {
+            const row = staged.get(changes)
+            if (row === undefined) return Effect.void
+            // Already read: it committed, and nothing delivered it here.
+            if (ownRead.delete(row.id)) return delivery.publish(changes)
+            unknown.set(row.id, row.xid)
+            return Queue.offer(wake, undefined)
+          })
       })
     })
   )

@@ -8,7 +8,8 @@ import { Chunk, Clock, Effect, Either, FiberRef, Option, Stream } from "effect"
 import { ChangeTap } from "./ChangeTap.js"
 import type { ChangeTapShape, PendingChange } from "./ChangeTap.js"
 import type * as Driver from "./Driver.js"
-import { DuplicateRow, RowInvalid, RowNotFound, UnknownField } from "./Errors.js"
+import * as CommitWitness from "./CommitWitness.js"
+import { CommitUnknown, DuplicateRow, RowInvalid, RowNotFound, UnknownField } from "./Errors.js"
 import type { StoreError } from "./Errors.js"
 import * as Provenance from "./Provenance.js"
 import { noteRead, noteReadIn } from "./ReadTracking.js"
@@ -96,6 +97,9 @@ const decodeAll = (table: Table.Any, rows: ReadonlyArray<Driver.Encoded>): Eithe
   return Either.right(decoded)
 }
 
+/** A COMMIT whose outcome is unknown: it may have committed, so a witness must count it. */
+const isCommitUnknown = (error: unknown): boolean => error instanceof CommitUnknown
+
 const idOf = (row: Driver.Encoded): string => row.id as string
 
 /**
@@ -145,7 +149,14 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       // Once committed, the changes are delivered even if the caller is interrupted meanwhile (a
       // request timeout, a client that went away): listeners such as row history must not miss them.
       return Effect.uninterruptibleMask((restore) =>
-        Effect.tap(restore(driver.transaction(Effect.tap(body, () => stage(own)))), () => publish(own))
+        restore(driver.transaction(Effect.tap(body, () => stage(own)))).pipe(
+          Effect.tapError((error) =>
+            isCommitUnknown(error)
+              ? Effect.zipRight(CommitWitness.mark, tap.commitUnknown === undefined ? Effect.void : tap.commitUnknown(own))
+              : Effect.void
+          ),
+          Effect.tap(() => own.length === 0 ? Effect.void : Effect.zipRight(CommitWitness.mark, publish(own)))
+        )
       )
     })
 
@@ -164,7 +175,10 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       if (tap.scope !== "local" || tap.stagers().length > 0) return transaction(effect)
       const own: Array<PendingChange> = []
       return Effect.uninterruptibleMask((restore) =>
-        Effect.tap(restore(Effect.locally(effect, buffer, own)), () => Effect.zipRight(stage(own), publish(own)))
+        Effect.tap(
+          restore(Effect.locally(effect, buffer, own)),
+          () => own.length === 0 ? Effect.void : Effect.zipRight(CommitWitness.mark, Effect.zipRight(stage(own), publish(own)))
+        )
       )
     })
 

@@ -39,6 +39,7 @@ import * as CrossSite from "../app/CrossSite.js"
 import * as PluginServices from "../app/PluginServices.js"
 import type * as Settings from "../app/Settings.js"
 import * as Cors from "./Cors.js"
+import * as FrameCap from "./FrameCap.js"
 import * as NotFound from "./NotFound.js"
 import * as PluginHost from "./PluginHost.js"
 import * as RpcGroup from "../app/RpcGroup.js"
@@ -71,25 +72,27 @@ export const rpcPath = "/rpc"
  * The WebSocket rpc protocol on `GET /rpc`, its upgrade screened by `CrossSite` (a cross-site
  * upgrade does not carry its cookies into the socket, whose every call reuses the upgrade headers).
  */
-const websocketProtocol = Layer.effect(
-  RpcServer.Protocol,
-  Effect.gen(function*() {
-    const router = yield* HttpLayerRouter.HttpRouter
-    const runtime = yield* Runtime.Runtime
-    const { httpApp, protocol } = yield* RpcServer.makeProtocolWithHttpAppWebsocket
-    // A plain GET (a browser opening the URL) gets the JSON error shape, not an empty 400.
-    const upgradeOnly = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-      request.headers["upgrade"]?.toLowerCase() === "websocket"
-        ? httpApp
-        : Effect.succeed(HttpResponses.error(
-          400,
-          "UpgradeRequired",
-          `GET ${rpcPath} is the rpc WebSocket: send Upgrade: websocket, or call procedures with POST ${rpcPath}`
-        )))
-    yield* router.add("GET", rpcPath, CrossSite.guarded(runtime, upgradeOnly))
-    return protocol
-  })
-)
+const websocketProtocol = (maxBodyBytes: number) =>
+  Layer.effect(
+    RpcServer.Protocol,
+    Effect.gen(function*() {
+      const router = yield* HttpLayerRouter.HttpRouter
+      const runtime = yield* Runtime.Runtime
+      const { httpApp, protocol } = yield* RpcServer.makeProtocolWithHttpAppWebsocket
+      // A plain GET (a browser opening the URL) gets the JSON error shape, not an empty 400; an
+      // upgrade's frames are capped like every other body (1009 past the cap).
+      const upgradeOnly = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+        request.headers["upgrade"]?.toLowerCase() === "websocket"
+          ? Effect.provideService(httpApp, HttpServerRequest.HttpServerRequest, FrameCap.capped(request, maxBodyBytes))
+          : Effect.succeed(HttpResponses.error(
+            400,
+            "UpgradeRequired",
+            `GET ${rpcPath} is the rpc WebSocket: send Upgrade: websocket, or call procedures with POST ${rpcPath}`
+          )))
+      yield* router.add("GET", rpcPath, CrossSite.guarded(runtime, upgradeOnly))
+      return protocol
+    })
+  )
 
 /**
  * Both rpc transports: the WebSocket upgrade on `GET /rpc` (the `@effect/rpc` server, answering
@@ -98,7 +101,7 @@ const websocketProtocol = Layer.effect(
 const rpcRoutes = (serverGroup: RpcGroup.Group, maxBodyBytes: number) =>
   Layer.mergeAll(
     RpcServer.layer(serverGroup, { disableTracing: true }).pipe(
-      Layer.provide(RpcProtocol.layerGuarded(websocketProtocol, new Set(serverGroup.requests.keys())))
+      Layer.provide(RpcProtocol.layerGuarded(websocketProtocol(maxBodyBytes), new Set(serverGroup.requests.keys())))
     ),
     HttpLayerRouter.use((router) =>
       Effect.gen(function*() {

@@ -52,7 +52,37 @@ const wsExchange = (url: string, frames: ReadonlyArray<string>, count: number) =
     return Effect.sync(() => socket.terminate())
   })
 
+/** Sends one frame and reports how the socket closed (or the answer, if one came first). */
+const wsCloseAfter = (url: string, payload: string) =>
+  Effect.async<{ readonly code: number; readonly answered: boolean }, Error>((resume) => {
+    const socket = new WebSocket(url)
+    let answered = false
+    socket.on("open", () => socket.send(payload))
+    socket.on("message", () => {
+      answered = true
+      socket.close(1000)
+    })
+    socket.on("close", (code) => resume(Effect.succeed({ code, answered })))
+    socket.on("error", () => undefined)
+    return Effect.sync(() => socket.terminate())
+  })
+
 describe("bad input", () => {
+  it.scopedLive("a WebSocket message over the body cap closes the socket with 1009; under it is served", () =>
+    Effect.gen(function*() {
+      process.env.FW_MAX_BODY_BYTES = "1024"
+      const small = yield* Serve.serve(app, memory).pipe(Effect.ensuring(Effect.sync(() => delete process.env.FW_MAX_BODY_BYTES)))
+      const wsUrl = small.rpcUrl.replace(/^http/, "ws")
+      const over = yield* wsCloseAfter(wsUrl, frame("notes.list", { pad: "x".repeat(2000) }))
+      assert.deepStrictEqual(over, { code: 1009, answered: false })
+      const under = yield* wsExchange(wsUrl, [frame("notes.list", {}, [["authorization", "Bearer tok-alice"]])], 1)
+      assert.strictEqual(under[0]?._tag, "Exit")
+      // The default 8 MiB cap, not the library's 100 MiB: a 9 MiB frame is refused.
+      const served = yield* Serve.serve(app, memory)
+      const big = yield* wsCloseAfter(served.rpcUrl.replace(/^http/, "ws"), frame("notes.list", { pad: "x".repeat(9 * 1024 * 1024) }))
+      assert.deepStrictEqual(big, { code: 1009, answered: false })
+    }))
+
   it.scopedLive("input failing its schema is a typed InputInvalid, and nothing is written", () =>
     Effect.gen(function*() {
       const served = yield* Serve.serve(app, memory)

@@ -1,16 +1,20 @@
 /**
  * The fleet harness's app, run as a real process (`node --import tsx test/fleet/app.ts`): a small
  * fw app on PostgreSQL with the fleet change scope and row history, served over HTTP. It records
- * every change event it receives and shows them on `GET /_events`. Prints `PORT <n>` once ready.
+ * every change event it receives and shows them on `GET /_events`. Prints `PORT <n>` once it answers
+ * HTTP (printed earlier, a first request could reach the socket before its routes and hang).
+ * `POST /jobs` is an idempotent REST route whose handler records its run, then waits while a row
+ * of `job_gates` names its job (the test's way of holding a handler in flight), then records the job.
  *
  * Environment: `DATABASE_URL` (required); `FW_REPLICA` names its connections (`application_name`); `FW_SLOW_LISTENER_MS` adds a listener that takes that
- * long per event (it must delay neither the callers nor the other listeners); `FW_HISTORY=off`
- * serves the app without row history.
+ * long per event (it must delay neither the callers nor the other listeners; `GET /_slow` says how
+ * many it has handled); `FW_HISTORY=off`
+ * serves the app without row history; `FW_LEASE_MS` sets `idempotency.leaseMs`.
  */
 import { FetchHttpClient, HttpLayerRouter, HttpServer, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Redacted, Schema } from "effect"
+import { Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { createServer } from "node:http"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
@@ -21,6 +25,7 @@ import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import * as Server from "../../src/server/Server.js"
+import { defineRestRoute } from "../../src/http/RestRoute.js"
 
 /** The one app table. */
 export const Docs = defineTable("docs", { fields: { title: Schema.String } })
@@ -39,6 +44,30 @@ export const retitle = mutation("docs.retitle", {
   handler: (input, { store }) => Effect.map(store.update(Docs, input.id, { title: input.title }), (row) => ({ id: row.id }))
 })
 
+/** One row per run of a job's handler (committed as the handler starts). */
+export const JobRuns = defineTable("job_runs", { fields: { job: Schema.String, replica: Schema.String } })
+/** One row per finished job. */
+export const Jobs = defineTable("jobs", { fields: { replica: Schema.String } })
+/** While a gate row names a job, its handler waits. */
+export const JobGates = defineTable("job_gates", { fields: {} })
+
+const replicaName = process.env.FW_REPLICA ?? "fw"
+
+/** Runs a job once per idempotency key (the test sends one). */
+export const runJob = defineRestRoute({
+  method: "POST",
+  path: "/jobs",
+  input: Schema.Struct({ body: Schema.Struct({ id: Schema.String }) }),
+  output: Schema.Struct({ id: Schema.String, replica: Schema.String }),
+  handler: ({ body }, { store }) =>
+    Effect.gen(function*() {
+      yield* store.insert(JobRuns, { id: crypto.randomUUID(), job: body.id, replica: replicaName })
+      while (Option.isSome(yield* store.get(JobGates, body.id))) yield* Effect.sleep("50 millis")
+      yield* store.insert(Jobs, { id: body.id, replica: replicaName })
+      return { id: body.id, replica: replicaName }
+    })
+})
+
 const subject = Subject.make({ type: "user", id: "fleet", tenantId: null })
 const bearer: AuthStrategy.AuthStrategy = {
   id: "fleet",
@@ -47,7 +76,14 @@ const bearer: AuthStrategy.AuthStrategy = {
 }
 
 /** The app: the same definition in every replica and in the harness's clients. */
-export const app = defineApp({ tables: [Docs], procedures: [create, retitle], auth: [bearer], plugins: [rowHistoryPlugin()] })
+export const app = defineApp({
+  tables: [Docs, JobRuns, Jobs, JobGates],
+  procedures: [create, retitle],
+  restRoutes: [runJob],
+  auth: [bearer],
+  plugins: [rowHistoryPlugin()],
+  idempotency: { leaseMs: Number(process.env.FW_LEASE_MS ?? 10_000) }
+})
 /** The same app without row history (`FW_HISTORY=off`, for the benchmark's peer). */
 const appWithoutHistory = defineApp({ tables: [Docs], procedures: [create, retitle], auth: [bearer] })
 
@@ -67,22 +103,36 @@ const main = () => {
             received.push({ id: event.id, title: event.after?.title ?? null, remote: event.remote === true, at: event.at, receivedAt: Date.now() })
           })
       })
-      if (slowMs > 0) yield* tap.subscribe({ name: "slow", onEvent: () => Effect.sleep(slowMs) })
+      let slowHandled = 0
+      if (slowMs > 0) {
+        yield* tap.subscribe({ name: "slow", onEvent: () => Effect.sleep(slowMs).pipe(Effect.zipRight(Effect.sync(() => void slowHandled++))) })
+      }
+      yield* router.add("GET", "/_slow", Effect.sync(() => HttpServerResponse.unsafeJson({ handled: slowHandled })))
       yield* router.add("GET", "/_events", Effect.sync(() => HttpServerResponse.unsafeJson(received)))
     })
   )
-  const Main = Layer.mergeAll(
-    Server.layer(process.env.FW_HISTORY === "off" ? appWithoutHistory : app, { routes: events, announce: false }),
-    Layer.effectDiscard(Effect.map(HttpServer.HttpServer, (server) => {
-      if (server.address._tag === "TcpAddress") console.log(`PORT ${server.address.port}`)
-    }))
-  ).pipe(
+  // Printed once the replica answers HTTP: the port is known as soon as the socket listens, but
+  // its routes are attached after that, and a request in between would wait forever.
+  const ready = Effect.gen(function*() {
+    const server = yield* HttpServer.HttpServer
+    if (server.address._tag !== "TcpAddress") return
+    const port = server.address.port
+    yield* Effect.tryPromise(() => fetch(`http://127.0.0.1:${port}/_events`).then((r) => r.ok ? r.arrayBuffer() : Promise.reject(new Error(`${r.status}`)))).pipe(
+      // A request that reached the socket before the routes never gets an answer: give up on it.
+      Effect.timeoutFail({ duration: "500 millis", onTimeout: () => new Error("no answer yet") }),
+      Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 500 }),
+      Effect.orDie
+    )
+    console.log(`PORT ${port}`)
+  })
+  const Main = Layer.effectDiscard(ready).pipe(
+    Layer.provide(Server.layer(process.env.FW_HISTORY === "off" ? appWithoutHistory : app, { routes: events, announce: false })),
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
     Layer.provide(Store.layerSql.pipe(
       Layer.provideMerge(ChangeTap.layerFleet({ pollMs: 1_000, listenCheckMs: 1_000 })),
       Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 12, applicationName: process.env.FW_REPLICA ?? "fw" }))
     )),
-    Layer.provide(FetchHttpClient.layer),
-    Layer.provide(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+    Layer.provide(FetchHttpClient.layer)
   )
   Layer.launch(Main).pipe(NodeRuntime.runMain)
 }

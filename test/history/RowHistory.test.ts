@@ -3,7 +3,7 @@ import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Redacted, Schema, type Scope, TestClock } from "effect"
+import { Clock, Effect, Layer, Redacted, Schema, type Scope, TestClock } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -126,6 +126,24 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         const globex = Subject.make({ type: "user", id: "bob", tenantId: "globex" })
         assert.strictEqual((yield* rowHistory(store, Docs, "d", null).pipe(Subject.actingAs(globex))).length, 0)
         assert.strictEqual((yield* rowHistory(store, Docs, "d", null).pipe(Subject.actingAs(acme))).length, 1)
+      }).pipe(Effect.provide(stack(client()))))
+
+    it.scoped("a row moved to another tenant by system code leaves the old tenant's rowAsOf(now) at once", () =>
+      Effect.gen(function*() {
+        const store = yield* Store.Store
+        yield* store.insert(Docs, { id: "moved", tenantId: "acme", title: "x" })
+        const before = yield* Clock.currentTimeMillis
+        yield* TestClock.adjust("1 second")
+        yield* store.update(Docs, "moved", { tenantId: "globex" })
+        const now = Number.MAX_SAFE_INTEGER
+        assert.isNull(yield* rowAsOf(store, Docs, "moved", "acme", now))
+        assert.strictEqual((yield* rowAsOf(store, Docs, "moved", "globex", now))?.tenantId, "globex")
+        const globex = Subject.make({ type: "user", id: "bob", tenantId: "globex" })
+        assert.isNull(yield* rowAsOf(store, Docs, "moved", null, now).pipe(Subject.actingAs(acme)))
+        assert.strictEqual((yield* rowAsOf(store, Docs, "moved", null, now).pipe(Subject.actingAs(globex)))?.tenantId, "globex")
+        assert.isNull(yield* rowAsOf(store, Docs, "moved", "acme", now).pipe(Subject.actingAs(globex)))
+        // Before the move it was acme's.
+        assert.strictEqual((yield* rowAsOf(store, Docs, "moved", "acme", before))?.tenantId, "acme")
       }).pipe(Effect.provide(stack(client()))))
 
     it.scoped("concurrent updates of one row give gapless versions without duplicates", () =>

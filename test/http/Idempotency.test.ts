@@ -86,7 +86,7 @@ for (const [name, tier] of tiers) {
         assert.strictEqual(quoted.headers.get("idempotency-replayed"), "true")
       }))
 
-    it.scopedLive("failures before the handler (decode, guards, 413) and 5xx answers do not consume the key", () =>
+    it.scopedLive("failures before the handler (decode, guards, 413) and 5xx answers with nothing committed do not consume the key", () =>
       Effect.gen(function*() {
         const { url } = yield* serve()
         assert.strictEqual((yield* post(url, "/v2/notes", "key-3", { text: "", rank: 1 })).status, 400)
@@ -100,12 +100,48 @@ for (const [name, tier] of tiers) {
         const before = counters.echo
         assert.strictEqual((yield* post(url, "/echo/fail", "key-6", { status: 503 })).status, 503)
         assert.strictEqual((yield* post(url, "/echo/fail", "key-6", { status: 503 })).status, 503)
-        assert.strictEqual(counters.echo, before + 2, "a 5xx frees the key: the retry runs")
+        assert.strictEqual(counters.echo, before + 2, "a 5xx with nothing committed frees the key: the retry runs")
         assert.strictEqual((yield* post(url, "/echo/fail", "key-7", { status: 418 })).status, 418)
         const replayed = yield* post(url, "/echo/fail", "key-7", { status: 418 })
         assert.strictEqual(replayed.status, 418)
         assert.strictEqual(replayed.headers.get("idempotency-replayed"), "true")
         assert.strictEqual(counters.echo, before + 3, "a handler's 4xx is kept and replayed")
+      }))
+
+    it.scopedLive("a mutation that committed and then answered 500 keeps its key: the retry gets the 500 replayed, not a second write", () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve()
+        const before = counters.failAfterWrite
+        for (const [key, how] of [["key-w1", "status"], ["key-w2", "defect"]] as const) {
+          const first = yield* post(url, "/notes/fail-after-write", key, { text: key, how })
+          assert.strictEqual(first.status, 500, key)
+          const retried = yield* post(url, "/notes/fail-after-write", key, { text: key, how })
+          assert.strictEqual(retried.status, 500, key)
+          assert.strictEqual(retried.headers.get("idempotency-replayed"), "true", key)
+          assert.strictEqual(retried.text, first.text, key)
+        }
+        assert.strictEqual(counters.failAfterWrite, before + 2, "each handler ran once")
+        const listed = yield* send(`${url}/v2/notes`, { headers: bearer("tok-alice") })
+        const texts = (listed.json() as { notes: ReadonlyArray<{ text: string }> }).notes.map((n) => n.text).filter((t) => t.startsWith("key-w"))
+        assert.deepStrictEqual(texts.sort(), ["key-w1", "key-w2"])
+      }))
+
+    it.scopedLive("a replay repeats every header the handler set, but not its Set-Cookie nor the trace id", () =>
+      Effect.gen(function*() {
+        const { url } = yield* serve()
+        const before = counters.headed
+        const first = yield* post(url, "/headed", "key-h", { n: 1 })
+        assert.strictEqual(first.status, 200)
+        assert.isNotNull(first.headers.get("set-cookie"))
+        const replay = yield* post(url, "/headed", "key-h", { n: 1 })
+        assert.strictEqual(replay.headers.get("idempotency-replayed"), "true")
+        for (const name of ["x-order-state", "retry-after", "x-rate-note", "content-type"]) {
+          assert.strictEqual(replay.headers.get(name), first.headers.get(name), name)
+        }
+        assert.strictEqual(replay.headers.get("x-order-state"), "accepted")
+        assert.isNull(replay.headers.get("set-cookie"))
+        assert.notStrictEqual(replay.headers.get("x-fw-trace-id"), first.headers.get("x-fw-trace-id") ?? "absent")
+        assert.strictEqual(counters.headed, before + 1)
       }))
 
     it.scopedLive("a handler returning a stream without streaming: true fails, and its claim is released", () =>
@@ -144,9 +180,9 @@ const storeStates = (name: string, layer: () => Layer.Layer<IdempotencyStore.Ide
       assert.strictEqual((yield* store.claim(scope, "fp-1", 60_000))._tag, "InFlight")
       assert.strictEqual((yield* store.claim(scope, "fp-2", 60_000))._tag, "Mismatch")
       const owner = claimed._tag === "Claimed" ? claimed.owner : ""
-      yield* store.complete(scope, "someone-else", { status: 500, headers: {}, body: new Uint8Array() })
+      yield* store.complete(scope, "someone-else", { status: 500, headers: {}, body: new Uint8Array() }, 60_000)
       assert.strictEqual((yield* store.claim(scope, "fp-1", 60_000))._tag, "InFlight", "only the holder completes")
-      yield* store.complete(scope, owner, { status: 201, headers: { "content-type": "application/json" }, body: new TextEncoder().encode(`{"ok":1}`) })
+      yield* store.complete(scope, owner, { status: 201, headers: { "content-type": "application/json" }, body: new TextEncoder().encode(`{"ok":1}`) }, 60_000)
       const completed = yield* store.claim(scope, "fp-1", 60_000)
       assert.strictEqual(completed._tag, "Completed")
       if (completed._tag === "Completed") {
@@ -164,10 +200,81 @@ const storeStates = (name: string, layer: () => Layer.Layer<IdempotencyStore.Ide
       assert.strictEqual((yield* store.claim(crashed, "fp", 1_000))._tag, "Claimed")
     }).pipe(Effect.provide(layer()), Effect.orDie))
 
+/** Leases: a renewed claim holds past its first lease, a dead one lapses; an answer lives its TTL from completion. */
+const storeLeases = (name: string, layer: () => Layer.Layer<IdempotencyStore.IdempotencyStore, unknown>) =>
+  it.effect(`leases on ${name}: renewed while the owner lives, lapsed once it stops, answer kept its TTL`, () =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.IdempotencyStore
+      const scope = { tenant: "acme", method: "POST", path: "/jobs", key: "lease" }
+      const claimed = yield* store.claim(scope, "fp", 1_000)
+      const owner = claimed._tag === "Claimed" ? claimed.owner : assert.fail("not claimed")
+      for (let i = 0; i < 5; i++) {
+        yield* TestClock.adjust("600 millis")
+        assert.isTrue(yield* store.renew(scope, owner, 1_000))
+        assert.strictEqual((yield* store.claim(scope, "fp", 1_000))._tag, "InFlight", `renewed ${i}`)
+      }
+      assert.isFalse(yield* store.renew(scope, "someone-else", 1_000), "only the holder renews")
+      yield* TestClock.adjust("1001 millis")
+      const taken = yield* store.claim(scope, "fp", 1_000)
+      assert.strictEqual(taken._tag, "Claimed", "the lease lapsed: the next request takes the key")
+      assert.isFalse(yield* store.renew(scope, owner, 1_000), "the old holder lost it")
+      yield* store.complete(scope, owner, { status: 200, headers: {}, body: new Uint8Array() }, 60_000)
+      assert.strictEqual((yield* store.claim(scope, "fp", 1_000))._tag, "InFlight", "the old holder cannot complete it")
+      const next = taken._tag === "Claimed" ? taken.owner : ""
+      yield* store.complete(scope, next, { status: 201, headers: {}, body: new Uint8Array() }, 60_000)
+      assert.isFalse(yield* store.renew(scope, next, 1_000), "a completed record is not a lease")
+      yield* TestClock.adjust("59 seconds")
+      assert.strictEqual((yield* store.claim(scope, "fp", 1_000))._tag, "Completed", "kept ttlMs from completion, not from the claim")
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual((yield* store.claim(scope, "fp", 1_000))._tag, "Claimed")
+    }).pipe(Effect.provide(layer()), Effect.orDie))
+
 describe("the idempotency record store", () => {
   storeStates("memory", () => IdempotencyStore.layerMemory)
   storeStates("sqlite", () => IdempotencyStore.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: ":memory:" }))))
   if (Pg.serverUrl) storeStates("postgresql", () => IdempotencyStore.layerSql.pipe(Layer.provide(Pg.layerFreshClient)))
+  storeLeases("memory", () => IdempotencyStore.layerMemory)
+  storeLeases("sqlite", () => IdempotencyStore.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: ":memory:" }))))
+  if (Pg.serverUrl) storeLeases("postgresql", () => IdempotencyStore.layerSql.pipe(Layer.provide(Pg.layerFreshClient)))
+
+  it.effect("the memory store is bounded: the oldest answers go first, requests in flight are never evicted", () =>
+    Effect.gen(function*() {
+      const store = yield* IdempotencyStore.makeMemoryBounded({ maxRecords: 3, maxBytes: 100 })
+      const scope = (key: string) => ({ tenant: "acme", method: "POST", path: "/x", key })
+      const answer = (size: number) => ({ status: 200, headers: {}, body: new Uint8Array(size) })
+      const completed = (key: string, size: number) =>
+        Effect.flatMap(store.claim(scope(key), "fp", 1_000), (claim) =>
+          claim._tag === "Claimed" ? store.complete(scope(key), claim.owner, answer(size), 60_000) : Effect.die(`not claimed: ${key}`))
+      yield* completed("a", 10)
+      yield* completed("b", 10)
+      yield* completed("c", 10)
+      yield* completed("d", 10)
+      assert.strictEqual((yield* store.claim(scope("a"), "fp", 1_000))._tag, "Claimed", "the oldest answer was evicted for d")
+      // a is now in flight; b went to make room for it.
+      for (const key of ["c", "d"]) assert.strictEqual((yield* store.claim(scope(key), "fp", 1_000))._tag, "Completed", key)
+      assert.strictEqual((yield* store.claim(scope("a"), "fp", 1_000))._tag, "InFlight", "a is in flight")
+
+      const byBytes = yield* IdempotencyStore.makeMemoryBounded({ maxRecords: 100, maxBytes: 100 })
+      const completedIn = (key: string, size: number) =>
+        Effect.flatMap(byBytes.claim(scope(key), "fp", 1_000), (claim) =>
+          claim._tag === "Claimed" ? byBytes.complete(scope(key), claim.owner, answer(size), 60_000) : Effect.die(`not claimed: ${key}`))
+      yield* completedIn("x", 60)
+      yield* completedIn("y", 30)
+      yield* completedIn("z", 30)
+      assert.strictEqual((yield* byBytes.claim(scope("x"), "fp", 1_000))._tag, "Claimed", "x evicted to keep 100 bytes")
+      for (const key of ["y", "z"]) assert.strictEqual((yield* byBytes.claim(scope(key), "fp", 1_000))._tag, "Completed", key)
+      yield* completedIn("big", 200)
+      assert.strictEqual((yield* byBytes.claim(scope("big"), "fp", 1_000))._tag, "Claimed", "an answer over the bound is not kept")
+
+      const inFlight = yield* IdempotencyStore.makeMemoryBounded({ maxRecords: 2 })
+      yield* inFlight.claim(scope("p"), "fp", 1_000)
+      yield* inFlight.claim(scope("q"), "fp", 1_000)
+      const refused = yield* Effect.flip(inFlight.claim(scope("r"), "fp", 1_000))
+      assert.strictEqual(refused._tag, "IdempotencyUnavailable")
+      assert.strictEqual((yield* inFlight.claim(scope("p"), "fp", 1_000))._tag, "InFlight", "never evicted while in flight")
+      yield* TestClock.adjust("2 seconds")
+      assert.strictEqual((yield* inFlight.claim(scope("r"), "fp", 1_000))._tag, "Claimed", "lapsed leases make room")
+    }))
 
   it.effect("a replay never repeats Set-Cookie (nor Date or Connection)", () =>
     Effect.gen(function*() {

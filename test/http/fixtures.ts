@@ -55,7 +55,7 @@ export const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 const NoteOut = Schema.Struct({ id: Schema.String, text: Schema.String, rank: Schema.Number })
 
 /** Counts of handler runs and opened downloads, for "ran exactly once" and "never opened" checks. */
-export const counters = { echo: 0, downloads: 0, undeclared: 0, ticksOpen: 0 }
+export const counters = { echo: 0, downloads: 0, undeclared: 0, ticksOpen: 0, failAfterWrite: 0, headed: 0 }
 
 export const getNote = defineRestRoute({
   method: "GET",
@@ -201,6 +201,39 @@ export const failingEcho = defineRestRoute({
   }
 })
 
+/** Commits a note and then answers 500: a retry with the same key must not write it twice. */
+export const failAfterWrite = defineRestRoute({
+  method: "POST",
+  path: "/notes/fail-after-write",
+  input: Schema.Struct({ body: Schema.Struct({ text: Schema.String, how: Schema.Literal("status", "defect") }) }),
+  output: Schema.Void,
+  handler: ({ body }, { store, subject }) =>
+    Effect.gen(function*() {
+      counters.failAfterWrite++
+      yield* store.insert(Notes, { tenantId: subject.tenantId ?? "", text: body.text, rank: counters.failAfterWrite })
+      return yield* body.how === "status"
+        ? Effect.fail({ status: 500, message: "failed after the write" })
+        : Effect.die(new Error("broke after the write"))
+    })
+})
+
+/** Sets headers of its own (and a cookie): a replay repeats them all but the cookie. */
+export const headed = defineRestRoute({
+  method: "POST",
+  path: "/headed",
+  input: Schema.Struct({ body: Schema.Struct({ n: Schema.Number }) }),
+  output: Schema.Struct({ run: Schema.Number }),
+  handler: (_, { response }) =>
+    Effect.gen(function*() {
+      const run = ++counters.headed
+      yield* Effect.orDie(response.setHeader("x-order-state", "accepted"))
+      yield* Effect.orDie(response.setHeader("retry-after", "30"))
+      yield* Effect.orDie(response.setHeader("x-rate-note", `run ${run}`))
+      yield* Effect.orDie(response.setCookie("fw_seen", "1"))
+      return { run }
+    })
+})
+
 /** A mutating route that returns a stream without declaring `streaming: true`. */
 export const undeclaredStream = defineRestRoute({
   method: "POST",
@@ -317,6 +350,8 @@ export const makeApp = (options: { readonly idempotency?: IdempotencyOption; rea
       echo,
       failingEcho,
       undeclaredStream,
+      failAfterWrite,
+      headed,
       download,
       ticks,
       formUpload
