@@ -81,6 +81,12 @@ export interface Route {
    * user out of the very route that replaces it.
    */
   readonly anonymous?: boolean
+  /**
+   * For inspect routes: the capability (a scope of the operator, see `Capabilities`) the route
+   * needs beyond `fw:inspect`. Checked by the framework before the handler runs; without it the
+   * operator gets 403 `Forbidden`. The inspect token holds every capability.
+   */
+  readonly capability?: string
   readonly handler: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, RouteServices>
 }
 
@@ -186,7 +192,7 @@ export const definePlugin = (plugin: Plugin): Plugin => plugin
 const inspectPrefix = "/_fw/inspect"
 
 /** Inspect path segments the framework's own routes use: no plugin may take them as its own. */
-export const reservedInspectSegments: ReadonlySet<string> = new Set(["plugins", "invoke", "procedures", "live", "tables", "dashboard"])
+export const reservedInspectSegments: ReadonlySet<string> = new Set(["plugins", "invoke", "procedures", "live", "tables", "dashboard", "operator"])
 
 /**
  * Where an inspect route of `plugin` is mounted: a path written absolute under the plugin's own
