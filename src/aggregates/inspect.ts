@@ -9,6 +9,7 @@
 import { HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import * as Capabilities from "../app/Capabilities.js"
+import * as Dashboard from "./dashboard.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import * as Plugin from "../app/Plugin.js"
 import type * as Aggregate from "./Aggregate.js"
@@ -69,6 +70,7 @@ export const aggregatesPlugin = (): AggregatesPlugin => {
     name: "aggregates",
     permissions: ["inspect:read", "inspect:write"],
     tables: [...tables],
+    dashboardPanel: Dashboard.panel,
     inspectRoutes: [
       {
         method: "GET",

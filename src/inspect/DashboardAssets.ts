@@ -198,6 +198,7 @@ const open = async (panels, id) => {
     el,
     plugin: panel.plugin,
     operator,
+    bearer,
     can: (capability) => operator.capabilities[capability] === true,
     pluginInspect: (path, init) => inspect("/plugins/" + panel.plugin + path, init)
   }
