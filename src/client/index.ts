@@ -35,5 +35,6 @@ export {
 } from "../app/Errors.js"
 export { GuardRefused } from "../app/Guard.js"
 export * as Client from "./Client.js"
+export * as Flags from "./Flags.js"
 export type { CallOptions, InputOf, OutputOf } from "./Client.js"
 export { connect, layerHttp, layerWebSocket, make } from "./Client.js"
