@@ -1,13 +1,15 @@
 /**
  * Inspect routes of spec 4.1: a snapshot of every aggregate with its metadata, and a manual
  * refresh, at the spec's paths `GET /_fw/inspect/aggregates` and
- * `POST /_fw/inspect/aggregates/<name>/refresh` (the plugin's own absolute inspect path), gated by
- * the inspect token like every inspect route.
+ * `POST /_fw/inspect/aggregates/<name>/refresh` (the plugin's own absolute inspect path), gated like
+ * every inspect route; the refresh needs the `canRefreshAggregate` capability.
  *
  * The routes reach the scheduler through `attach`, a layer composed with the scheduler layer.
  */
 import { HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
+import * as Capabilities from "../app/Capabilities.js"
+import * as Dashboard from "./dashboard.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import * as Plugin from "../app/Plugin.js"
 import type * as Aggregate from "./Aggregate.js"
@@ -68,6 +70,7 @@ export const aggregatesPlugin = (): AggregatesPlugin => {
     name: "aggregates",
     permissions: ["inspect:read", "inspect:write"],
     tables: [...tables],
+    dashboardPanel: Dashboard.panel,
     inspectRoutes: [
       {
         method: "GET",
@@ -84,6 +87,7 @@ export const aggregatesPlugin = (): AggregatesPlugin => {
       {
         method: "POST",
         path: "/_fw/inspect/aggregates/:name/refresh",
+        capability: Capabilities.canRefreshAggregate,
         handler: Effect.flatMap(Plugin.RouteParams, (params) =>
           withScheduler((s) => {
             const name = params.name ?? ""

@@ -84,6 +84,12 @@ export interface Route {
    */
   readonly anonymous?: boolean
   /**
+   * For inspect routes: the capability (a scope of the operator, see `Capabilities`) the route
+   * needs beyond `fw:inspect`. Checked by the framework before the handler runs; without it the
+   * operator gets 403 `Forbidden`. The inspect token holds every capability.
+   */
+  readonly capability?: string
+  /**
    * The answer: a response, or a byte stream (`PluginHttpRouteResult.byteStream(...)`, the
    * `bytes(...)` of REST handlers), piped and never compressed, opened only once the request has
    * passed every check and never for `HEAD`.
@@ -209,7 +215,7 @@ export const definePlugin = (plugin: Plugin): Plugin => plugin
 const inspectPrefix = "/_fw/inspect"
 
 /** Inspect path segments the framework's own routes use: no plugin may take them as its own. */
-export const reservedInspectSegments: ReadonlySet<string> = new Set(["plugins", "invoke", "procedures", "live", "tables", "dashboard"])
+export const reservedInspectSegments: ReadonlySet<string> = new Set(["plugins", "invoke", "procedures", "live", "tables", "dashboard", "operator"])
 
 /**
  * Where an inspect route of `plugin` is mounted: a path written absolute under the plugin's own

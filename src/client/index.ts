@@ -36,5 +36,6 @@ export {
 export type { AreaError, AreaErrorClass, WireError } from "../app/Errors.js"
 export { GuardRefused } from "../app/Guard.js"
 export * as Client from "./Client.js"
+export * as Flags from "./Flags.js"
 export type { CallOptions, InputOf, Options as ClientOptions, OutputOf } from "./Client.js"
 export { connect, layerHttp, layerWebSocket, make } from "./Client.js"

@@ -14,6 +14,7 @@ import type * as Definition from "./Definition.js"
 import { FlagDefinitionError } from "./Errors.js"
 import * as Experiments from "./Experiments.js"
 import * as FlagRegistry from "./FlagRegistry.js"
+import * as Dashboard from "./dashboard.js"
 import * as Inspect from "./inspect.js"
 import * as tables from "./tables.js"
 import type * as TypedFlag from "./TypedFlag.js"
@@ -164,6 +165,7 @@ export const flagsPlugin = (options: Options = {}): FlagsPlugin => {
       }
       : {}),
     inspectRoutes: Inspect.routes(registry),
+    dashboardPanel: Dashboard.panel,
     procedures: [flagsEvaluate],
     interceptors,
     handlerContext: Context.make(FlagRegistry.FlagRegistry, registry),

@@ -6,13 +6,13 @@
  */
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Either, Schema } from "effect"
+import * as Capabilities from "../app/Capabilities.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import * as Plugin from "../app/Plugin.js"
-import * as Subject from "../kernel/Subject.js"
 import type { FlagRegistryShape } from "./FlagRegistry.js"
 
 /** The capability scope that allows toggling and overriding flags. */
-export const canToggleFlag = "canToggleFlag"
+export const canToggleFlag = Capabilities.canToggleFlag
 
 const ToggleBody = Schema.parseJson(Schema.Struct({
   flag: Schema.String,
@@ -33,8 +33,6 @@ const readJson = <A, I>(schema: Schema.Schema<A, I>) =>
     return Schema.decodeUnknownEither(schema)(new TextDecoder().decode(bytes))
   })
 
-const allowed = Effect.map(Subject.CurrentSubject, (subject) => Subject.hasScope(subject, canToggleFlag))
-const forbidden = HttpResponses.error(403, "Forbidden", `flag changes need the "${canToggleFlag}" capability`)
 
 const answerError = (error: { readonly _tag: string; readonly message: string }) =>
   HttpResponses.error(
@@ -57,8 +55,8 @@ export const routes = (registry: FlagRegistryShape): ReadonlyArray<Plugin.Route>
   {
     method: "POST",
     path: "/toggle",
+    capability: canToggleFlag,
     handler: Effect.gen(function*() {
-      if (!(yield* allowed)) return forbidden
       const body = yield* readJson(ToggleBody)
       if (Either.isLeft(body)) return HttpResponses.error(400, "InputInvalid", "expected JSON {flag, actor?}")
       const result = yield* Effect.either(registry.toggle(body.right.flag, body.right.actor ?? null))
@@ -68,8 +66,8 @@ export const routes = (registry: FlagRegistryShape): ReadonlyArray<Plugin.Route>
   {
     method: "POST",
     path: "/override",
+    capability: canToggleFlag,
     handler: Effect.gen(function*() {
-      if (!(yield* allowed)) return forbidden
       const body = yield* readJson(OverrideBody)
       if (Either.isLeft(body)) return HttpResponses.error(400, "InputInvalid", "expected JSON {flag, actor?, override: object or null}")
       const { actor, flag, override } = body.right

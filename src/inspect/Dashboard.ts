@@ -8,9 +8,9 @@
  * `GET /_fw/inspect/dashboard/panels` and their modules served, gated, at `…/panels/<plugin>`.
  */
 import { HttpLayerRouter, HttpRouter, HttpServerResponse } from "@effect/platform"
-import { Effect, Option } from "effect"
+import { Effect, Either, Option } from "effect"
 import * as HttpResponses from "../app/HttpResponses.js"
-import { Runtime } from "../app/Runtime.js"
+import { Runtime, type RuntimeShape } from "../app/Runtime.js"
 import * as DashboardAssets from "./DashboardAssets.js"
 import * as Inspect from "./Inspect.js"
 
@@ -28,9 +28,15 @@ const pageHeaders = {
 
 const disabled = HttpResponses.error(404, "InspectDisabled", "the inspect surface is disabled: set FW_INSPECT_TOKEN")
 
-/** Serves `response` while the inspect surface is enabled, else the surface's 404. */
-const whileEnabled = (response: () => HttpServerResponse.HttpServerResponse) =>
-  Effect.map(Inspect.token, (token) => Option.isSome(token) ? response() : disabled)
+/**
+ * Serves `response` while the inspect surface is enabled (a token is configured) or to an operator
+ * signed in through the app's own strategies; else the surface's 404.
+ */
+const whileEnabled = (runtime: RuntimeShape, response: () => HttpServerResponse.HttpServerResponse) =>
+  Effect.flatMap(Inspect.token, (token) =>
+    Option.isSome(token)
+      ? Effect.sync(response)
+      : Effect.map(Inspect.operator(runtime), (gate) => Either.isRight(gate) ? response() : disabled))
 
 /** The dashboard page, its script, and the gated panel routes. */
 export const routes = HttpLayerRouter.use((router) =>
@@ -39,11 +45,11 @@ export const routes = HttpLayerRouter.use((router) =>
     const panels = runtime.app.plugins.flatMap((plugin) =>
       plugin.dashboardPanel === undefined ? [] : [{ plugin: plugin.name, ...plugin.dashboardPanel }]
     )
-    yield* router.add("GET", path, whileEnabled(() => HttpServerResponse.html(DashboardAssets.html).pipe(HttpServerResponse.setHeaders(pageHeaders))))
+    yield* router.add("GET", path, whileEnabled(runtime, () => HttpServerResponse.html(DashboardAssets.html).pipe(HttpServerResponse.setHeaders(pageHeaders))))
     yield* router.add(
       "GET",
       `${path}/app.js`,
-      whileEnabled(() =>
+      whileEnabled(runtime, () =>
         HttpServerResponse.text(DashboardAssets.script, { contentType: "text/javascript; charset=utf-8" }).pipe(
           HttpServerResponse.setHeaders(pageHeaders)
         )
@@ -52,14 +58,14 @@ export const routes = HttpLayerRouter.use((router) =>
     yield* router.add(
       "GET",
       `${Inspect.prefix}/dashboard/panels`,
-      Inspect.gated(Effect.succeed(HttpServerResponse.unsafeJson({
+      Inspect.gated(runtime, Effect.succeed(HttpServerResponse.unsafeJson({
         panels: panels.map(({ plugin, title }) => ({ plugin, title }))
       })))
     )
     yield* router.add(
       "GET",
       `${Inspect.prefix}/dashboard/panels/:plugin`,
-      Inspect.gated(Effect.gen(function*() {
+      Inspect.gated(runtime, Effect.gen(function*() {
         const { plugin } = yield* HttpRouter.params
         const panel = panels.find((candidate) => candidate.plugin === plugin)
         if (panel === undefined) return HttpResponses.error(404, "PanelNotFound", `no dashboard panel for plugin "${plugin}"`)

@@ -22,7 +22,7 @@ export const html = `<!doctype html>
   nav { display: flex; gap: .25rem; flex-wrap: wrap; }
   nav button { background: transparent; color: #cfd6e4; border: 0; padding: .3rem .6rem; border-radius: 4px; cursor: pointer; }
   nav button[aria-selected="true"] { background: #3b4a66; color: #fff; }
-  #logout { margin-left: auto; }
+  #who { margin-left: auto; color: #cfd6e4; }
   main { padding: 1rem; }
   section { background: #fff; border: 1px solid #dde1e8; border-radius: 6px; padding: 1rem; }
   table { border-collapse: collapse; width: 100%; }
@@ -37,7 +37,7 @@ export const html = `<!doctype html>
 </style>
 </head>
 <body>
-<header><h1>fw dashboard</h1><nav id="tabs"></nav><button id="logout" hidden>forget token</button></header>
+<header><h1>fw dashboard</h1><nav id="tabs"></nav><span id="who" class="muted"></span><button id="logout" hidden>forget token</button></header>
 <main id="main"></main>
 <script type="module" src="/_fw/dashboard/app.js"></script>
 </body>
@@ -50,6 +50,7 @@ const tokenKey = "fw:inspect-token"
 const main = document.getElementById("main")
 const tabs = document.getElementById("tabs")
 const logout = document.getElementById("logout")
+const who = document.getElementById("who")
 
 const el = (tag, attributes, ...children) => {
   const node = document.createElement(tag)
@@ -65,15 +66,19 @@ class InspectError extends Error {
   constructor(status, tag, message) { super(message); this.status = status; this.tag = tag }
 }
 
+/** The operator's bearer header, when they entered a token (else the app's own session cookie speaks). */
+const bearer = () => {
+  const token = sessionStorage.getItem(tokenKey)
+  return token ? { authorization: "Bearer " + token } : {}
+}
+
 const inspect = async (path, init) => {
-  const token = sessionStorage.getItem(tokenKey) || ""
-  const headers = Object.assign({ authorization: "Bearer " + token }, init && init.body ? { "content-type": "application/json" } : {})
+  const headers = Object.assign(bearer(), init && init.body ? { "content-type": "application/json" } : {})
   const response = await fetch("/_fw/inspect" + path, Object.assign({}, init, { headers }))
   const text = await response.text()
   let body = null
   try { body = text ? JSON.parse(text) : null } catch { body = { message: text } }
   if (!response.ok) {
-    if (response.status === 401) sessionStorage.removeItem(tokenKey)
     throw new InspectError(response.status, body && body._tag || "Error", body && body.message || response.statusText)
   }
   return body
@@ -94,6 +99,7 @@ const procedures = {
     const tenant = el("input", { id: "invoke-tenant", name: "tenant", placeholder: "tenant id (empty: the system, across tenants)" })
     const input = el("textarea", { id: "invoke-input", name: "input" }, "{}")
     const result = el("pre", { id: "invoke-result" })
+    const canInvoke = ctx.can("canInvokeProcedure")
     const invoke = async (event) => {
       event.preventDefault()
       let parsed
@@ -116,9 +122,11 @@ const procedures = {
     root.replaceChildren(
       el("h2", {}, procedures.length + " procedures"),
       table(["tag", "kind", "guards", "REST"], rows),
-      el("h3", {}, "Invoke"),
-      el("form", { id: "invoke", onsubmit: invoke }, tag, tenant, input, el("button", { type: "submit" }, "Invoke")),
-      result
+      ...(canInvoke ? [
+        el("h3", {}, "Invoke"),
+        el("form", { id: "invoke", onsubmit: invoke }, tag, tenant, input, el("button", { type: "submit" }, "Invoke")),
+        result
+      ] : [el("p", { class: "muted", id: "invoke-not-allowed" }, "Invoking procedures needs the canInvokeProcedure capability.")])
     )
   }
 }
@@ -160,9 +168,7 @@ const pluginPanels = async () => {
   const loaded = []
   for (const panel of panels) {
     try {
-      const response = await fetch("/_fw/inspect/dashboard/panels/" + encodeURIComponent(panel.plugin), {
-        headers: { authorization: "Bearer " + (sessionStorage.getItem(tokenKey) || "") }
-      })
+      const response = await fetch("/_fw/inspect/dashboard/panels/" + encodeURIComponent(panel.plugin), { headers: bearer() })
       if (!response.ok) throw new Error("HTTP " + response.status)
       const url = URL.createObjectURL(new Blob([await response.text()], { type: "text/javascript" }))
       const module = await import(url)
@@ -177,6 +183,8 @@ const pluginPanels = async () => {
 }
 
 let cleanup = undefined
+/** The operator, from GET /_fw/inspect/operator: {via, subject, capabilities}. */
+let operator = { via: "token", subject: null, capabilities: {} }
 
 const open = async (panels, id) => {
   if (cleanup) { try { cleanup() } catch {} cleanup = undefined }
@@ -189,6 +197,9 @@ const open = async (panels, id) => {
     inspect,
     el,
     plugin: panel.plugin,
+    operator,
+    bearer,
+    can: (capability) => operator.capabilities[capability] === true,
     pluginInspect: (path, init) => inspect("/plugins/" + panel.plugin + path, init)
   }
   try {
@@ -202,7 +213,8 @@ const open = async (panels, id) => {
 const login = (message) => {
   tabs.replaceChildren()
   logout.hidden = true
-  const token = el("input", { id: "token", type: "password", autocomplete: "off", placeholder: "inspect token (FW_INSPECT_TOKEN)" })
+  who.textContent = ""
+  const token = el("input", { id: "token", type: "password", autocomplete: "off", placeholder: "inspect token (FW_INSPECT_TOKEN) or an operator's bearer token" })
   main.replaceChildren(el("section", {},
     el("h2", {}, "Inspect token"),
     message ? el("p", { class: "error", role: "alert" }, message) : "",
@@ -215,14 +227,19 @@ const login = (message) => {
 }
 
 const start = async () => {
-  if (!sessionStorage.getItem(tokenKey)) return login()
+  const token = sessionStorage.getItem(tokenKey)
   let panels
   try {
+    // Without a token, an operator signed in to the app (a session with fw:inspect) gets in as is.
+    operator = await inspect("/operator")
     panels = [procedures, live, tables, ...(await pluginPanels())]
   } catch (error) {
-    return error.status === 401 ? login("that token was refused") : showError(main, error)
+    if (token && (error.status === 401 || error.status === 403)) sessionStorage.removeItem(tokenKey)
+    if (!token && (error.status === 401 || error.status === 403 || error.status === 404)) return login()
+    return error.status === 401 || error.status === 403 ? login("that token was refused") : showError(main, error)
   }
-  logout.hidden = false
+  logout.hidden = !token
+  who.textContent = operator.subject ? operator.subject.type + " " + operator.subject.id + " (" + operator.via + ")" : ""
   tabs.replaceChildren(...panels.map((panel) =>
     el("button", { "data-panel": panel.id, onclick: () => open(panels, panel.id) }, panel.title)))
   open(panels, location.hash.slice(1))

@@ -1,14 +1,18 @@
 /**
- * The inspect surface under `/_fw/inspect/`: gated by a bearer token (env `FW_INSPECT_TOKEN`,
- * compared in constant time; the surface is closed while it is unset). Core routes list the app's
- * procedures and tables and invoke a procedure; plugins add theirs under `/_fw/inspect/plugins/<name>`.
+ * The inspect surface under `/_fw/inspect/`, gated by `operator`: the bearer of `FW_INSPECT_TOKEN`
+ * or a Subject of the app's own strategies holding `fw:inspect`, with capabilities as further
+ * scopes (see `Capabilities`). Core routes list the app's procedures and tables, tell the operator
+ * what they may do (`GET /operator`) and invoke a procedure (`canInvokeProcedure`); plugins add
+ * theirs under `/_fw/inspect/plugins/<name>`.
  */
 import { Headers, HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Config, Effect, Option, Redacted, Schema } from "effect"
+import { Config, Effect, Either, Option, Redacted, Schema } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import * as Subject from "../kernel/Subject.js"
 import * as HttpResponses from "../app/HttpResponses.js"
-import { Runtime } from "../app/Runtime.js"
+import * as Capabilities from "../app/Capabilities.js"
+import * as CrossSite from "../app/CrossSite.js"
+import { Runtime, type RuntimeShape } from "../app/Runtime.js"
 import * as BodyLimit from "../http/BodyLimit.js"
 
 /** The subject inspect routes run as. */
@@ -28,30 +32,77 @@ export const token: Effect.Effect<Option.Option<Redacted.Redacted<string>>> = Co
   Config.redacted("FW_INSPECT_TOKEN")
 ).pipe(Effect.map(Option.filter((t) => Redacted.value(t).length > 0)), Effect.orElseSucceed(() => Option.none()))
 
+/** How the operator got in: the inspect token, or the app's own strategies (`fw:inspect` scope). */
+export type Via = "token" | "subject"
+
+/** The operator of one inspect request. */
+export interface Operator {
+  readonly subject: Subject.Subject
+  readonly via: Via
+}
+
+const bearer = (headers: Headers.Headers) => /^Bearer\s+(.+)$/i.exec(headers["authorization"] ?? "")?.[1]?.trim()
+
 /**
- * Checks the inspect token on the current request; `undefined` when allowed, otherwise the answer:
- * 404 while no token is configured (the surface does not exist), 401 for a missing or wrong token.
+ * Who may use the inspect surface (spec 5.4 rule 4): the bearer of `FW_INSPECT_TOKEN` (compared in
+ * constant time; every capability), else a Subject the app's own strategies resolve (the same
+ * resolver as every transport, cookies screened by `CrossSite`) that holds the `fw:inspect` scope.
+ * Left: the answer. 404 when no token is configured and the caller is no operator (the surface
+ * does not exist for them), 401 for no credentials or a wrong token, 403 for a Subject without
+ * `fw:inspect`.
  */
-export const gate: Effect.Effect<HttpServerResponse.HttpServerResponse | undefined, never, HttpServerRequest.HttpServerRequest> =
+export const operator = (
+  runtime: RuntimeShape
+): Effect.Effect<Either.Either<Operator, HttpServerResponse.HttpServerResponse>, never, HttpServerRequest.HttpServerRequest> =>
   Effect.gen(function*() {
     const configured = yield* token
-    if (Option.isNone(configured)) return HttpResponses.error(404, "InspectDisabled", "the inspect surface is disabled: set FW_INSPECT_TOKEN")
     const request = yield* HttpServerRequest.HttpServerRequest
-    const header = request.headers["authorization"] ?? ""
-    const given = /^Bearer\s+(.+)$/i.exec(header)?.[1]?.trim()
-    if (given === undefined || !tokenMatches(given, Redacted.value(configured.value))) {
-      return HttpResponses.error(401, "InspectUnauthorized", "a valid inspect token is required", {
-        "www-authenticate": "Bearer"
-      })
+    const given = bearer(request.headers)
+    if (Option.isSome(configured) && given !== undefined && tokenMatches(given, Redacted.value(configured.value))) {
+      return Either.right({ subject: inspectSubject, via: "token" as const })
     }
-    return undefined
+    const screened = yield* CrossSite.screen(runtime, request.method, request.headers)
+    if (Either.isLeft(screened)) return Either.left(screened.left)
+    const resolved = yield* Effect.either(runtime.resolveSubject(screened.right))
+    if (Either.isRight(resolved) && Subject.hasScope(resolved.right, Capabilities.inspectScope)) {
+      return Either.right({ subject: resolved.right, via: "subject" as const })
+    }
+    if (Option.isNone(configured) && given === undefined && (Either.isLeft(resolved) || resolved.right.type === "anonymous")) {
+      return Either.left(HttpResponses.error(404, "InspectDisabled", "the inspect surface is disabled: set FW_INSPECT_TOKEN or sign in as a subject with the fw:inspect scope"))
+    }
+    if (Either.isRight(resolved) && resolved.right.type !== "anonymous") {
+      return Either.left(HttpResponses.error(403, "InspectForbidden", `the caller lacks the "${Capabilities.inspectScope}" scope`))
+    }
+    return Either.left(HttpResponses.error(401, "InspectUnauthorized", "a valid inspect token, or a subject with the fw:inspect scope, is required", {
+      "www-authenticate": "Bearer"
+    }))
   })
 
-/** Wraps a route handler in the token gate. */
-export const gated = <E, R>(
-  handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+/** The refusal of an operator without `capability`, or undefined when they hold it. */
+export const lacks = (subject: Subject.Subject, capability: string | undefined): HttpServerResponse.HttpServerResponse | undefined =>
+  capability === undefined || Subject.hasScope(subject, capability)
+    ? undefined
+    : HttpResponses.error(403, "Forbidden", `the operator lacks the capability "${capability}"`)
+
+/** Runs `f` with the operator's Subject when they hold `capability` (when given); answers the gate's refusal otherwise. */
+export const gatedWith = <E, R>(
+  runtime: RuntimeShape,
+  capability: string | undefined,
+  f: (operator: Subject.Subject) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
-  Effect.flatMap(gate, (refusal) => refusal === undefined ? handler : Effect.succeed(refusal))
+  Effect.flatMap(operator(runtime), (gate) => {
+    if (Either.isLeft(gate)) return Effect.succeed(gate.left)
+    const refused = lacks(gate.right.subject, capability)
+    return refused !== undefined ? Effect.succeed(refused) : f(gate.right.subject)
+  })
+
+/** Runs `handler` for an operator holding `capability` (when given); answers the gate's refusal otherwise. */
+export const gated = <E, R>(
+  runtime: RuntimeShape,
+  handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
+  capability?: string
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
+  gatedWith(runtime, capability, () => handler)
 
 const InvokeBody = Schema.parseJson(Schema.Struct({
   tag: Schema.String,
@@ -60,7 +111,15 @@ const InvokeBody = Schema.parseJson(Schema.Struct({
   tenantId: Schema.optional(Schema.NullOr(Schema.String))
 }))
 
-/** The core inspect routes: `POST /invoke`, `GET /procedures`, `GET /tables`, `GET /live`. */
+/** Every capability the app knows: the framework's and those its plugins' inspect routes declare. */
+export const capabilities = (runtime: RuntimeShape): ReadonlyArray<string> => [
+  ...new Set([
+    ...Capabilities.known,
+    ...runtime.app.plugins.flatMap((plugin) => (plugin.inspectRoutes ?? []).flatMap((route) => route.capability === undefined ? [] : [route.capability]))
+  ])
+]
+
+/** The core inspect routes: `POST /invoke`, `GET /operator`, `GET /procedures`, `GET /tables`, `GET /live`. */
 export const routes = (maxBodyBytes: number) =>
   HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
@@ -68,7 +127,7 @@ export const routes = (maxBodyBytes: number) =>
       yield* router.add(
         "POST",
         `${prefix}/invoke`,
-        gated(Effect.gen(function*() {
+        gated(runtime, Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
           const raw = yield* BodyLimit.readCapped(request, maxBodyBytes)
           const body = yield* Schema.decodeUnknown(InvokeBody)(new TextDecoder().decode(raw))
@@ -96,12 +155,22 @@ export const routes = (maxBodyBytes: number) =>
             BodyReadFailed: (error) => Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message)),
             ParseError: () => Effect.succeed(HttpResponses.error(400, "InputInvalid", "expected JSON {tag, input, tenantId?}"))
           })
-        ))
+        ), Capabilities.canInvokeProcedure)
+      )
+      yield* router.add(
+        "GET",
+        `${prefix}/operator`,
+        Effect.flatMap(operator(runtime), (gate) =>
+          Effect.succeed(Either.isLeft(gate) ? gate.left : HttpServerResponse.unsafeJson({
+            via: gate.right.via,
+            subject: { type: gate.right.subject.type, id: gate.right.subject.id, tenantId: gate.right.subject.tenantId },
+            capabilities: Object.fromEntries(capabilities(runtime).map((name) => [name, Subject.hasScope(gate.right.subject, name)]))
+          })))
       )
       yield* router.add(
         "GET",
         `${prefix}/procedures`,
-        gated(Effect.sync(() =>
+        gated(runtime, Effect.sync(() =>
           HttpServerResponse.unsafeJson({
             procedures: [...runtime.app.procedures.values()].map((p) => ({
               tag: p.tag,
@@ -115,12 +184,12 @@ export const routes = (maxBodyBytes: number) =>
       yield* router.add(
         "GET",
         `${prefix}/live`,
-        gated(Effect.map(runtime.liveSubscriptions, (subscriptions) => HttpServerResponse.unsafeJson({ subscriptions })))
+        gated(runtime, Effect.map(runtime.liveSubscriptions, (subscriptions) => HttpServerResponse.unsafeJson({ subscriptions })))
       )
       yield* router.add(
         "GET",
         `${prefix}/tables`,
-        gated(Effect.sync(() =>
+        gated(runtime, Effect.sync(() =>
           HttpServerResponse.unsafeJson({
             tables: runtime.app.tables.map((t) => ({
               name: t.name,

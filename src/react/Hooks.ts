@@ -5,6 +5,7 @@
  */
 import { useMemo, useSyncExternalStore } from "react"
 import type { Api, ConnectionState, Contract, Input, LiveState, MutationState, Output } from "../client/index.js"
+import * as Flags from "../client/Flags.js"
 
 /**
  * The live result of a query: subscribed while the component is mounted (shared with every other
@@ -47,3 +48,12 @@ export const useMutation = <P extends Contract, E = never>(api: Api<E>, procedur
 /** The api's connection state (`open`, `reconnecting`, ...), for a status indicator. */
 export const useConnection = <E>(api: Api<E>): ConnectionState =>
   useSyncExternalStore(api.connectionState.subscribe, api.connectionState.getSnapshot, api.connectionState.getSnapshot)
+
+/** The caller's live flag set (`flags.evaluate`): re-renders when a flag is toggled on the server. */
+export const useFlags = (api: Api): LiveState<Flags.FlagSet> => {
+  const live = useMemo(() => Flags.live(api), [api])
+  return useSyncExternalStore(live.subscribe, live.getSnapshot, live.getSnapshot)
+}
+
+/** Whether the flag `key` is on for the caller (false until the first result and for an unknown key). */
+export const useFlag = (api: Api, key: string): boolean => Flags.isEnabled(useFlags(api), key)

@@ -12,6 +12,7 @@ import { Store } from "../kernel/Store.js"
 import type { StoreShape } from "../kernel/Store.js"
 import * as Backend from "./Backend.js"
 import { SearchBackendError, SearchBackendNotDurable, searchErrors } from "./Errors.js"
+import * as Dashboard from "./dashboard.js"
 import * as Inspect from "./inspect.js"
 import * as Options from "./Options.js"
 import * as Query from "./Query.js"
@@ -189,7 +190,8 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
           : current.engine.recordEvent(event, "the search listener failed unexpectedly")),
     procedures: [query],
     errors: searchErrors,
-    inspectRoutes: Inspect.routes(running)
+    inspectRoutes: Inspect.routes(running),
+    dashboardPanel: Dashboard.panel
   })
 
   return {

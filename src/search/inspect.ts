@@ -5,19 +5,13 @@
  */
 import { HttpServerResponse } from "@effect/platform"
 import { Effect, Mailbox, Option, Schema, Stream } from "effect"
+import * as Capabilities from "../app/Capabilities.js"
 import * as Plugin from "../app/Plugin.js"
 import { Store } from "../kernel/Store.js"
-import * as Subject from "../kernel/Subject.js"
 import type { ReindexProgress, Running } from "./Sync.js"
 import { SearchDrift } from "./tables.js"
 
 const json = (status: number, body: unknown) => HttpServerResponse.unsafeJson(body, { status })
-
-const requireCapability = (capability: string) =>
-  Effect.map(Subject.CurrentSubject, (subject) =>
-    Subject.hasScope(subject, capability)
-      ? undefined
-      : json(403, { _tag: "Forbidden", message: `the operator lacks the capability "${capability}"` }))
 
 const ReindexBody = Schema.parseJson(Schema.Struct({ index: Schema.String }))
 
@@ -55,9 +49,8 @@ export const routes = (running: Effect.Effect<Running, unknown>): ReadonlyArray<
   {
     method: "POST",
     path: "/resync",
+    capability: Capabilities.canResyncSearch,
     handler: Effect.gen(function*() {
-      const refused = yield* requireCapability("canResyncSearch")
-      if (refused) return refused
       const { engine } = yield* running
       return json(200, yield* engine.resync())
     })
@@ -65,9 +58,8 @@ export const routes = (running: Effect.Effect<Running, unknown>): ReadonlyArray<
   {
     method: "POST",
     path: "/reindex",
+    capability: Capabilities.canReindexSearch,
     handler: Effect.gen(function*() {
-      const refused = yield* requireCapability("canReindexSearch")
-      if (refused) return refused
       const body = yield* Effect.either(Effect.flatMap(Plugin.readBody, (bytes) =>
         Schema.decodeUnknown(ReindexBody)(new TextDecoder().decode(bytes))))
       if (body._tag === "Left") return json(400, { _tag: "InputInvalid", message: "the body must be JSON {\"index\": <name>}" })

@@ -131,11 +131,11 @@ const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
       const runtime = yield* Runtime.Runtime
       const services = PluginServices.services(plugin, yield* Store, yield* HttpClient.HttpClient)
       const mount = (route: Plugin.Route, path: `/${string}`, inspect: boolean) => {
-        const handler = Effect.gen(function*() {
+        // Inspect routes run as the operator the gate admitted (`Inspect.gatedWith`).
+        const handler = (operator: Subject.Subject | undefined) => Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
-          // Inspect routes authenticate with the inspect token, not the app's strategies.
-          const resolved = inspect
-            ? Either.right(Inspect.inspectSubject)
+          const resolved = operator !== undefined
+            ? Either.right(operator)
             : route.anonymous === true
             ? Either.right(Subject.anonymous)
             : yield* Effect.either(runtime.resolveSubject(request.headers))
@@ -163,9 +163,17 @@ const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
             )
           )
         )
-        // Anonymous routes (logins, IdP callbacks) read their own cookies and defend themselves.
-        const screened = inspect || route.anonymous === true ? handler : CrossSite.guarded(runtime, handler)
-        return router.add(route.method, path, inspect ? Inspect.gated(screened) : screened)
+        // Anonymous routes (logins, IdP callbacks) read their own cookies and defend themselves; the
+        // inspect gate screens cookies itself and checks the route's capability, whatever its path.
+        return router.add(
+          route.method,
+          path,
+          inspect
+            ? Inspect.gatedWith(runtime, route.capability, handler)
+            : route.anonymous === true
+            ? handler(undefined)
+            : CrossSite.guarded(runtime, handler(undefined))
+        )
       }
       for (const route of plugin.routes ?? []) yield* mount(route, route.path, false)
       for (const route of plugin.inspectRoutes ?? []) {

@@ -21,6 +21,7 @@ import * as Engine from "./Engine.js"
 import { StandingDefinitionError } from "./Errors.js"
 import type * as Expectation from "./Expectation.js"
 import type * as Experiment from "./Experiment.js"
+import * as Dashboard from "./dashboard.js"
 import * as Inspect from "./inspect.js"
 import * as Registries from "./Registries.js"
 import { CostEvents, ExpectationState } from "./tables.js"
@@ -126,7 +127,8 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
           : Effect.void,
       onLivePush: (push) => Effect.flatMap(engineOf, (engine) => engine === undefined ? Effect.void : engine.onLivePush(push)),
       interceptors: [intercept("query"), intercept("mutation"), intercept("action")],
-      inspectRoutes: Inspect.routes(engineOf)
+      inspectRoutes: Inspect.routes(engineOf),
+      dashboardPanel: Dashboard.panel
     }),
     registries
   }
