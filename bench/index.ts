@@ -8,6 +8,7 @@ import * as FlagsEvaluate from "./flags/evaluate.js"
 import * as FlagsGated from "./flags/gated.js"
 import * as Fleet from "./fleet/fleet.js"
 import * as History from "./history.js"
+import * as RateLimit from "./http/rateLimit.js"
 import * as Rest from "./http/rest.js"
 import * as RestInProcess from "./http/restInProcess.js"
 import * as Sse from "./http/sse.js"
@@ -24,6 +25,7 @@ await Store.run()
 await Rpc.run()
 await Rest.run()
 await RestInProcess.run()
+await RateLimit.run()
 await Sse.run()
 await History.run()
 await Fleet.run()

@@ -6,8 +6,9 @@ import type * as AuthStrategy from "./AuthStrategy.js"
 import type * as Table from "../kernel/Table.js"
 import type * as Plugin from "./Plugin.js"
 import type * as Procedure from "./Procedure.js"
+import type * as RateLimit from "./RateLimit.js"
 import * as Settings from "./Settings.js"
-import { IdempotencyRecords } from "./tables.js"
+import { IdempotencyRecords, RateLimitCounters } from "./tables.js"
 
 /** Idempotency of mutating REST requests (spec 3.6): `true` or `{header, ttlMs}`. */
 export type IdempotencyOption = boolean | { readonly header?: string; readonly ttlMs?: number }
@@ -20,6 +21,8 @@ export interface RestRouteDeclaration {
   readonly _tag: "RestRoute"
   readonly method: string
   readonly path: `/${string}`
+  /** The route's checked rate limit, if it declares one. */
+  readonly rateLimit?: RateLimit.Declared | undefined
 }
 
 /** The options of `defineApp`. */
@@ -86,10 +89,15 @@ export const defineApp = (options: Options): App => {
     }
   }
   const plugins = options.plugins ?? []
+  const allProcedures = [...(options.procedures ?? []), ...plugins.flatMap((plugin) => plugin.procedures ?? [])]
+  // The counters' table is the app's when anything is rate limited, so `fw db apply` creates it.
+  const rateLimited = (options.restRoutes ?? []).some((route) => route.rateLimit !== undefined) ||
+    allProcedures.some((procedure) => procedure.publicApi?.rateLimit !== undefined)
   const tables = [
     ...(options.tables ?? []),
     ...plugins.flatMap((plugin) => plugin.tables ?? []),
-    ...(options.idempotency === undefined || options.idempotency === false ? [] : [IdempotencyRecords])
+    ...(options.idempotency === undefined || options.idempotency === false ? [] : [IdempotencyRecords]),
+    ...(rateLimited ? [RateLimitCounters] : [])
   ]
   const tableNames = new Set<string>()
   for (const table of tables) {
@@ -97,7 +105,7 @@ export const defineApp = (options: Options): App => {
     tableNames.add(table.name)
   }
   const procedures = new Map<string, Procedure.Any>()
-  for (const procedure of [...(options.procedures ?? []), ...plugins.flatMap((plugin) => plugin.procedures ?? [])]) {
+  for (const procedure of allProcedures) {
     if (procedures.has(procedure.tag)) throw new AppDefinitionError(`procedure "${procedure.tag}" is declared twice`)
     if (procedure.tag.endsWith(liveSuffix)) {
       throw new AppDefinitionError(`procedure "${procedure.tag}": the suffix "${liveSuffix}" is reserved for live queries`)

@@ -16,6 +16,7 @@ import type { Store } from "../kernel/Store.js"
 import type { CurrentSubject } from "../kernel/Subject.js"
 import type * as Table from "../kernel/Table.js"
 import * as BodyRead from "./BodyRead.js"
+import * as ByteStream from "./ByteStream.js"
 import type * as Procedure from "./Procedure.js"
 
 /** The permissions a plugin may declare. */
@@ -81,8 +82,23 @@ export interface Route {
    * user out of the very route that replaces it.
    */
   readonly anonymous?: boolean
-  readonly handler: Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, RouteServices>
+  /**
+   * The answer: a response, or a byte stream (`PluginHttpRouteResult.byteStream(...)`, the
+   * `bytes(...)` of REST handlers), piped and never compressed, opened only once the request has
+   * passed every check and never for `HEAD`.
+   */
+  readonly handler: Effect.Effect<RouteResult, unknown, RouteServices>
 }
+
+/** What a plugin route answers: a response or a byte stream. */
+export type RouteResult = HttpServerResponse.HttpServerResponse | ByteStream.Bytes
+
+/**
+ * The results a plugin route may return besides a plain response (spec 4.5 rule 6):
+ * `byteStream(source, {contentType, contentLength, contentDisposition})`, the same shape and rules
+ * as `bytes(...)` on a REST route.
+ */
+export const PluginHttpRouteResult = { byteStream: ByteStream.bytes } as const
 
 /** Wraps one procedure call; requires `rpc:intercept:<kind>`. */
 export interface Interceptor {

@@ -7,6 +7,7 @@ import type { Effect, Schema } from "effect"
 import type { StoreShape } from "../kernel/Store.js"
 import type { Subject } from "../kernel/Subject.js"
 import type { Guard } from "./Guard.js"
+import * as RateLimit from "./RateLimit.js"
 
 /** The three procedure kinds. */
 export type Kind = "query" | "mutation" | "action"
@@ -25,7 +26,8 @@ export interface PublicApi {
   readonly path?: `/${string}`
   readonly version?: string
   readonly scopes?: ReadonlyArray<string>
-  readonly rateLimit?: unknown
+  /** At most `limit` requests per `windowMs` and key on the projected route (see `RateLimit`). */
+  readonly rateLimit?: RateLimit.RateLimit
   readonly idempotent?: boolean
   /** Queries only: project a `text/event-stream` live query. */
   readonly stream?: "sse"
@@ -80,6 +82,8 @@ const make = <K extends Kind>(kind: K) =>
   options: Options<I, IE, O, OE>
 ): Procedure<K, Tag, I, IE, O, OE> => {
   if (!tagPattern.test(tag)) throw new Error(`procedure tag "${tag}" must be dotted identifiers, e.g. "todos.list"`)
+  // A malformed limit must stop the definition, not silently leave the route unlimited.
+  const rateLimit = RateLimit.check(options.publicApi?.rateLimit, `procedure "${tag}" (publicApi)`)
   return {
     _tag: "Procedure",
     kind,
@@ -88,7 +92,7 @@ const make = <K extends Kind>(kind: K) =>
     output: options.output,
     handler: options.handler,
     guards: options.guards ?? [],
-    publicApi: options.publicApi
+    publicApi: options.publicApi === undefined || rateLimit === undefined ? options.publicApi : { ...options.publicApi, rateLimit }
   }
 }
 

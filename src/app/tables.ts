@@ -31,3 +31,18 @@ export const IdempotencyRecords = defineTable("_fw_idempotency", {
   },
   indexes: [["expiresAt"]]
 })
+
+/**
+ * `_fw_rate_limits`: one fixed-window counter per rate-limit key (the route and the caller's key).
+ * A request is one atomic upsert on the primary key (`INSERT … ON CONFLICT DO UPDATE … RETURNING`),
+ * so replicas sharing the database share the count.
+ */
+export const RateLimitCounters = defineTable("_fw_rate_limits", {
+  fields: {
+    /** Requests counted in the current window (refused ones included). */
+    count: Schema.Number,
+    /** When the current window ends (epoch milliseconds). */
+    resetAt: Schema.Number
+  },
+  indexes: [["resetAt"]]
+})

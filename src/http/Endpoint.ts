@@ -3,6 +3,7 @@
  * what the method gate, the sunset gate, the body cap, idempotency and the OpenAPI document need.
  */
 import type * as Procedure from "../app/Procedure.js"
+import type * as RateLimit from "../app/RateLimit.js"
 import type * as Lifecycle from "./Lifecycle.js"
 import * as RestRoute from "./RestRoute.js"
 
@@ -27,6 +28,8 @@ export interface Endpoint {
   /** Whether the idempotency binding may claim it (mutating methods, unless a projection opts out). */
   readonly claimable: boolean
   readonly summary: string | undefined
+  /** The endpoint's rate limit (`undefined`: unlimited). */
+  readonly rateLimit: RateLimit.Declared | undefined
   /** A unique, stable operation name. */
   readonly operationId: string
   readonly serve: Serve
@@ -62,6 +65,7 @@ export const fromRoute = (route: RestRoute.Any): Endpoint => ({
   streaming: route.streaming,
   claimable: RestRoute.mutatingMethods.has(route.method),
   summary: route.summary,
+  rateLimit: route.rateLimit,
   operationId: operationIdOf(route.method, route.path),
   serve: { _tag: "Route", route }
 })

@@ -1,13 +1,8 @@
 /**
- * The typed errors of the REST area: route declarations, idempotency records, binary answers. (The
- * body-cap errors are shared with plugin routes and live in `app/BodyRead`.)
+ * The typed errors of the REST area: route declarations, idempotency records, rate-limit counters.
+ * (The body-cap errors are shared with plugin routes and live in `app/BodyRead`.)
  */
 import { Schema } from "effect"
-
-/** Reading the binary source failed mid-response (the response is cut short). */
-export class BytesSourceFailed extends Error {
-  override readonly name = "BytesSourceFailed"
-}
 
 /** The record store could not be reached. */
 export class IdempotencyUnavailable extends Schema.TaggedError<IdempotencyUnavailable>()("IdempotencyUnavailable", {
@@ -17,6 +12,16 @@ export class IdempotencyUnavailable extends Schema.TaggedError<IdempotencyUnavai
 /** The app's store is SQL but no `SqlClient` is in context to keep idempotency records in. */
 export class IdempotencyStoreMissing extends Error {
   override readonly name = "IdempotencyStoreMissing"
+}
+
+/** The rate-limit counters could not be reached (the request is answered 503, never let through uncounted). */
+export class RateLimitUnavailable extends Schema.TaggedError<RateLimitUnavailable>()("RateLimitUnavailable", {
+  message: Schema.String
+}) {}
+
+/** The app's store is SQL but no `SqlClient` is in context to keep rate-limit counters in. */
+export class RateLimitStoreMissing extends Error {
+  override readonly name = "RateLimitStoreMissing"
 }
 
 /** A route declaration refused at definition or mount time. */

@@ -16,6 +16,7 @@ import * as MethodGate from "./MethodGate.js"
 import * as OpenApiDocument from "./OpenApiDocument.js"
 import * as Pipeline from "./Pipeline.js"
 import * as Projection from "./Projection.js"
+import * as RateLimitStore from "./RateLimitStore.js"
 import * as RequestBody from "./RequestBody.js"
 import * as RestRoute from "./RestRoute.js"
 
@@ -89,7 +90,8 @@ const formRoutes = (["POST", "PUT", "PATCH", "DELETE"] as const).map((method) =>
 /**
  * The REST routes, the projections, the method gates, the OpenAPI document and the docs page of
  * `app`, reading bodies up to `maxBodyBytes` (or a route's own cap). With `idempotency` on, the
- * `IdempotencyStore` in context is used, or else the one matching the store (`layerFromStore`).
+ * `IdempotencyStore` in context is used, or else the one matching the store (`layerFromStore`);
+ * likewise the `RateLimitStore` when an endpoint declares a `rateLimit`.
  */
 export const routes = (app: App, maxBodyBytes: number) =>
   Layer.unwrapEffect(Effect.gen(function*() {
@@ -105,6 +107,16 @@ export const routes = (app: App, maxBodyBytes: number) =>
       : settings === undefined
       ? IdempotencyStore.layerMemory
       : Layer.orDie(IdempotencyStore.layerFromStore)
+    const limited = endpoints.some((endpoint) => endpoint.rateLimit !== undefined)
+    const providedCounters = yield* Effect.serviceOption(RateLimitStore.RateLimitStore)
+    const rateLimitStore: Layer.Layer<RateLimitStore.RateLimitStore, never, Store> | undefined = Option.isSome(providedCounters)
+      ? Layer.succeed(RateLimitStore.RateLimitStore, providedCounters.value)
+      : limited
+      ? Layer.orDie(RateLimitStore.layerFromStore)
+      : undefined
+    // The clock of the mounting fiber drives every window (a TestClock in tests); read once here,
+    // it costs no effect step per request.
+    const clock = yield* Effect.clock
     const mounted = HttpLayerRouter.use((router) =>
       Effect.gen(function*() {
         const env: Pipeline.Env = {
@@ -112,7 +124,8 @@ export const routes = (app: App, maxBodyBytes: number) =>
           store: yield* Store,
           idempotency: settings === undefined
             ? undefined
-            : { settings, store: yield* IdempotencyStore.IdempotencyStore }
+            : { settings, store: yield* IdempotencyStore.IdempotencyStore },
+          rateLimits: limited ? { store: yield* RateLimitStore.RateLimitStore, clock } : undefined
         }
         const byKey = new Map(endpoints.map((endpoint) => [endpoint, Endpoint.pathKey(endpoint.path)]))
         for (const endpoint of endpoints) {
@@ -132,7 +145,11 @@ export const routes = (app: App, maxBodyBytes: number) =>
         if (!groups.has("/form/*")) yield* router.addAll(formRoutes)
         yield* router.add("GET", "/openapi.json", Effect.succeed(HttpServerResponse.unsafeJson(document)))
       })
-    ).pipe(Layer.provide(idempotencyStore))
+    ).pipe(
+      Layer.provide(idempotencyStore),
+      // Without a limited endpoint the counters are never read: an empty memory tier stands in.
+      Layer.provide(rateLimitStore ?? RateLimitStore.layerMemory)
+    )
     // The docs page ships its viewer inline: it works without network access.
     return Layer.merge(mounted, HttpApiScalar.layerHttpLayerRouter({ api, path: "/docs" }))
   }))

@@ -118,6 +118,7 @@ const documentErrors = (endpoint: Endpoint.Endpoint, base: AnyEndpoint, idempote
     out = out.addError(BodyLimit.PayloadTooLarge, { status: 413 }).addError(Problem, { status: 415 })
     if (idempotency && endpoint.claimable) out = out.addError(Problem, { status: 409 }).addError(Problem, { status: 422 })
   }
+  if (endpoint.rateLimit !== undefined) out = out.addError(Problem, { status: 429 }).addError(Problem, { status: 503 })
   return out
 }
 

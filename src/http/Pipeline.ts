@@ -40,7 +40,7 @@ export const handler = (endpoint: Endpoint.Endpoint, env: Env, bodyCap: number):
       ? RouteEndpoint.make(endpoint, serve.route, env, bodyCap)
       : serve._tag === "Procedure"
       ? ProcedureEndpoint.make(endpoint, serve.procedure, serve.scopes, env, bodyCap)
-      : ProcedureEndpoint.makeLive(serve.procedure, serve.scopes, env)
+      : ProcedureEndpoint.makeLive(endpoint, serve.procedure, serve.scopes, env)
   ).pipe(
     // A defect outside the handler (a guard that throws, a broken schema) is still a 500 without internals.
     Effect.catchAllCause((cause) => Answer.failure(cause, Provenance.newTraceId(), what))

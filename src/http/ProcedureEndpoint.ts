@@ -5,6 +5,7 @@
  * (`stream: 'sse'`) answers a `text/event-stream` (see `LiveQuery`).
  */
 import { Headers, HttpLayerRouter, HttpServerRequest } from "@effect/platform"
+import type { HttpServerResponse } from "@effect/platform"
 import { Effect, Either } from "effect"
 import * as HttpResponses from "../app/HttpResponses.js"
 import type * as Procedure from "../app/Procedure.js"
@@ -14,6 +15,7 @@ import type * as Endpoint from "./Endpoint.js"
 import type * as Idempotency from "./Idempotency.js"
 import * as LiveQuery from "./LiveQuery.js"
 import * as QueryInput from "./QueryInput.js"
+import * as RateLimit from "./RateLimit.js"
 import * as RequestBody from "./RequestBody.js"
 import * as Sse from "./Sse.js"
 import * as Steps from "./Steps.js"
@@ -34,6 +36,7 @@ export const make = (
   const readInput = QueryInput.reader(procedure.input.ast)
   const encode = Answer.encoder(procedure.output, what)
   const fromQuery = endpoint.method === "GET" || endpoint.method === "HEAD"
+  const limiter = env.rateLimits === undefined ? undefined : RateLimit.limiter(endpoint, env.rateLimits)
   return Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     let bytes: Uint8Array | undefined
@@ -57,8 +60,19 @@ export const make = (
     const resolved = yield* Effect.either(env.runtime.resolveSubject(request.headers))
     if (Either.isLeft(resolved)) return HttpResponses.procedureError(resolved.left)
     const subject = resolved.right
+    let limited: string | undefined
+    if (limiter !== undefined) {
+      const checked = limiter.check(subject, request)
+      const verdict = RateLimit.isPending(checked) ? yield* checked : checked
+      if (RateLimit.isRefusal(verdict)) return verdict
+      limited = verdict
+    }
+    // Every answer from here on carries the limit's headers (added outside the idempotency claim:
+    // a replay shows the current count, not the recorded one).
+    const finish = (response: HttpServerResponse.HttpServerResponse) =>
+      limited === undefined ? response : limiter!.withHeaders(response, limited)
     const refusal = Steps.scopeRefusal(subject, scopes)
-    if (refusal !== undefined) return HttpResponses.procedureError(refusal)
+    if (refusal !== undefined) return finish(HttpResponses.procedureError(refusal))
     const traceId = Provenance.traceIdOf(request.headers)
     // The runtime and the encoder agree on the request's trace id.
     const headers = Headers.set(request.headers, Provenance.traceHeader, traceId)
@@ -77,18 +91,19 @@ export const make = (
           }))
       })
     const claimed = Steps.underKey(env, endpoint, request, subject, bytes, run)
-    if (claimed === undefined) return (yield* run()).response
+    if (claimed === undefined) return finish((yield* run()).response)
     // Decode and guards hold before the key is looked up: a caller the procedure refuses gets its
     // refusal, never another caller's stored answer (and refusals do not consume the key).
     const authorized = yield* Effect.either(env.runtime.authorize(procedure, invocation))
-    return Either.isLeft(authorized) ? HttpResponses.procedureError(authorized.left) : yield* claimed
+    return finish(Either.isLeft(authorized) ? HttpResponses.procedureError(authorized.left) : yield* claimed)
   })
 }
 
 /** The handler of a projected live query: a `text/event-stream` of snapshot and deltas. */
-export const makeLive = (procedure: Procedure.Any, scopes: ReadonlyArray<string>, env: Steps.Env): Steps.Handler => {
+export const makeLive = (endpoint: Endpoint.Endpoint, procedure: Procedure.Any, scopes: ReadonlyArray<string>, env: Steps.Env): Steps.Handler => {
   const readInput = QueryInput.reader(procedure.input.ast)
-  return Effect.gen(function*() {
+  const limiter = env.rateLimits === undefined ? undefined : RateLimit.limiter(endpoint, env.rateLimits)
+  const live = Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     const invocation = { input: readInput(yield* HttpServerRequest.ParsedSearchParams), headers: request.headers }
     const recheck = scopes.length === 0 ? Effect.void : Effect.flatMap(
@@ -106,5 +121,17 @@ export const makeLive = (procedure: Procedure.Any, scopes: ReadonlyArray<string>
       return Either.isLeft(once) ? HttpResponses.procedureError(once.left) : Sse.head()
     }
     return yield* LiveQuery.answer(env.runtime, procedure, invocation, recheck)
+  })
+  if (limiter === undefined) return live
+  // Opening a stream is one request: counted before the first snapshot.
+  return Effect.gen(function*() {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    const resolved = yield* Effect.either(env.runtime.resolveSubject(request.headers))
+    if (Either.isLeft(resolved)) return HttpResponses.procedureError(resolved.left)
+    const checked = limiter.check(resolved.right, request)
+    const verdict = RateLimit.isPending(checked) ? yield* checked : checked
+    if (RateLimit.isRefusal(verdict)) return verdict
+    const answered = yield* live
+    return verdict === undefined ? answered : limiter.withHeaders(answered, verdict)
   })
 }

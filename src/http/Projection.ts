@@ -8,8 +8,10 @@
  * guards, row filter and tenant scoping are exactly the socket's. `stream: 'sse'` on a query
  * projects a live `text/event-stream`; on a mutation or action it is ignored. `scopes` adds a
  * `requireScope` for each listed scope. `idempotent: false` keeps the idempotency binding off.
+ * `rateLimit` limits the projected route (see `RateLimit`).
  */
 import type * as Procedure from "../app/Procedure.js"
+import * as RateLimit from "../app/RateLimit.js"
 import type * as Endpoint from "./Endpoint.js"
 import * as RestRoute from "./RestRoute.js"
 
@@ -48,6 +50,8 @@ export const endpoints = (procedures: Iterable<Procedure.Any>): ReadonlyArray<En
       streaming: live,
       claimable: RestRoute.mutatingMethods.has(method) && publicApi.idempotent !== false,
       summary: `${procedure.kind} ${procedure.tag}`,
+      // Checked at definition; checked again here for a procedure object built by hand.
+      rateLimit: RateLimit.check(publicApi.rateLimit, `procedure "${procedure.tag}" (publicApi)`),
       operationId: procedure.tag,
       serve: live ? { _tag: "Live", procedure, scopes } : { _tag: "Procedure", procedure, scopes }
     })

@@ -21,6 +21,7 @@ import type { Effect } from "effect"
 import { Schema } from "effect"
 import type * as App from "../app/App.js"
 import type * as Guard from "../app/Guard.js"
+import * as RateLimit from "../app/RateLimit.js"
 import type * as Bytes from "./Bytes.js"
 import type * as ResponseControl from "./ResponseControl.js"
 import type * as Sse from "./Sse.js"
@@ -74,6 +75,7 @@ export interface RestRoute<I, IE extends RawInput, O, OE> extends App.RestRouteD
   /** Weak ETags and `304`; GET routes only. */
   readonly etag: boolean
   readonly streaming: boolean
+  readonly rateLimit: RateLimit.Declared | undefined
 }
 
 /**
@@ -102,6 +104,8 @@ export interface Options<I, IE extends RawInput, O, OE> {
   readonly maxBodyBytes?: number
   readonly etag?: boolean
   readonly streaming?: boolean
+  /** At most `limit` requests per `windowMs` and key (see `RateLimit`); answered 429 past it. */
+  readonly rateLimit?: RateLimit.RateLimit
 }
 
 const methods: ReadonlySet<string> = new Set(["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"])
@@ -137,7 +141,7 @@ export const versionedPath = (path: `/${string}`, version: string | undefined, w
 /**
  * Declares a REST route. Throws `RestRouteInvalid` for an unknown method, a malformed path, a
  * `version` on a path already under `/vN/`, a sunset that is not an ISO date, or a cap that is not
- * a positive integer.
+ * a positive integer; throws `RateLimitInvalid` for a malformed `rateLimit`.
  */
 export const defineRestRoute = <I = {}, IE extends RawInput = {}, O = unknown, OE = unknown>(
   options: Options<I, IE, O, OE>
@@ -156,6 +160,7 @@ export const defineRestRoute = <I = {}, IE extends RawInput = {}, O = unknown, O
   if (options.maxBodyBytes !== undefined && !(Number.isInteger(options.maxBodyBytes) && options.maxBodyBytes > 0)) {
     throw new RestRouteInvalid(`${what}: maxBodyBytes must be a positive integer`)
   }
+  const rateLimit = RateLimit.check(options.rateLimit, what)
   return {
     [TypeId]: TypeId,
     _tag: "RestRoute",
@@ -174,7 +179,8 @@ export const defineRestRoute = <I = {}, IE extends RawInput = {}, O = unknown, O
     sunset,
     maxBodyBytes: options.maxBodyBytes,
     etag: options.etag === true && options.method === "GET",
-    streaming: options.streaming === true
+    streaming: options.streaming === true,
+    rateLimit
   }
 }
 

@@ -18,6 +18,7 @@ import * as Codec from "./Codec.js"
 import type * as Endpoint from "./Endpoint.js"
 import type * as Idempotency from "./Idempotency.js"
 import * as QueryInput from "./QueryInput.js"
+import * as RateLimit from "./RateLimit.js"
 import * as RequestBody from "./RequestBody.js"
 import * as ResponseControl from "./ResponseControl.js"
 import * as RestRoute from "./RestRoute.js"
@@ -73,6 +74,7 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
   const encode = Answer.encoder(route.output, what)
   const provenanceName = `rest ${what}`
   const mustDeclareStreams = RestRoute.mutatingMethods.has(route.method) && !route.streaming
+  const limiter = env.rateLimits === undefined ? undefined : RateLimit.limiter(endpoint, env.rateLimits)
   return Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
     let bytes: Uint8Array | undefined
@@ -94,14 +96,25 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
     const resolved = yield* Effect.either(env.runtime.resolveSubject(request.headers))
     if (Either.isLeft(resolved)) return HttpResponses.procedureError(resolved.left)
     const subject = resolved.right
+    let limited: string | undefined
+    if (limiter !== undefined) {
+      const checked = limiter.check(subject, request)
+      const verdict = RateLimit.isPending(checked) ? yield* checked : checked
+      if (RateLimit.isRefusal(verdict)) return verdict
+      limited = verdict
+    }
     const traceId = Provenance.traceIdOf(request.headers)
     const response = ResponseControl.make()
     const ctx: RestRoute.Context = { subject, headers: request.headers, store: env.store, traceId, response: response.control }
     if (route.guards.length > 0) {
       const checked = Steps.checkGuards(route.guards, ctx)
       const refusal = Effect.isEffect(checked) ? yield* Effect.either(env.runtime.withHandlerContext(checked)) : Either.right(checked)
-      if (Either.isLeft(refusal)) return HttpResponses.procedureError(refusal.left)
-      if (refusal.right !== undefined) return HttpResponses.error(refusal.right.status, "GuardRefused", refusal.right.message)
+      const refused = Either.isLeft(refusal)
+        ? HttpResponses.procedureError(refusal.left)
+        : refusal.right !== undefined
+        ? HttpResponses.error(refusal.right.status, "GuardRefused", refusal.right.message)
+        : undefined
+      if (refused !== undefined) return limited === undefined ? refused : limiter!.withHeaders(refused, limited)
     }
     const toResponse = (result: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
       if (Sse.isSse(result)) {
@@ -126,6 +139,8 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
       )
     const claimed = Steps.underKey(env, endpoint, request, subject, bytes, () =>
       Effect.map(answer(), (response): Idempotency.Outcome => ({ response, handlerRan: true })))
-    return yield* (claimed ?? answer())
+    const answered = yield* (claimed ?? answer())
+    // Added outside the idempotency claim: a replay carries the current count, not the recorded one.
+    return limited === undefined ? answered : limiter!.withHeaders(answered, limited)
   })
 }

@@ -16,6 +16,7 @@ import type * as Endpoint from "./Endpoint.js"
 import * as Idempotency from "./Idempotency.js"
 import type { IdempotencyStoreShape } from "./IdempotencyStore.js"
 import * as Lifecycle from "./Lifecycle.js"
+import type * as RateLimit from "./RateLimit.js"
 import * as RequestBody from "./RequestBody.js"
 import * as RestRoute from "./RestRoute.js"
 
@@ -25,6 +26,8 @@ export interface Env {
   readonly store: StoreShape
   /** The idempotency binding, when the app turned it on. */
   readonly idempotency: { readonly settings: Idempotency.Settings; readonly store: IdempotencyStoreShape } | undefined
+  /** The rate-limit counters, when an endpoint declares a limit. */
+  readonly rateLimits: RateLimit.Env | undefined
 }
 
 /** A mounted handler: everything it needs comes from the router. */

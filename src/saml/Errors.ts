@@ -50,12 +50,16 @@ export class SamlConfigInvalid extends Schema.TaggedError<SamlConfigInvalid>()("
   }
 }
 
-/** The optional XML libraries (`xmldsigjs`, `xml-core`, `xpath`, `@xmldom/xmldom`) could not be loaded. */
+/** The packages SAML verification loads on first use: optional peer dependencies of the framework. */
+export const libraryPackages = ["xmldsigjs", "xml-core", "xpath", "@xmldom/xmldom"] as const
+
+/** The optional XML libraries (`libraryPackages`) could not be loaded. */
 export class SamlLibraryUnavailable extends Schema.TaggedError<SamlLibraryUnavailable>()("SamlLibraryUnavailable", {
   detail: Schema.String
 }) {
   override get message() {
-    return `the SAML verification libraries could not be loaded: ${this.detail}`
+    return `samlSsoPlugin needs the optional packages ${libraryPackages.join(", ")} to verify SAML messages; ` +
+      `install them with \`npm install ${libraryPackages.join(" ")}\` (${this.detail})`
   }
 }
 

@@ -6,7 +6,7 @@
  */
 import { HttpClient, HttpClientResponse } from "@effect/platform"
 import { Effect, Option, Ref } from "effect"
-import { SamlIdpUnavailable } from "./Errors.js"
+import { SamlConfigInvalid, SamlIdpUnavailable } from "./Errors.js"
 import * as Keys from "./Keys.js"
 import * as Libraries from "./Libraries.js"
 import * as Metadata from "./Metadata.js"
@@ -25,7 +25,11 @@ export interface Options {
   readonly entryPoint?: string
   /** One certificate, or several during a rotation (PEM or base64 body). */
   readonly idpCert?: string | ReadonlyArray<string>
-  /** The IdP entity id; with `metadataUrl`, it picks the IdP out of an aggregate (required when the document describes several). */
+  /**
+   * The IdP entity id, which the `Issuer` of every response must equal. With `metadataUrl` it is
+   * read from the metadata (here it only picks the IdP out of an aggregate describing several);
+   * required only for an explicit configuration without metadata.
+   */
   readonly entityId?: string
   /** The IdP's single-logout service (redirect binding); read from the metadata when `metadataUrl` is set. */
   readonly sloUrl?: string
@@ -43,9 +47,43 @@ export interface IdpSource {
 
 const maxMetadataBytes = 1024 * 1024
 
+const certificatesOf = (options: Options): ReadonlyArray<string> =>
+  options.idpCert === undefined ? [] : typeof options.idpCert === "string" ? [options.idpCert] : options.idpCert
+
+/**
+ * Refuses (throws `SamlConfigInvalid`) an IdP configuration that cannot log anyone in: neither
+ * metadata nor an explicit entry point and certificate, or an explicit configuration without
+ * metadata that does not name the IdP's entity id (nothing else could tell it).
+ */
+export const check = (options: Options): void => {
+  if (options.metadataUrl !== undefined) {
+    if (!URL.canParse(options.metadataUrl)) throw new SamlConfigInvalid({ reason: `idp.metadataUrl "${options.metadataUrl}" is not an absolute URL` })
+    return
+  }
+  if (options.entryPoint === undefined || certificatesOf(options).length === 0) {
+    throw new SamlConfigInvalid({ reason: "set idp.metadataUrl, or idp.entryPoint and idp.idpCert (with idp.entityId)" })
+  }
+  if (options.entityId === undefined) {
+    throw new SamlConfigInvalid({
+      reason: "idp.entityId is required only for an explicit configuration without metadata, and this is one: " +
+        "set idp.entityId to the IdP's entity id (every response's Issuer must equal it), or set idp.metadataUrl to read it from the metadata"
+    })
+  }
+}
+
+/**
+ * Why the explicit fallback of a metadata configuration cannot be used, if it cannot: without
+ * `idp.entityId` nothing says which Issuer to accept before the metadata has been read once.
+ */
+export const unusableFallback = (options: Options): string | undefined =>
+  options.metadataUrl !== undefined && options.entryPoint !== undefined && certificatesOf(options).length > 0 && options.entityId === undefined
+    ? "the explicit fallback (idp.entryPoint, idp.idpCert) cannot be used without idp.entityId, the Issuer to accept: " +
+      "until the IdP metadata is first read, logins answer 503"
+    : undefined
+
 /** The explicit settings, when they are complete enough to log in with. */
 const explicit = (options: Options): Idp | undefined => {
-  const certificates = options.idpCert === undefined ? [] : typeof options.idpCert === "string" ? [options.idpCert] : options.idpCert
+  const certificates = certificatesOf(options)
   if (options.entryPoint === undefined || options.entityId === undefined || certificates.length === 0) return undefined
   return {
     entityId: options.entityId,
@@ -101,7 +139,9 @@ export const make = (options: Options): IdpSource => {
       fetchLock.withPermits(1)(Effect.flatMap(Ref.get(fromMetadata), Option.match({ onSome: Effect.succeed, onNone: () => fetch }))).pipe(
         Effect.catchAll((error) =>
           fallback === undefined
-            ? Effect.fail(new SamlIdpUnavailable({ detail: "the IdP metadata could not be read and no explicit IdP is configured" }))
+            ? Effect.fail(new SamlIdpUnavailable({
+              detail: `the IdP metadata could not be read, and ${unusableFallback(options) ?? "no explicit IdP is configured"}`
+            }))
             : Effect.logWarning("SAML IdP metadata could not be read; using the explicit IdP settings", error).pipe(Effect.as(fallback))
         )
       )

@@ -9,7 +9,7 @@
 import type * as XmlDom from "@xmldom/xmldom"
 import type * as XmlDsig from "xmldsigjs"
 import { Effect } from "effect"
-import { SamlLibraryUnavailable } from "./Errors.js"
+import { libraryPackages, SamlLibraryUnavailable } from "./Errors.js"
 
 /** The loaded libraries. */
 export interface Libraries {
@@ -42,6 +42,23 @@ export const load: Effect.Effect<Libraries, SamlLibraryUnavailable> = Effect.try
   try: () => (loading ??= importAll()),
   catch: (error) => {
     loading = undefined
-    return new SamlLibraryUnavailable({ detail: error instanceof Error ? error.message : String(error) })
+    return new SamlLibraryUnavailable({ detail: `loading failed: ${error instanceof Error ? error.message : String(error)}` })
   }
 })
+
+/**
+ * The packages that cannot be resolved, found without loading them (for a warning at boot); empty
+ * where the runtime cannot resolve a specifier without importing it.
+ */
+export const unresolvable = (): ReadonlyArray<string> => {
+  const resolve: ((specifier: string) => string) | undefined = typeof import.meta.resolve === "function" ? import.meta.resolve : undefined
+  if (resolve === undefined) return []
+  return libraryPackages.filter((name) => {
+    try {
+      resolve(name)
+      return false
+    } catch {
+      return true
+    }
+  })
+}

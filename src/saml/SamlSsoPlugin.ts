@@ -29,7 +29,7 @@ import * as Session from "../auth/Session.js"
 import * as Subject from "../kernel/Subject.js"
 import * as Answers from "./Answers.js"
 import * as Companion from "./Companion.js"
-import { reject, SamlConfigInvalid } from "./Errors.js"
+import { reject, SamlConfigInvalid, SamlLibraryUnavailable } from "./Errors.js"
 import * as IdpSource from "./IdpSource.js"
 import * as InboundLogout from "./InboundLogout.js"
 import * as Keys from "./Keys.js"
@@ -109,9 +109,7 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
   const sloUrl = options.sp.sloUrl ?? new URL("/saml/slo", options.sp.acsUrl).href
   const signingKey: KeyObject | undefined = options.privateKey === undefined ? undefined : Keys.privateKey(reveal(options.privateKey), "privateKey")
   const decryptionKey = options.decryptionPvk === undefined ? undefined : Keys.privateKey(reveal(options.decryptionPvk), "decryptionPvk")
-  if (options.idp.metadataUrl === undefined && (options.idp.entityId === undefined || options.idp.entryPoint === undefined || options.idp.idpCert === undefined)) {
-    throw new SamlConfigInvalid({ reason: "set idp.metadataUrl, or idp.entryPoint, idp.entityId and idp.idpCert" })
-  }
+  IdpSource.check(options.idp)
   const idp = IdpSource.make(options.idp)
   const replay = options.replayProtection ?? { store: true }
   const replayTtlMs = typeof replay === "object" ? replay.ttlMs ?? defaultReplayTtlMs : defaultReplayTtlMs
@@ -359,6 +357,13 @@ export const samlSsoPlugin = (options: Options): Plugin.Plugin => {
   const refreshMs = options.idp.metadataRefreshMs ?? 0
 
   const background = Layer.scopedDiscard(Effect.gen(function*() {
+    // Said at boot, not only on the first login: the packages are optional peers an install may lack.
+    const missing = Libraries.unresolvable()
+    if (missing.length > 0) {
+      yield* Effect.logError(new SamlLibraryUnavailable({ detail: `cannot be resolved: ${missing.join(", ")}` }).message)
+    }
+    const unusable = IdpSource.unusableFallback(options.idp)
+    if (unusable !== undefined) yield* Effect.logWarning(`samlSsoPlugin: ${unusable}`)
     if (replay === false) {
       yield* Effect.logWarning(
         "samlSsoPlugin: replayProtection is off — unsolicited (IdP-initiated) responses are accepted and a captured response can be replayed until it expires"

@@ -33,6 +33,7 @@ import type { App } from "../app/App.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import * as Plugin from "../app/Plugin.js"
 import * as BodyRead from "../app/BodyRead.js"
+import * as ByteStream from "../app/ByteStream.js"
 import * as CrossSite from "../app/CrossSite.js"
 import * as PluginServices from "../app/PluginServices.js"
 import type * as Settings from "../app/Settings.js"
@@ -122,13 +123,14 @@ const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
           const defined = Object.fromEntries(
             Object.entries(params).filter((entry): entry is [string, string] => entry[1] !== undefined)
           )
-          return yield* route.handler.pipe(
+          const result = yield* route.handler.pipe(
             Effect.provide(services),
             Effect.provideService(Plugin.RouteParams, defined),
             Effect.provideService(Plugin.BodyLimit, route.maxBodyBytes ?? maxBodyBytes),
             Effect.provideService(BodyRead.BodyReader, BodyLimit.readCapped),
             Effect.provideService(Subject.CurrentSubject, resolved.right)
           )
+          return ByteStream.toResponse(result, request.method)
         }).pipe(
           Effect.catchIf(
             (error): error is BodyLimit.PayloadTooLarge => error instanceof BodyLimit.PayloadTooLarge,

@@ -105,6 +105,18 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         assert.strictEqual((yield* rowHistory(store, Internal, "i", null)).length, 0)
       }).pipe(Effect.provide(stack(client(), { exclude: ["scratch"] }))))
 
+    it.scoped("include records only the tables it names (never a framework table, even named)", () =>
+      Effect.gen(function*() {
+        const store = yield* Store.Store
+        yield* store.insert(Docs, { id: "d", tenantId: "acme", title: "x" })
+        yield* store.update(Docs, "d", { title: "y" })
+        yield* store.insert(Scratch, { id: "s", value: 1 })
+        yield* store.insert(Internal, { id: "i", value: 1 })
+        assert.deepStrictEqual((yield* rowHistory(store, Docs, "d", null)).map((v) => v.data?.title), ["x", "y"])
+        assert.strictEqual((yield* rowHistory(store, Scratch, "s", null)).length, 0)
+        assert.strictEqual((yield* rowHistory(store, Internal, "i", null)).length, 0)
+      }).pipe(Effect.provide(stack(client(), { include: ["docs", "_fw_internal"] }))))
+
     it.scoped("a tenant that does not own the row sees nothing", () =>
       Effect.gen(function*() {
         const store = yield* Store.Store

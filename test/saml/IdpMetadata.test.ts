@@ -8,6 +8,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Clock, Effect, TestClock } from "effect"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
+import { SamlConfigInvalid } from "../../src/saml/Errors.js"
+import * as IdpSource from "../../src/saml/IdpSource.js"
 import { certificateBody } from "../../src/saml/Keys.js"
 import { samlSsoPlugin } from "../../src/saml/SamlSsoPlugin.js"
 import * as Idp from "./support/Idp.js"
@@ -58,10 +60,10 @@ const fetched = (server: Effect.Effect.Success<typeof metadataServer>, count: nu
 
 let logins = 0
 
-const logIn = (sp: Effect.Effect.Success<ReturnType<typeof Sp.serve>>, keys: Idp.KeyPair) =>
+const logIn = (sp: Effect.Effect.Success<ReturnType<typeof Sp.serve>>, keys: Idp.KeyPair, issuer?: string) =>
   Effect.gen(function*() {
     const request = yield* Sp.startLogin(sp.served.url)
-    const fields = { now: yield* Clock.currentTimeMillis, inResponseTo: request.id, assertionId: `_login${++logins}` }
+    const fields = { now: yield* Clock.currentTimeMillis, inResponseTo: request.id, assertionId: `_login${++logins}`, ...(issuer === undefined ? {} : { issuer }) }
     const xml = Idp.signAssertion(Idp.responseXml(fields, Idp.assertionXml(fields)), { keys })
     const answer = yield* Sp.postToAcs(sp.served.url, xml, request)
     return { request, status: answer.status }
@@ -124,5 +126,56 @@ describe("IdP metadata", () => {
       const named = yield* Sp.serve(Sp.memory, { idp: { metadataUrl: server.url, entityId: Idp.idpEntityId } })
       assert.strictEqual((yield* logIn(named, Idp.idpKeys)).status, 302)
       assert.strictEqual((yield* logIn(named, Idp.evilKeys)).status, 401)
+    }))
+
+  it.scoped("a configuration written to the spec (metadataUrl, entryPoint/idpCert fallback, no entityId) takes the entity id from the metadata", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(at)
+      const server = yield* metadataServer
+      server.serve(metadataOf([Idp.idpKeys.cert]))
+      const idp = { metadataUrl: server.url, entryPoint: Idp.idpSsoUrl, idpCert: Idp.idpKeys.cert }
+      const sp = yield* Sp.serve(Sp.memory, { idp })
+      assert.strictEqual((yield* logIn(sp, Idp.idpKeys)).status, 302)
+      // The Issuer is still checked, against the metadata's entityID.
+      const foreign = yield* logIn(sp, Idp.idpKeys, "https://other.example.test/idp")
+      assert.strictEqual(foreign.status, 401)
+      // Its fallback cannot say which Issuer to accept: while the metadata was never read, 503 (and
+      // the boot warns), never a login with an unchecked Issuer.
+      const down = yield* metadataServer
+      const unread = yield* Sp.serve(Sp.memory, { idp: { ...idp, metadataUrl: down.url } })
+      assert.strictEqual((yield* Sp.Browser.get(`${unread.served.url}/saml/login`)).status, 503)
+      assert.include(IdpSource.unusableFallback({ ...idp, metadataUrl: down.url }) ?? "", "idp.entityId")
+      assert.isUndefined(IdpSource.unusableFallback({ ...idp, entityId: Idp.idpEntityId }))
+    }))
+
+  it("an explicit configuration without metadata must name idp.entityId, and its refusal says why", () => {
+    const { entityId: _, ...withoutEntityId } = Sp.baseOptions.idp
+    assert.throws(() => samlSsoPlugin({ ...Sp.baseOptions, idp: withoutEntityId }), SamlConfigInvalid, /idp\.entityId is required only for an explicit configuration without metadata/)
+    assert.throws(() => samlSsoPlugin({ ...Sp.baseOptions, idp: { entityId: Idp.idpEntityId, entryPoint: Idp.idpSsoUrl } }), SamlConfigInvalid, /idp\.metadataUrl, or idp\.entryPoint and idp\.idpCert/)
+    assert.throws(() => samlSsoPlugin({ ...Sp.baseOptions, idp: { metadataUrl: "metadata.xml" } }), SamlConfigInvalid, /not an absolute URL/)
+    assert.doesNotThrow(() => samlSsoPlugin({ ...Sp.baseOptions, idp: { metadataUrl: "https://idp.example.test/metadata" } }))
+  })
+
+  it.scoped("metadataRefreshMs: 0 disables the refresh (a sibling with a schedule refreshes on the same clock)", () =>
+    Effect.gen(function*() {
+      yield* TestClock.setTime(at)
+      const off = yield* metadataServer
+      const on = yield* metadataServer
+      off.serve(metadataOf([Idp.idpKeys.cert]))
+      on.serve(metadataOf([Idp.idpKeys.cert]))
+      const withoutRefresh = yield* Sp.serve(Sp.memory, { idp: { metadataUrl: off.url, metadataRefreshMs: 0 } })
+      const withRefresh = yield* Sp.serve(Sp.memory, { idp: { metadataUrl: on.url, metadataRefreshMs: 3_600_000 } })
+      assert.strictEqual((yield* logIn(withoutRefresh, Idp.idpKeys)).status, 302)
+      assert.strictEqual((yield* logIn(withRefresh, Idp.idpKeys)).status, 302)
+      assert.deepStrictEqual([off.fetches(), on.fetches()], [1, 1])
+      // The IdP rotates its key: only the refreshing SP sees it.
+      off.serve(metadataOf([Idp.rotatedIdpKeys.cert]))
+      on.serve(metadataOf([Idp.rotatedIdpKeys.cert]))
+      yield* TestClock.adjust("3 hours")
+      yield* fetched(on, 4)
+      assert.deepStrictEqual([off.fetches(), on.fetches()], [1, 4])
+      assert.strictEqual((yield* logIn(withRefresh, Idp.rotatedIdpKeys)).status, 302)
+      assert.strictEqual((yield* logIn(withoutRefresh, Idp.rotatedIdpKeys)).status, 401)
+      assert.strictEqual(off.fetches(), 1)
     }))
 })

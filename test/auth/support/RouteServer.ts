@@ -4,13 +4,14 @@
  * Store and a fetch HttpClient, and reads `Config` from the ConfigProvider `config` returns for
  * that request.
  */
-import { FetchHttpClient, HttpClient, HttpLayerRouter, HttpRouter, HttpServer } from "@effect/platform"
+import { FetchHttpClient, HttpClient, HttpLayerRouter, HttpRouter, HttpServer, HttpServerRequest } from "@effect/platform"
 import type { HttpServerError } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import type { ConfigProvider, Scope } from "effect"
 import { Context, Effect, Layer } from "effect"
 import { createServer } from "node:http"
 import * as BodyRead from "../../../src/app/BodyRead.js"
+import * as ByteStream from "../../../src/app/ByteStream.js"
 import * as Plugin from "../../../src/app/Plugin.js"
 import * as BodyLimit from "../../../src/http/BodyLimit.js"
 import { Store } from "../../../src/kernel/Store.js"
@@ -35,7 +36,8 @@ export const serveRoutes = <E>(
               const defined = Object.fromEntries(
                 Object.entries(params).filter((entry): entry is [string, string] => entry[1] !== undefined)
               )
-              return yield* route.handler.pipe(
+              const request = yield* HttpServerRequest.HttpServerRequest
+              const result = yield* route.handler.pipe(
                 Effect.provideService(Store, store),
                 Effect.provideService(HttpClient.HttpClient, client),
                 Effect.provideService(Plugin.RouteParams, defined),
@@ -44,6 +46,7 @@ export const serveRoutes = <E>(
                 Effect.provideService(Subject.CurrentSubject, Subject.anonymous),
                 Effect.withConfigProvider(options.config())
               )
+              return ByteStream.toResponse(result, request.method)
             })
           )
         }
