@@ -56,7 +56,7 @@ const bare = HttpLayerRouter.use((router) =>
 const seed = Layer.effectDiscard(Effect.flatMap(Store.Store, (store) => store.insert(Items, { id: "i1", tenantId: "t1", name: "apple", price: 3 })))
 
 const Main = Layer.mergeAll(
-  Server.layer(app, { routes: bare }),
+  Server.layer(app, { routes: bare, announce: false }),
   seed,
   Layer.effectDiscard(Effect.map(HttpServer.HttpServer, (server) => {
     if (server.address._tag === "TcpAddress") console.log(`PORT ${server.address.port}`)

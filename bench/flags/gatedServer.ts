@@ -11,7 +11,7 @@ import * as Store from "../../src/kernel/Store.js"
 import { app, seed } from "./gatedApp.js"
 
 const Main = Layer.mergeAll(
-  Server.layer(app),
+  Server.layer(app, { announce: false }),
   seed,
   Layer.effectDiscard(Effect.flatMap(HttpServer.HttpServer, (server) =>
     Effect.sync(() => console.log(`PORT ${server.address._tag === "TcpAddress" ? server.address.port : 0}`))))

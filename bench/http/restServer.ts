@@ -9,7 +9,7 @@ import * as Store from "../../src/kernel/Store.js"
 import { app, bare } from "./restApp.js"
 
 Layer.launch(Layer.mergeAll(
-  Server.layer(app, { routes: bare }),
+  Server.layer(app, { routes: bare, announce: false }),
   Layer.effectDiscard(Effect.map(HttpServer.HttpServer, (server) => {
     if (server.address._tag === "TcpAddress") console.log(`PORT ${server.address.port}`)
   }))

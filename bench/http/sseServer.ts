@@ -53,7 +53,7 @@ const bare = HttpLayerRouter.use((router) =>
 )
 
 Layer.launch(Layer.mergeAll(
-  Server.layer(app, { routes: bare }),
+  Server.layer(app, { routes: bare, announce: false }),
   Layer.effectDiscard(Effect.map(HttpServer.HttpServer, (server) => {
     if (server.address._tag === "TcpAddress") console.log(`PORT ${server.address.port}`)
   }))

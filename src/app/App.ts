@@ -43,8 +43,36 @@ export interface Options {
      * `CrossSite` and docs/security.md.
      */
     readonly trustedOrigins?: ReadonlyArray<string>
+    /**
+     * CORS for browser pages on other origins (off by default): REST routes, projections,
+     * `POST /rpc` and SSE answer them with `Access-Control-*` headers and preflights with 204.
+     * See `Cors` and docs/security.md.
+     */
+    readonly cors?: CorsOptions
   }
   readonly idempotency?: IdempotencyOption
+}
+
+/** `http.cors`: which origins may call the app from a browser, and how. */
+export interface CorsOptions {
+  /** Origins (`https://app.example.com`) allowed to read answers, or `"*"` for any (then no credentials). */
+  readonly origins: ReadonlyArray<string> | "*"
+  /**
+   * Whether those pages may send cookies (`fetch(..., {credentials: "include"})`). The origins are
+   * then trusted for cookie-authenticated requests too (as if listed in `http.trustedOrigins`).
+   */
+  readonly credentials?: boolean
+  /** Request headers a page may send besides `content-type`, `authorization` and `idempotency-key`. */
+  readonly headers?: ReadonlyArray<string>
+}
+
+/** Normalised `http.cors`. */
+export interface Cors {
+  /** Normalised origins, or `"*"`. */
+  readonly origins: ReadonlySet<string> | "*"
+  readonly credentials: boolean
+  /** Lower-cased allowed request headers, the defaults included. */
+  readonly headers: ReadonlyArray<string>
 }
 
 /** A defined app: its options, normalised and checked. */
@@ -59,8 +87,10 @@ export interface App {
   readonly plugins: ReadonlyArray<Plugin.Plugin>
   readonly auth: ReadonlyArray<AuthStrategy.AuthStrategy>
   readonly maxBodyBytes: number | undefined
-  /** Normalised `http.trustedOrigins`. */
+  /** Normalised `http.trustedOrigins` (with the CORS origins when `http.cors.credentials`). */
   readonly trustedOrigins: ReadonlySet<string>
+  /** Normalised `http.cors`; undefined when off. */
+  readonly cors: Cors | undefined
   readonly idempotency: IdempotencyOption
 }
 
@@ -113,14 +143,17 @@ export const defineApp = (options: Options): App => {
     procedures.set(procedure.tag, procedure)
   }
   const auth = options.auth === undefined ? [] : Array.isArray(options.auth) ? options.auth : [options.auth]
-  const trustedOrigins = new Set<string>()
-  for (const origin of options.http?.trustedOrigins ?? []) {
+  const originOf = (setting: string, origin: string) => {
     const normalized = normalizeOrigin(origin)
     if (normalized === undefined || normalized !== origin.replace(/\/$/, "")) {
-      throw new AppDefinitionError(`http.trustedOrigins: "${origin}" is not an origin (scheme://host[:port], no path)`)
+      throw new AppDefinitionError(`${setting}: "${origin}" is not an origin (scheme://host[:port], no path)`)
     }
-    trustedOrigins.add(normalized)
+    return normalized
   }
+  const trustedOrigins = new Set<string>()
+  for (const origin of options.http?.trustedOrigins ?? []) trustedOrigins.add(originOf("http.trustedOrigins", origin))
+  const cors = corsOf(options.http?.cors, originOf)
+  if (cors !== undefined && cors.credentials && cors.origins !== "*") for (const origin of cors.origins) trustedOrigins.add(origin)
   return {
     _tag: "App",
     name: options.name ?? "app",
@@ -131,6 +164,29 @@ export const defineApp = (options: Options): App => {
     auth: auth as ReadonlyArray<AuthStrategy.AuthStrategy>,
     maxBodyBytes: options.http?.maxBodyBytes,
     trustedOrigins,
+    cors,
     idempotency: options.idempotency ?? false
+  }
+}
+
+/** Headers every CORS caller may send: JSON bodies, bearer tokens, idempotency keys. */
+const corsDefaultHeaders = ["content-type", "authorization", "idempotency-key"]
+
+const corsOf = (options: CorsOptions | undefined, originOf: (setting: string, origin: string) => string): Cors | undefined => {
+  if (options === undefined) return undefined
+  const credentials = options.credentials === true
+  if (options.origins === "*" && credentials) {
+    // Browsers refuse credentials with a wildcard origin: fail here rather than in every page.
+    throw new AppDefinitionError(`http.cors: origins "*" cannot be combined with credentials: true (list the origins)`)
+  }
+  const headers = new Set(corsDefaultHeaders)
+  for (const header of options.headers ?? []) {
+    if (!/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(header)) throw new AppDefinitionError(`http.cors.headers: "${header}" is not a header name`)
+    headers.add(header.toLowerCase())
+  }
+  return {
+    origins: options.origins === "*" ? "*" : new Set(options.origins.map((origin) => originOf("http.cors.origins", origin))),
+    credentials,
+    headers: [...headers]
   }
 }

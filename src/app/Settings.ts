@@ -54,3 +54,60 @@ export const checkNonNegativeInteger = (setting: string, value: unknown): void =
     throw new SettingInvalid({ setting, expected: "a non-negative integer" })
   }
 }
+
+/**
+ * Reading configuration where an app is declared (module top level, beside `defineApp`): these
+ * read `process.env` synchronously and throw `SettingInvalid` naming the variable and what is
+ * expected, so a missing secret stops the boot with that line (the `fw` CLI prints it alone)
+ * instead of a `TypeError` from deep inside the framework.
+ */
+const envText = (name: string): string | undefined => {
+  // `globalThis.process`: this module is also bundled for browsers, where no environment exists.
+  const raw = globalThis.process?.env[name]?.trim()
+  return raw === undefined || raw.length === 0 ? undefined : raw
+}
+
+/** Throws `SettingInvalid` without the stack: the message says all, and the stack would bury it. */
+const refuse = (setting: string, expected: string): never => {
+  const error = new SettingInvalid({ setting, expected })
+  error.stack = `SettingInvalid: ${error.message}`
+  throw error
+}
+
+/**
+ * A secret from the environment variable `name`: set, and at least `minBytes` bytes (default 32,
+ * what session signing needs). Never echoes the value.
+ */
+export const secretFromEnv = (name: string, options: { readonly minBytes?: number } = {}): string => {
+  const minBytes = options.minBytes ?? 32
+  const value = envText(name)
+  if (value === undefined) return refuse(name, `set to a secret of at least ${minBytes} bytes (e.g. the output of \`openssl rand -base64 48\`)`)
+  const bytes = new TextEncoder().encode(value).length
+  if (bytes < minBytes) return refuse(name, `a secret of at least ${minBytes} bytes (it has ${bytes})`)
+  return value
+}
+
+/**
+ * An http(s) or other absolute URL from the environment variable `name` (`protocols` limits the
+ * schemes, e.g. `["postgres:", "postgresql:"]`); unset means `fallback` when one is given.
+ */
+export const urlFromEnv = (
+  name: string,
+  options: { readonly fallback?: string; readonly protocols?: ReadonlyArray<string> } = {}
+): string => {
+  const value = envText(name) ?? options.fallback
+  const schemes = options.protocols === undefined ? "an absolute URL" : `a URL starting with ${options.protocols.join(" or ")}//`
+  if (value === undefined) return refuse(name, `set to ${schemes}`)
+  if (!URL.canParse(value)) return refuse(name, `${schemes} (it does not parse as a URL)`)
+  const protocol = new URL(value).protocol
+  if (options.protocols !== undefined && !options.protocols.includes(protocol)) return refuse(name, `${schemes} (it is ${protocol}//…)`)
+  return value
+}
+
+/** A positive integer from the environment variable `name`; unset or empty means `fallback` (throws `SettingInvalid`). */
+export const positiveIntegerFromEnvSync = (name: string, fallback: number): number => {
+  const text = envText(name)
+  if (text === undefined) return fallback
+  const value = positiveIntegerText.test(text) ? Number(text) : Number.NaN
+  return isPositiveInteger(value) ? value : refuse(name, "a positive integer (unset or empty for the default)")
+}

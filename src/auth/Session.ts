@@ -39,6 +39,8 @@ const checkSecret = (secret: string) => {
 
 /** Throws `SessionSecretTooShort` for a secret under 32 bytes: for constructors, which refuse at configuration time. */
 export const checkSecretSync = (secret: string): void => {
+  // `process.env.SESSION_SECRET!` when the variable is unset: say so, not a TypeError from Buffer.
+  if (typeof secret !== "string") throw new SessionSecretTooShort({ bytes: 0 })
   const bytes = Buffer.byteLength(secret)
   if (bytes < minimumSecretBytes) throw new SessionSecretTooShort({ bytes })
 }

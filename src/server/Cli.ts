@@ -6,7 +6,9 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { Console, Effect, Layer, Option, Schema } from "effect"
 import { createServer } from "node:http"
-import { pathToFileURL } from "node:url"
+import { spawn } from "node:child_process"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Aggregates from "../aggregates/index.js"
 import type { App } from "../app/App.js"
@@ -24,17 +26,68 @@ export class EntryInvalid extends Schema.TaggedError<EntryInvalid>()("EntryInval
   message: Schema.String
 }) {}
 
+/**
+ * The nearest `package.json` above `dir` whose `type` is not `"module"`, or undefined. An app
+ * folder left at npm's default (`"type": "commonjs"`, or no `type`) loads its `.ts` files as
+ * CommonJS, which cannot import the framework's ES modules (`ERR_REQUIRE_CYCLE_MODULE` deep inside).
+ */
+const commonJsPackage = (dir: string): string | undefined => {
+  for (let at = dir; ; at = path.dirname(at)) {
+    const file = path.join(at, "package.json")
+    if (fs.existsSync(file)) {
+      try {
+        const type = (JSON.parse(fs.readFileSync(file, "utf8")) as { readonly type?: unknown }).type
+        return type === "module" ? undefined : file
+      } catch {
+        return undefined
+      }
+    }
+    if (path.dirname(at) === at) return undefined
+  }
+}
+
+/** Whether the module's text declares its default export through `defineEntry`. */
+const declaresEntry = (source: string) =>
+  /\bdefineEntry\s*\(/.test(source) && /\bexport\s+default\b|\bas\s+default\b/.test(source)
+
+/**
+ * Checks the entry before evaluating it, so a file that is not an entry (the README's `main.ts`,
+ * which launches its own server at the top level) never starts anything behind the user's back.
+ */
+const precheck = (file: string) =>
+  Effect.gen(function*() {
+    const resolved = path.resolve(file)
+    if (!/\.(mts|mjs)$/.test(resolved)) {
+      const cjs = commonJsPackage(path.dirname(resolved))
+      if (cjs !== undefined) {
+        return yield* new EntryInvalid({
+          entry: file,
+          message: `${cjs} does not say "type": "module", so Node loads the app as CommonJS, which cannot load fw (an ES module package): add "type": "module" to it`
+        })
+      }
+    }
+    const source = yield* Effect.try({
+      try: () => fs.readFileSync(resolved, "utf8"),
+      catch: (error) => new EntryInvalid({ entry: file, message: `cannot read it: ${String(error)}` })
+    })
+    if (!declaresEntry(source)) {
+      return yield* new EntryInvalid({
+        entry: file,
+        message: "not an entry module: its default export must be defineEntry({app, store}) (the file was not run; " +
+          "keep a program that launches its own server, like the README's main.ts, separate from the entry)"
+      })
+    }
+  })
+
 const loadEntry = (file: string) =>
-  Effect.tryPromise({
+  precheck(file).pipe(Effect.zipRight(Effect.tryPromise({
     try: () => import(pathToFileURL(path.resolve(file)).href) as Promise<{ readonly default?: Entry }>,
-    catch: (error) => new EntryInvalid({ entry: file, message: String(error) })
-  }).pipe(
-    Effect.flatMap((module) =>
-      module.default?.app?._tag === "App"
-        ? Effect.succeed(module.default)
-        : Effect.fail(new EntryInvalid({ entry: file, message: "the default export must be defineEntry({app, store})" }))
-    )
-  )
+    // The first line: the rest of a load failure is a stack or a code frame.
+    catch: (error) => new EntryInvalid({ entry: file, message: (error instanceof Error ? error.message : String(error)).split("\n")[0]! })
+  })), Effect.flatMap((module) =>
+    module.default?.app?._tag === "App"
+      ? Effect.succeed(module.default)
+      : Effect.fail(new EntryInvalid({ entry: file, message: "the default export must be defineEntry({app, store})" }))))
 
 const entryArg = Args.file({ name: "entry", exists: "yes" })
 
@@ -73,14 +126,11 @@ const serve = (file: string, dev: boolean) =>
     const port = yield* Settings.positiveIntegerFromEnv("PORT", entry.port ?? 3000)
     const host = entry.host ?? "127.0.0.1"
     const served = yield* withAggregates(file, entry.app, dev)
+    // The server prints the startup line once it listens.
     const main = Server.layer(served.app, { applySchema: dev, logRequests: dev }).pipe(
       Layer.provide(served.layer),
       Layer.provide(entry.store),
       Layer.provide(NodeHttpServer.layer(createServer, { port, host }))
-    )
-    yield* Effect.logInfo(
-      `fw ${dev ? "dev" : "serve"}: "${entry.app.name}" on http://${host}:${port} ` +
-        `(rpc ws://${host}:${port}/rpc and POST /rpc, OpenAPI /openapi.json, inspect /_fw/inspect/)`
     )
     if (served.aggregates.length > 0) {
       yield* Effect.logInfo(`fw: aggregates from *.aggregate.ts: ${served.aggregates.map((a) => a.name).join(", ")}`)
@@ -88,9 +138,34 @@ const serve = (file: string, dev: boolean) =>
     return yield* Layer.launch(main)
   })
 
-const dev = Command.make("dev", { entry: entryArg }, ({ entry }) => serve(entry, true)).pipe(
-  Command.withDescription("apply the schema, then serve the app with request logs")
-)
+/** Set in the process `fw dev` runs under `tsx watch`: that one serves, its parent only watches. */
+const watchedChild = "FW_DEV_WATCHED"
+
+/**
+ * `fw dev`: the CLI again under `tsx watch`, which restarts it when the entry or any file it
+ * imports changes. The entry is checked here first, so a mistake is one line, not a restart loop.
+ */
+const watch = (file: string) =>
+  Effect.gen(function*() {
+    yield* precheck(file)
+    const cli = process.argv[1]
+    if (cli === undefined) return yield* serve(file, true)
+    const tsx = fileURLToPath(import.meta.resolve("tsx/cli"))
+    const exitCode = yield* Effect.async<number>((resume) => {
+      const child = spawn(process.execPath, [tsx, "watch", "--clear-screen=false", cli, "dev", file], {
+        stdio: "inherit",
+        env: { ...process.env, [watchedChild]: "1" }
+      })
+      child.on("exit", (code) => resume(Effect.succeed(code ?? 0)))
+      return Effect.sync(() => child.kill("SIGTERM"))
+    })
+    if (exitCode !== 0) process.exitCode = exitCode
+  })
+
+const dev = Command.make("dev", { entry: entryArg }, ({ entry }) =>
+  process.env[watchedChild] === "1" ? serve(entry, true) : watch(entry)).pipe(
+    Command.withDescription("apply the schema, then serve the app with request logs, restarting when a file changes")
+  )
 
 const serveCommand = Command.make("serve", { entry: entryArg }, ({ entry }) => serve(entry, false)).pipe(
   Command.withDescription("serve the app")
@@ -114,7 +189,7 @@ const apply = Command.make(
     }).pipe(Effect.provide(Layer.unwrapEffect(Effect.map(loadEntry(file), (entry) => entry.store))))
 ).pipe(Command.withDescription("create the missing tables, columns and indexes"))
 
-const db = Command.make("db").pipe(Command.withSubcommands([apply]))
+const db = Command.make("db").pipe(Command.withDescription("the database schema"), Command.withSubcommands([apply]))
 
 /** One line of progress: a bar, the share, the rows and the phase (redrawn in place on a terminal). */
 const progressLine = (progress: Search.ReindexProgress): string => {
@@ -155,7 +230,10 @@ const init = Command.make("init", { dir: Args.text({ name: "dir" }) }, ({ dir })
   })).pipe(Command.withDescription("scaffold an app (entry, one table, procedures, a test) in a new directory"))
 
 /** The `fw` command. */
-export const command = Command.make("fw").pipe(Command.withSubcommands([dev, serveCommand, db, search, init]))
+export const command = Command.make("fw").pipe(
+  Command.withDescription("serve an fw app, manage its database and indexes, scaffold a new one; ENTRY is a module whose default export is defineEntry({app, store})"),
+  Command.withSubcommands([dev, serveCommand, db, search, init])
+)
 
 /** Runs the CLI with `argv`. */
 export const run = Command.run(command, { name: "fw", version: "0.1.0" })

@@ -33,6 +33,12 @@ const outputDefect = { _tag: "Failure", cause: { _tag: "Die", defect: "the outpu
 
 const defect = (message: string) => ({ _tag: "Defect", defect: { name: "RpcProtocolError", message } })
 
+/**
+ * A body that is not rpc messages: 400, its body still the rpc wire format (an array holding one
+ * `Defect`), which `RpcClient`'s HTTP transport reads whatever the status.
+ */
+const malformed = (message: string) => HttpServerResponse.unsafeJson([defect(message)], { status: 400 })
+
 /** The most messages one `POST /rpc` body may carry (a client batches the calls of one tick). */
 export const maxMessagesPerBody = 1000
 const batchConcurrency = 16
@@ -49,11 +55,8 @@ export const make = (runtime: RuntimeShape) => {
     return encode
   }
 
-  const answer = (raw: unknown, transportHeaders: Headers.Headers) =>
+  const answer = (message: typeof RequestMessage.Type, transportHeaders: Headers.Headers) =>
     Effect.gen(function*() {
-      const decoded = decodeRequest(raw)
-      if (Option.isNone(decoded)) return defect("expected an rpc Request message")
-      const message = decoded.value
       const failWith = (error: ProcedureError) => ({ _tag: "Exit", requestId: message.id, exit: failureExit(error) })
       if (message.tag.endsWith(liveSuffix) && runtime.app.procedures.has(message.tag.slice(0, -liveSuffix.length))) {
         return failWith(new ProcedureFailure({ status: 400, message: "live queries need the WebSocket transport" }))
@@ -78,12 +81,19 @@ export const make = (runtime: RuntimeShape) => {
       try {
         parsed = JSON.parse(new TextDecoder().decode(body))
       } catch (error) {
-        return HttpServerResponse.unsafeJson([defect(error instanceof Error ? error.message : "malformed JSON")])
+        return malformed(error instanceof Error ? error.message : "malformed JSON")
       }
-      const messages = Array.isArray(parsed) ? parsed : [parsed]
+      const raw = Array.isArray(parsed) ? parsed : [parsed]
       // One body is one client's batch: bounded, so a single request cannot occupy the server.
-      if (messages.length > maxMessagesPerBody) {
+      if (raw.length > maxMessagesPerBody) {
         return HttpResponses.error(413, "BatchTooLarge", `at most ${maxMessagesPerBody} rpc messages per request`)
+      }
+      const messages: Array<typeof RequestMessage.Type> = []
+      for (const message of raw) {
+        const decoded = decodeRequest(message)
+        // Checked before any call runs: a malformed batch runs none of its calls.
+        if (Option.isNone(decoded)) return malformed("expected an rpc Request message (or an array of them)")
+        messages.push(decoded.value)
       }
       const answers = yield* Effect.forEach(messages, (message) => answer(message, request.headers), { concurrency: batchConcurrency })
       return HttpServerResponse.unsafeJson(answers)

@@ -11,6 +11,7 @@
  * Layer.launch(Main).pipe(NodeRuntime.runMain)
  * ```
  */
+import { HttpServer as HttpServerModule } from "@effect/platform"
 import type { HttpServer } from "@effect/platform"
 import {
   FetchHttpClient,
@@ -21,7 +22,7 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { RpcSerialization, RpcServer } from "@effect/rpc"
-import { Cause, Effect, Either, Layer } from "effect"
+import { Cause, Console, Effect, Either, Layer } from "effect"
 import * as BodyLimit from "../http/BodyLimit.js"
 import * as Http from "../http/Http.js"
 import * as Dashboard from "../inspect/Dashboard.js"
@@ -37,6 +38,8 @@ import * as ByteStream from "../app/ByteStream.js"
 import * as CrossSite from "../app/CrossSite.js"
 import * as PluginServices from "../app/PluginServices.js"
 import type * as Settings from "../app/Settings.js"
+import * as Cors from "./Cors.js"
+import * as NotFound from "./NotFound.js"
 import * as PluginHost from "./PluginHost.js"
 import * as RpcGroup from "../app/RpcGroup.js"
 import * as Rpc from "./Rpc.js"
@@ -51,6 +54,11 @@ export interface Options {
   readonly applySchema?: boolean
   /** Log every request. Default false. */
   readonly logRequests?: boolean
+  /**
+   * Print `fw: serving <app> on http://host:port (docs at /docs)` once listening. Default true;
+   * tests and embedding programs turn it off.
+   */
+  readonly announce?: boolean
   /** Extra `HttpLayerRouter` routes served on the same listener (health checks, webhooks, ...). */
   readonly routes?: Layer.Layer<never, never, HttpLayerRouter.HttpRouter | Store | ChangeTap>
 }
@@ -68,7 +76,16 @@ const websocketProtocol = Layer.effect(
     const router = yield* HttpLayerRouter.HttpRouter
     const runtime = yield* Runtime.Runtime
     const { httpApp, protocol } = yield* RpcServer.makeProtocolWithHttpAppWebsocket
-    yield* router.add("GET", rpcPath, CrossSite.guarded(runtime, httpApp))
+    // A plain GET (a browser opening the URL) gets the JSON error shape, not an empty 400.
+    const upgradeOnly = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      request.headers["upgrade"]?.toLowerCase() === "websocket"
+        ? httpApp
+        : Effect.succeed(HttpResponses.error(
+          400,
+          "UpgradeRequired",
+          `GET ${rpcPath} is the rpc WebSocket: send Upgrade: websocket, or call procedures with POST ${rpcPath}`
+        )))
+    yield* router.add("GET", rpcPath, CrossSite.guarded(runtime, upgradeOnly))
     return protocol
   })
 )
@@ -157,6 +174,21 @@ const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
 /** A 200 `ok` at `GET /_fw/health`, for load balancers. */
 const health = HttpLayerRouter.add("GET", "/_fw/health", HttpServerResponse.text("ok"))
 
+/**
+ * The listener's edge, around every route and the route lookup: the JSON 404 for unknown paths,
+ * and CORS outside it (so a 404 to an allowed origin is readable too).
+ */
+const edge = (app: App) =>
+  HttpLayerRouter.middleware(
+    (httpEffect) => app.cors === undefined ? NotFound.middleware(httpEffect) : Cors.middleware(app.cors)(NotFound.middleware(httpEffect)),
+    { global: true }
+  )
+
+/** The startup line, on the listener's address. */
+const announce = (app: App) =>
+  Effect.flatMap(HttpServerModule.HttpServer, (server) =>
+    Console.log(`fw: serving ${app.name} on ${HttpServerModule.formatAddress(server.address)} (docs at /docs)`))
+
 /** Every route of the app, before serving. */
 export const routes = (app: App) =>
   Layer.unwrapEffect(Effect.gen(function*() {
@@ -173,6 +205,7 @@ export const routes = (app: App) =>
       Inspect.routes(maxBodyBytes),
       Dashboard.routes,
       health,
+      edge(app),
       ...app.plugins.map((plugin) => pluginRoutes(plugin, maxBodyBytes)),
       ...app.plugins.map((plugin) => Layer.scopedDiscard(PluginHost.start(plugin)))
     )
@@ -190,6 +223,7 @@ export const layer = (
     disableLogger: options.logRequests !== true,
     disableListenLog: true
   }).pipe(
+    Layer.tap(() => options.announce === false ? Effect.void : announce(app)),
     Layer.provide(Runtime.layer(app)),
     Layer.provide(options.applySchema === true ? SchemaApply.layer(app.tables) : Layer.empty),
     Layer.provide(FetchHttpClient.layer)

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+import { ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer, Logger } from "effect"
 import * as Cli from "./Cli.js"
@@ -8,6 +9,8 @@ import * as Cli from "./Cli.js"
 const json = process.env.FW_LOG_FORMAT === "json"
 
 Cli.run(process.argv).pipe(
+  // A usage mistake (a missing argument, an unknown command): @effect/cli has printed it already.
+  Effect.catchIf(ValidationError.isValidationError, () => Effect.sync(() => process.exitCode = 1)),
   Effect.catchIf(
     (error): error is Cli.EntryInvalid => error instanceof Cli.EntryInvalid,
     (error) => Console.error(`fw: ${error.entry}: ${error.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))

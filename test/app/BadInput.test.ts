@@ -78,6 +78,7 @@ describe("bad input", () => {
     Effect.gen(function*() {
       const served = yield* Serve.serve(app, memory)
       const garbage = yield* post(served.rpcUrl, "{not json")
+      assert.strictEqual(garbage.status, 400)
       assert.include(garbage.text, "Defect")
       const answers = yield* wsExchange(served.wsUrl, ["{not json", frame("notes.list", {}, [["authorization", "Bearer tok-alice"]])], 2)
       assert.strictEqual(answers[0]!._tag, "Defect")
@@ -172,6 +173,8 @@ describe("bad input", () => {
         assert.notInclude(JSON.stringify(result), "hunter2")
         assert.notInclude(JSON.stringify(result), "boom")
       }
+      // Logged for the operator (captured by the helper, not printed): the answer carried only a trace id.
+      assert.strictEqual(served.logs.filter((line) => line.startsWith("ERROR procedure \"test.fail\" failed unexpectedly")).length, 2)
       const refused = yield* Effect.either(client.call(addNote, { text: "x", rank: 1 }, { headers: bearer("tok-carol") }))
       assert.isTrue(Either.isLeft(refused) && refused.left._tag === "GuardRefused" && refused.left.status === 403)
     }))

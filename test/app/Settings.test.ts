@@ -6,6 +6,8 @@ import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Serve from "../support/Serve.js"
 import * as Jwks from "../../src/auth/Jwks.js"
+import { SessionSecretTooShort } from "../../src/auth/Errors.js"
+import { passwordSessionStrategy } from "../../src/auth/Session.js"
 import { rowHistoryPlugin } from "../../src/history/RowHistory.js"
 import { samlSsoPlugin } from "../../src/saml/SamlSsoPlugin.js"
 import * as Sp from "../saml/support/Sp.js"
@@ -70,5 +72,53 @@ describe("numbers from the environment and from options", () => {
     assert.throws(() => rowHistoryPlugin({ batchSize: -3 }), /rowHistoryPlugin\.batchSize must be a positive integer/)
     // 0 keeps its meaning where it has one: no skew, metadata refresh off.
     assert.doesNotThrow(() => samlSsoPlugin({ ...Sp.baseOptions, acceptedClockSkewMs: 0, idp: { ...Sp.baseOptions.idp, metadataRefreshMs: 0 } }))
+  })
+})
+
+describe("configuration read where the app is declared", () => {
+  const withEnv = <A>(env: Record<string, string | undefined>, read: () => A): A => {
+    const saved = Object.fromEntries(Object.keys(env).map((name) => [name, process.env[name]]))
+    for (const [name, value] of Object.entries(env)) value === undefined ? delete process.env[name] : process.env[name] = value
+    try {
+      return read()
+    } finally {
+      for (const [name, value] of Object.entries(saved)) value === undefined ? delete process.env[name] : process.env[name] = value
+    }
+  }
+  const refusal = (env: Record<string, string | undefined>, read: () => unknown): string => {
+    try {
+      withEnv(env, read)
+    } catch (error) {
+      assert.instanceOf(error, Settings.SettingInvalid)
+      // One line, naming the variable: what a user sees at boot.
+      assert.notInclude(String((error as Error).stack), "\n")
+      return (error as Error).message
+    }
+    return assert.fail("expected SettingInvalid")
+  }
+
+  it("a missing, empty or short secret names the variable and never echoes the value", () => {
+    assert.match(refusal({ SESSION_SECRET: undefined }, () => Settings.secretFromEnv("SESSION_SECRET")), /^SESSION_SECRET must be set to a secret of at least 32 bytes/)
+    assert.match(refusal({ SESSION_SECRET: "  " }, () => Settings.secretFromEnv("SESSION_SECRET")), /^SESSION_SECRET must be set/)
+    const short = refusal({ SESSION_SECRET: "hunter2" }, () => Settings.secretFromEnv("SESSION_SECRET"))
+    assert.strictEqual(short, "SESSION_SECRET must be a secret of at least 32 bytes (it has 7)")
+    assert.strictEqual(withEnv({ SESSION_SECRET: "x".repeat(32) }, () => Settings.secretFromEnv("SESSION_SECRET")), "x".repeat(32))
+  })
+
+  it("URLs: unset without a fallback, unparsable, or of another scheme name the variable", () => {
+    assert.match(refusal({ DATABASE_URL: undefined }, () => Settings.urlFromEnv("DATABASE_URL")), /^DATABASE_URL must be set to an absolute URL/)
+    assert.match(refusal({ DATABASE_URL: "localhost:5432" }, () => Settings.urlFromEnv("DATABASE_URL", { protocols: ["postgres:"] })), /^DATABASE_URL must be a URL starting with postgres:\/\/ \(it is localhost:/)
+    assert.match(refusal({ DATABASE_URL: "not a url" }, () => Settings.urlFromEnv("DATABASE_URL")), /does not parse/)
+    assert.strictEqual(withEnv({ DATABASE_URL: undefined }, () => Settings.urlFromEnv("DATABASE_URL", { fallback: "postgres://db/app" })), "postgres://db/app")
+  })
+
+  it("numbers: unset means the default, nonsense names the variable", () => {
+    assert.strictEqual(withEnv({ WORKERS: undefined }, () => Settings.positiveIntegerFromEnvSync("WORKERS", 4)), 4)
+    assert.strictEqual(withEnv({ WORKERS: "8" }, () => Settings.positiveIntegerFromEnvSync("WORKERS", 4)), 8)
+    assert.match(refusal({ WORKERS: "eight" }, () => Settings.positiveIntegerFromEnvSync("WORKERS", 4)), /^WORKERS must be a positive integer/)
+  })
+
+  it("passwordSessionStrategy given an unset variable says what is wrong, not a TypeError", () => {
+    assert.throws(() => passwordSessionStrategy({ secret: undefined as unknown as string }), SessionSecretTooShort)
   })
 })

@@ -72,7 +72,7 @@ const main = () => {
     })
   )
   const Main = Layer.mergeAll(
-    Server.layer(process.env.FW_HISTORY === "off" ? appWithoutHistory : app, { routes: events }),
+    Server.layer(process.env.FW_HISTORY === "off" ? appWithoutHistory : app, { routes: events, announce: false }),
     Layer.effectDiscard(Effect.map(HttpServer.HttpServer, (server) => {
       if (server.address._tag === "TcpAddress") console.log(`PORT ${server.address.port}`)
     }))

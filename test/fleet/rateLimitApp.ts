@@ -38,7 +38,7 @@ const main = () => {
   if (url === undefined) throw new Error("DATABASE_URL is required")
   const app = defineApp({ name: "rate-limit-replica", restRoutes: [hit], auth: [everyone] })
   const Main = Layer.mergeAll(
-    Server.layer(app),
+    Server.layer(app, { announce: false }),
     Layer.effectDiscard(Effect.map(HttpServer.HttpServer, (server) => {
       if (server.address._tag === "TcpAddress") console.log(`PORT ${server.address.port}`)
     }))

@@ -126,7 +126,7 @@ describe("the REST pipeline, step by step", () => {
 
   it.scopedLive("5. handler: a {status, message} failure keeps its status; anything else is 500 without internals", () =>
     Effect.gen(function*() {
-      const { url } = yield* served
+      const { logs, url } = yield* served
       const teapot = yield* send(`${url}/teapot?how=status`)
       assert.strictEqual(teapot.status, 418)
       assert.deepStrictEqual(teapot.json(), { _tag: "ProcedureFailure", message: "short and stout" })
@@ -139,6 +139,8 @@ describe("the REST pipeline, step by step", () => {
         assert.notInclude(failed.text, "hunter2")
         assert.notInclude(failed.text, "10.0.0.7")
       }
+      // The cause is in the server log (captured by the helper, not printed), not in the answer.
+      assert.isTrue(logs.some((line) => line.startsWith("ERROR GET /teapot failed unexpectedly")), logs.join("\n"))
       const missing = yield* send(`${url}/v2/notes/nope`, { headers: bearer("tok-alice") })
       assert.strictEqual(missing.status, 404)
     }))

@@ -15,7 +15,7 @@ const freePort = () =>
     })
   })
 
-/** Runs `fw dev` on the in-memory fixture until its first log line, then stops it. */
+/** Runs `fw dev` on the fixture (SQLite in memory) until it logs its schema step, then stops it. */
 const firstLogLine = async (format: string | undefined) => {
   const port = await freePort()
   const env: Record<string, string | undefined> = { ...process.env, PORT: String(port), FW_LOG_FORMAT: format }
@@ -28,7 +28,7 @@ const firstLogLine = async (format: string | undefined) => {
     let output = ""
     const onData = (chunk: Buffer) => {
       output += String(chunk)
-      const line = output.split("\n").find((l) => l.includes("fw dev"))
+      const line = output.split("\n").find((l) => l.includes("schema: create table notes"))
       if (line !== undefined) {
         child.kill()
         resolve(line)
@@ -45,11 +45,11 @@ describe("FW_LOG_FORMAT", () => {
     const line = await firstLogLine("json")
     const parsed = JSON.parse(line) as { logLevel: string; message: string }
     assert.strictEqual(parsed.logLevel, "INFO")
-    assert.include(parsed.message, "fw dev: \"cli-test\"")
+    assert.include(parsed.message, "schema: create table notes")
   }, 60_000)
 
   it("unset: the pretty line of a terminal", async () => {
     const line = await firstLogLine(undefined)
-    assert.match(line, /^\[[\d:.]+\] INFO \(#\d+\): fw dev/)
+    assert.match(line, /^\[[\d:.]+\] INFO \(#\d+\): schema: create table notes/)
   }, 60_000)
 })

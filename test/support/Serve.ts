@@ -4,7 +4,7 @@
 import { HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import type { Scope } from "effect"
-import { Context, Effect, Layer } from "effect"
+import { Cause, Context, Effect, Layer, Logger } from "effect"
 import { createServer } from "node:http"
 import type { App } from "../../src/app/App.js"
 import * as Server from "../../src/server/Server.js"
@@ -17,7 +17,20 @@ export interface Served {
   readonly url: string
   readonly rpcUrl: string
   readonly wsUrl: string
+  /**
+   * What the server logged (`LEVEL message`), captured rather than printed: a test that provokes
+   * an error log asserts on it here, and the test output shows failures, not expected noise.
+   */
+  readonly logs: ReadonlyArray<string>
 }
+
+/** A logger keeping each line as `LEVEL message` (the cause's first line appended). */
+const capture = (lines: Array<string>) =>
+  Logger.make(({ cause, logLevel, message }) => {
+    const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
+    const failure = Cause.isEmpty(cause) ? "" : `: ${Cause.pretty(cause).split("\n")[0]}`
+    lines.push(`${logLevel.label} ${text}${failure}`)
+  })
 
 /** Serves `app` over `storeLayer` until the scope closes (on `port`; by default a free one). */
 export const serve = <E>(
@@ -27,16 +40,18 @@ export const serve = <E>(
   port = 0
 ): Effect.Effect<Served, unknown, Scope.Scope> =>
   Effect.gen(function*() {
+    const logs: Array<string> = []
+    // Requests run on the runtime the server captured at build time: the logger set here is theirs.
     const context = yield* Layer.build(
-      Server.layer(app, options).pipe(
+      Server.layer(app, { announce: false, ...options }).pipe(
         Layer.provide(storeLayer),
         Layer.provideMerge(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" }))
       )
-    )
+    ).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture(logs))))
     const { address } = Context.get(context, HttpServer.HttpServer)
     if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
     const url = `http://127.0.0.1:${address.port}`
-    return { url, rpcUrl: `${url}/rpc`, wsUrl: `ws://127.0.0.1:${address.port}/rpc` }
+    return { url, rpcUrl: `${url}/rpc`, wsUrl: `ws://127.0.0.1:${address.port}/rpc`, logs }
   })
 
 /** A client over `POST /rpc`. */
