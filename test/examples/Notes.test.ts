@@ -152,6 +152,18 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
 
       // The flag-gated feature: off, no delete button; toggled on the dashboard, the page re-renders.
       assert.strictEqual(yield* promise(() => first.locator("button.delete").count()), 0)
+      // Not only hidden: the server refuses the call while the flag is off (the page's own cookie).
+      const refused = yield* promise(() =>
+        first.evaluate(async () => {
+          const response = await fetch("/rpc", {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ _tag: "Request", id: "1", tag: "notes.delete", payload: { id: "any" }, headers: [] })
+          })
+          return response.text()
+        })
+      )
+      assert.include(refused, "FlagDisabled")
       const ops = yield* context
       const dashboard = yield* promise(() => ops.newPage())
       yield* promise(async () => {
