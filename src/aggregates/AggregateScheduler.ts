@@ -13,6 +13,7 @@ import { SqlClient } from "@effect/sql"
 import type { Queue } from "effect"
 import { Cause, PubSub, Scope, Clock, Context, Cron, Effect, Either, Fiber, Layer, Option, ParseResult, Ref, Schema } from "effect"
 import { ChangeTap } from "../kernel/ChangeTap.js"
+import type { PendingChange } from "../kernel/ChangeTap.js"
 import type { StoreUnavailable } from "../kernel/Errors.js"
 import { Store } from "../kernel/Store.js"
 import type { StoreShape } from "../kernel/Store.js"
@@ -153,13 +154,19 @@ export const select = (rows: ReadonlyArray<unknown>, options: ReadOptions): Read
 /** How the tier runs incremental maintenance. */
 interface Backend {
   readonly storage: StorageShape
-  readonly rescan: Incremental.Rescan
   readonly rebuild: (shape: Incremental.Shape, at: number) => Effect.Effect<void, StoreUnavailable>
-  /**
-   * SQL tiers: installs the database triggers that maintain every incremental aggregate (and drops
-   * those of aggregates no longer declared). Without it, deltas are applied by a ChangeTap stager.
-   */
-  readonly install?: (shapes: ReadonlyArray<Incremental.Shape>) => Effect.Effect<void, StoreUnavailable>
+  readonly deltas:
+    /** Memory: a ChangeTap stager applies each transaction's deltas inside it. */
+    | { readonly _tag: "stager"; readonly apply: (shape: Incremental.Shape, changes: ReadonlyArray<PendingChange>) => Effect.Effect<void, StoreUnavailable> }
+    /**
+     * SQL: database triggers maintain every incremental aggregate; `install` makes them exactly
+     * the declared ones (creating or replacing only what is missing or changed) and returns the
+     * aggregates whose triggers it created or replaced.
+     */
+    | {
+      readonly _tag: "triggers"
+      readonly install: (shapes: ReadonlyArray<Incremental.Shape>) => Effect.Effect<ReadonlySet<string>, StoreUnavailable>
+    }
 }
 
 interface Entry {
@@ -288,14 +295,15 @@ const make = (
         // Declared indexes cover the stored output rows of a scheduled aggregate; an incremental
         // aggregate stores groups (its rows are made by toRow at read), so it has none.
         if (entry.shape === undefined) yield* storage.indexes(name, aggregate.indexes)
-        if (entry.shape !== undefined && backend.install === undefined) {
+        if (entry.shape !== undefined && backend.deltas._tag === "stager") {
           const shape = entry.shape
+          const apply = backend.deltas.apply
           // Applied inside the writing transaction, so a delta commits exactly once with its write.
           yield* tap.addStager({
             name: `aggregate:${name}`,
             stage: (changes) => {
               const mine = changes.filter((change) => change.table === shape.table.name)
-              return mine.length === 0 ? Effect.void : Incremental.applyChanges(storage, shape, backend.rescan, mine)
+              return mine.length === 0 ? Effect.void : apply(shape, mine)
             }
           })
         }
@@ -354,8 +362,11 @@ const make = (
         }
       })
 
-    if (backend.install !== undefined) {
-      yield* backend.install([...entries.values()].flatMap((entry) => entry.shape === undefined ? [] : [entry.shape]))
+    if (backend.deltas._tag === "triggers") {
+      const installed = yield* backend.deltas.install([...entries.values()].flatMap((entry) => entry.shape === undefined ? [] : [entry.shape]))
+      // New or changed triggers: any stored state was kept under another definition (or missed
+      // writes while the triggers were absent), so it is forgotten and rebuilt by the boot refresh.
+      for (const name of installed) yield* storage.reset(name)
     }
     for (const entry of entries.values()) yield* start(entry)
 
@@ -427,10 +438,11 @@ export const layerMemory = (
     Effect.gen(function*() {
       const store = yield* Store
       const storage = Storage.makeMemory()
+      const rescan = Incremental.rescanStore(store)
       return yield* make(aggregates, options, {
         storage,
-        rescan: Incremental.rescanStore(store),
-        rebuild: (shape, at) => Incremental.rebuildStore(store, storage, shape, at)
+        rebuild: (shape, at) => Incremental.rebuildStore(store, storage, shape, at),
+        deltas: { _tag: "stager", apply: (shape, changes) => Incremental.applyChanges(storage, shape, rescan, changes) }
       })
     })
   )
@@ -448,12 +460,10 @@ export const layerSql = (
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       const storage = yield* Storage.makeSql
-      const rescan = yield* Incremental.rescanSql
       return yield* make(aggregates, options, {
         storage,
-        rescan,
         rebuild: (shape, at) => Effect.provideService(Incremental.rebuildSql(storage, shape, at), SqlClient.SqlClient, sql),
-        install: (shapes) => Effect.provideService(Triggers.installAll(shapes), SqlClient.SqlClient, sql)
+        deltas: { _tag: "triggers", install: (shapes) => Effect.provideService(Triggers.installAll(shapes), SqlClient.SqlClient, sql) }
       })
     })
   )

@@ -1,19 +1,20 @@
 /**
- * Incremental maintenance (spec 3.7): each committed insert, update and delete of the source table
- * adjusts the maintained state of its group *inside the writing transaction* (a before-commit hook
- * of the ChangeTap), so the state commits exactly once with the write: a crash loses neither, and
- * nothing is replayed, so nothing is counted twice.
+ * Incremental maintenance (spec 3.7).
  *
- * count, sum and avg: one atomic upsert per touched group (`n = n + dn`, PostgreSQL takes the row
- * lock), so concurrent writers never lose an update; avg keeps a hidden sum and count. min and max:
- * the group's state row is read `FOR UPDATE` (serialising writers of that group), a value that
- * beats the extreme is applied directly, and removing or worsening the current extreme rescans that
- * one group (one indexed `MIN`/`MAX` over the group on SQL).
+ * SQL tiers: database triggers apply each row's delta within the statement that writes it (see
+ * `Triggers`); this module resolves the shape and performs the full rebuild.
+ *
+ * Memory tier: each transaction's inserts, updates and deletes of the source table adjust the
+ * state of their groups *inside the writing transaction* (a before-commit stager of the ChangeTap),
+ * so the state commits exactly once with the write: nothing is replayed, so nothing is counted
+ * twice. count, sum and avg add per group (avg keeps a hidden sum and count); min and max take a
+ * value that beats the extreme directly, and removing or worsening the current extreme rescans
+ * that one group.
  *
  * A full rebuild (boot of a new aggregate, `bootRefresh: async`, a manual or scheduled refresh)
- * recomputes every group with one `GROUP BY` while the source table is locked against writers
- * (PostgreSQL `SHARE ROW EXCLUSIVE`; SQLite has one writer), so no delta falls between the scan and
- * the swap.
+ * recomputes every group while writers are held off (SQL: one `GROUP BY` with the source locked,
+ * PostgreSQL `SHARE ROW EXCLUSIVE`, SQLite has one writer; memory: inside a store transaction), so
+ * no delta falls between the scan and the swap.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Stream } from "effect"
@@ -26,7 +27,7 @@ import * as Subject from "../kernel/Subject.js"
 import type * as Table from "../kernel/Table.js"
 import type * as Aggregate from "./Aggregate.js"
 import { AggregateDefinitionError } from "./Errors.js"
-import type { GroupState, StorageShape } from "./Storage.js"
+import type { GroupState, MemoryStorageShape, StorageShape } from "./Storage.js"
 import * as Triggers from "./Triggers.js"
 
 /** A resolved incremental shape: the source table is known. */
@@ -128,10 +129,10 @@ const touches = (shape: Shape, change: PendingChange): ReadonlyArray<Touch> => {
   return [{ ...after, dn: 0, removes: true, remove: before.remove }]
 }
 
-/** How a group's extreme is recomputed from the source (the bounded rescan). */
+/** How a group's extreme is recomputed from the source (the bounded rescan; memory tier). */
 export type Rescan = (shape: Shape, group: Readonly<Record<string, unknown>>) => Effect.Effect<number | null, StoreUnavailable>
 
-/** count, sum, avg: one transaction's touches summed per group, in key order (no deadlock between writers). */
+/** count, sum, avg: one transaction's touches summed per group. */
 const additive = (shape: Shape, touches: ReadonlyArray<Touch>) => {
   const byKey = new Map<string, { group: Readonly<Record<string, unknown>>; dn: number; dc: number; ds: number }>()
   for (const touch of touches) {
@@ -149,11 +150,10 @@ const additive = (shape: Shape, touches: ReadonlyArray<Touch>) => {
 }
 
 /**
- * min, max: one upsert per touch (counts plus a value that beats the extreme); when the touch
- * removed the extreme and brought nothing as good, one rescan of that group, under the row lock
- * the upsert took.
+ * min, max: per touch, the counts plus a value that beats the extreme; when the touch removed the
+ * extreme and brought nothing as good, one rescan of that group.
  */
-const applyExtreme = (storage: StorageShape, shape: Shape, rescan: Rescan, touch: Touch): Effect.Effect<void, StoreUnavailable> => {
+const applyExtreme = (storage: MemoryStorageShape, shape: Shape, rescan: Rescan, touch: Touch): Effect.Effect<void, StoreUnavailable> => {
   const op = shape.op as "min" | "max"
   const better = op === "min" ? (a: number, b: number) => a < b : (a: number, b: number) => a > b
   const dc = (touch.adds && touch.add !== null ? 1 : 0) - (touch.removes && touch.remove !== null ? 1 : 0)
@@ -169,9 +169,9 @@ const applyExtreme = (storage: StorageShape, shape: Shape, rescan: Rescan, touch
   })
 }
 
-/** Applies a transaction's changes to the source table. */
+/** Memory tier: applies a transaction's changes to the source table (inside that transaction). */
 export const applyChanges = (
-  storage: StorageShape,
+  storage: MemoryStorageShape,
   shape: Shape,
   rescan: Rescan,
   changes: ReadonlyArray<PendingChange>
@@ -210,14 +210,12 @@ export const rescanStore = (store: StoreShape): Rescan => (shape, group) =>
     (rows) => {
       let v: number | null = null
       for (const row of rows) {
-        const value = valueOf(shape, RowEncoded(row))
+        const value = valueOf(shape, row)
         if (value !== null && (v === null || (shape.op === "min" ? value < v : value > v))) v = value
       }
       return v
     }
   ).pipe(Effect.catchAll((error) => Effect.fail(error as StoreUnavailable)))
-
-const RowEncoded = (row: Readonly<Record<string, unknown>>) => row
 
 /** Memory tier: a full rebuild from a walk of the source. */
 export const rebuildStore = (store: StoreShape, storage: StorageShape, shape: Shape, at: number) =>
@@ -227,27 +225,6 @@ export const rebuildStore = (store: StoreShape, storage: StorageShape, shape: Sh
   }))).pipe(Effect.catchAll((error) => Effect.fail(error as StoreUnavailable)))
 
 const quote = (identifier: string) => `"${identifier.replaceAll(`"`, `""`)}"`
-
-/** SQL tiers: the rescan of one group, one `MIN`/`MAX` (use an index on the group columns and the value column). */
-export const rescanSql: Effect.Effect<Rescan, never, SqlClient.SqlClient> = Effect.map(SqlClient.SqlClient, (sql) => {
-  const dialect = sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
-  return (shape, group) => {
-    const params: Array<unknown> = []
-    const conditions = shape.groupBy.map((column) => {
-      const value = group[column]
-      if (value === null || value === undefined) return `${quote(column)} IS NULL`
-      params.push(typeof value === "boolean" && dialect === "sqlite" ? (value ? 1 : 0) : value)
-      return `${quote(column)} = ${dialect === "pg" ? `$${params.length}` : "?"}`
-    })
-    const text = `SELECT ${shape.op === "min" ? "MIN" : "MAX"}(${quote(shape.column!)}) AS v FROM ${quote(shape.table.name)}${
-      conditions.length === 0 ? "" : ` WHERE ${conditions.join(" AND ")}`
-    }`
-    return sql.unsafe<{ readonly v: unknown }>(text, params).pipe(
-      Effect.map(([row]) => row?.v === null || row?.v === undefined ? null : Number(row.v)),
-      Effect.mapError(unavailable)
-    )
-  }
-})
 
 /**
  * SQL tiers: a full rebuild with one `GROUP BY`, the source locked against writers meanwhile. The

@@ -8,7 +8,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Context, Effect, Layer } from "effect"
+import { Effect } from "effect"
 import type { StoreUnavailable } from "../kernel/Errors.js"
 import { indexName } from "../kernel/SchemaDiffer.js"
 import { unavailable } from "../kernel/SqlDriver.js"
@@ -72,13 +72,19 @@ export interface StorageShape {
   readonly groups: (name: string) => Effect.Effect<ReadonlyArray<GroupState>, StoreUnavailable>
   /** Replaces all groups (a full rebuild) and marks the state ready. */
   readonly rebuild: (name: string, groups: ReadonlyArray<GroupState>, at: number, durationMs: number) => Effect.Effect<void, StoreUnavailable>
-  /** Adds to a group's counters in one atomic statement (count, sum, avg). */
-  readonly add: (name: string, key: string, group: Readonly<Record<string, unknown>>, dn: number, dc: number, ds: number) => Effect.Effect<void, StoreUnavailable>
+}
+
+/**
+ * The memory tier's storage, with the delta operations its ChangeTap stager applies inside the
+ * writing transaction. The SQL tiers have none: their database triggers apply deltas (`Triggers`).
+ */
+export interface MemoryStorageShape extends StorageShape {
+  /** Adds to a group's counters (count, sum, avg). */
+  readonly add: (name: string, key: string, group: Readonly<Record<string, unknown>>, dn: number, dc: number, ds: number) => Effect.Effect<void>
   /**
-   * min/max in one atomic upsert (PostgreSQL keeps the group's row locked until commit): adds `dn`
-   * and `dc`, and takes `value` as the extreme when it beats the current one (or there is none).
-   * The extreme is null when the group has no values left. Returns the new state: when a removed
-   * value was the extreme, the caller rescans and writes it with `setExtreme`.
+   * min/max: adds `dn` and `dc`, and takes `value` as the extreme when it beats the current one (or
+   * there is none); the extreme is null when the group has no values left. Returns the new state:
+   * when a removed value was the extreme, the caller rescans and writes it with `setExtreme`.
    */
   readonly extreme: (
     name: string,
@@ -88,18 +94,15 @@ export interface StorageShape {
     dn: number,
     dc: number,
     value: number | null
-  ) => Effect.Effect<GroupState, StoreUnavailable>
-  /** Writes a group's extreme (after `extreme`, which holds the lock on PostgreSQL). */
-  readonly setExtreme: (name: string, key: string, v: number | null) => Effect.Effect<void, StoreUnavailable>
+  ) => Effect.Effect<GroupState>
+  /** Writes a group's extreme. */
+  readonly setExtreme: (name: string, key: string, v: number | null) => Effect.Effect<void>
 }
-
-/** The storage service. */
-export class Storage extends Context.Tag("@fw/framework/aggregates/Storage")<Storage, StorageShape>() {}
 
 const emptyMeta: StoredMeta = { generation: 1, refreshedAt: null, rowCount: 0, durationMs: null, lastError: null, ready: false }
 
 /** In-process storage (dev and tests; one process). */
-export const makeMemory = (): StorageShape => {
+export const makeMemory = (): MemoryStorageShape => {
   const metas = new Map<string, StoredMeta>()
   const sets = new Map<string, Map<string, unknown>>()
   const states = new Map<string, Map<string, GroupState>>()
@@ -185,9 +188,6 @@ export const makeMemory = (): StorageShape => {
   }
 }
 
-/** Storage in memory. */
-export const layerMemory: Layer.Layer<Storage> = Layer.sync(Storage, makeMemory)
-
 const num = (value: unknown): number | null => value === null || value === undefined ? null : Number(value)
 
 /** The name of an aggregate's index over `columns` (the aggregate's name is part of it). */
@@ -234,19 +234,6 @@ export const makeSql: Effect.Effect<StorageShape, never, SqlClient.SqlClient> = 
     s: Number(row.s ?? 0),
     v: num(row.v)
   })
-
-  // The min/max upsert, written once per dialect (parameters: id, aggregate, key, group, dn, dc, value).
-  const p = (i: number) => tier === "pg" ? `$${i}` : "?" // each parameter once, in order
-  const extremeText = Object.fromEntries((["min", "max"] as const).map((op) => {
-    const beats = op === "min" ? "<" : ">"
-    return [op, `INSERT INTO _fw_aggregate_rows (id, aggregate, generation, key, row, n, c, s, v)
-      VALUES (${p(1)}, ${p(2)}, 0, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, 0, ${p(7)})
-      ON CONFLICT (id) DO UPDATE SET n = _fw_aggregate_rows.n + excluded.n, c = _fw_aggregate_rows.c + excluded.c,
-        v = CASE WHEN _fw_aggregate_rows.c + excluded.c = 0 THEN NULL
-          WHEN excluded.v IS NOT NULL AND (_fw_aggregate_rows.v IS NULL OR excluded.v ${beats} _fw_aggregate_rows.v) THEN excluded.v
-          ELSE _fw_aggregate_rows.v END
-      RETURNING key, row, n, c, s, v`]
-  })) as Record<"min" | "max", string>
 
   const storage: StorageShape = {
     tier,
@@ -332,22 +319,7 @@ export const makeSql: Effect.Effect<StorageShape, never, SqlClient.SqlClient> = 
         yield* insertRows(groups.map((g) => ({ id: stateId(name, g.key), aggregate: name, generation: 0, key: g.key, row: json(g.group), n: g.n, c: g.c, s: g.s, v: g.v })))
         yield* sql`UPDATE _fw_aggregate_meta SET "refreshedAt" = ${at}, "rowCount" = ${groups.length}, "durationMs" = ${durationMs},
           "lastError" = NULL, ready = ${bool(true)} WHERE id = ${name}`
-      })),
-    add: (name, key, group, dn, dc, ds) =>
-      fail(sql`INSERT INTO _fw_aggregate_rows ${
-        sql.insert({ id: stateId(name, key), aggregate: name, generation: 0, key, row: json(group), n: dn, c: dc, s: ds, v: null })
-      } ON CONFLICT (id) DO UPDATE SET n = _fw_aggregate_rows.n + excluded.n, c = _fw_aggregate_rows.c + excluded.c,
-        s = _fw_aggregate_rows.s + excluded.s`.pipe(Effect.asVoid)),
-    extreme: (name, key, group, op, dn, dc, value) =>
-      // One statement: creates the group if absent, applies the counts and a better value, and on
-      // PostgreSQL takes the group's row lock (DO UPDATE) until commit.
-      fail(sql.unsafe<Record<string, unknown>>(extremeText[op], [stateId(name, key), name, key, json(group), dn, dc, value])
-        .pipe(Effect.map(([row]) => toState(row!)))),
-    setExtreme: (name, key, v) =>
-      fail(sql`UPDATE _fw_aggregate_rows SET v = ${v} WHERE id = ${stateId(name, key)}`.pipe(Effect.asVoid))
+      }))
   }
   return storage
 })
-
-/** Storage on the provided SQL client. */
-export const layerSql: Layer.Layer<Storage, never, SqlClient.SqlClient> = Layer.effect(Storage, makeSql)

@@ -19,6 +19,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
+import { createHash } from "node:crypto"
 import type { StoreUnavailable } from "../kernel/Errors.js"
 import { unavailable } from "../kernel/SqlDriver.js"
 import type * as Table from "../kernel/Table.js"
@@ -114,8 +115,18 @@ const bodies = (dialect: Dialect, shape: Shape) => {
 /** The columns whose change matters to the aggregate (an update touching none of them is ignored). */
 const watched = (shape: Shape) => [...shape.groupBy, ...(shape.column === undefined ? [] : [shape.column])]
 
-/** The DDL that (re)creates the aggregate's triggers. */
-export const install = (dialect: Dialect, shape: Shape): ReadonlyArray<string> => {
+/** The DDL that (re)creates the aggregate's triggers, without the version mark `installAll` adds. */
+export const install = (dialect: Dialect, shape: Shape): ReadonlyArray<string> => statements(dialect, shape, "")
+
+/**
+ * The version of an aggregate's triggers: a hash of their DDL (source table, op, columns, body).
+ * It is stored with the triggers (PostgreSQL: the trigger's comment; SQLite: a comment in each
+ * trigger's text, which SQLite keeps), so a boot can tell current triggers from changed ones.
+ */
+export const versionOf = (dialect: Dialect, shape: Shape) =>
+  `fw:${createHash("sha256").update(install(dialect, shape).join("\n")).digest("hex").slice(0, 16)}`
+
+const statements = (dialect: Dialect, shape: Shape, version: string): ReadonlyArray<string> => {
   const { add, remove, rescan } = bodies(dialect, shape)
   const table = quote(shape.table.name)
   const columns = watched(shape)
@@ -123,15 +134,16 @@ export const install = (dialect: Dialect, shape: Shape): ReadonlyArray<string> =
   if (dialect === "sqlite") {
     const [ins, upd, del] = objectNames(shape.name).sqlite.map(quote) as [string, string, string]
     const rescanStatement = rescan === null ? "" : `${rescan};`
+    const mark = version === "" ? "" : `/* ${version} */ `
     return [
       `DROP TRIGGER IF EXISTS ${ins}`,
       `DROP TRIGGER IF EXISTS ${upd}`,
       `DROP TRIGGER IF EXISTS ${del}`,
-      `CREATE TRIGGER ${ins} AFTER INSERT ON ${table} BEGIN ${add}; END`,
-      `CREATE TRIGGER ${del} AFTER DELETE ON ${table} BEGIN ${remove}; ${rescanStatement} END`,
+      `CREATE TRIGGER ${ins} AFTER INSERT ON ${table} BEGIN ${mark}${add}; END`,
+      `CREATE TRIGGER ${del} AFTER DELETE ON ${table} BEGIN ${mark}${remove}; ${rescanStatement} END`,
       ...(columns.length === 0 ? [] : [
         `CREATE TRIGGER ${upd} AFTER UPDATE OF ${columns.map(quote).join(", ")} ON ${table} WHEN ${changed}
-          BEGIN ${remove}; ${add}; ${rescanStatement} END`
+          BEGIN ${mark}${remove}; ${add}; ${rescanStatement} END`
       ])
     ]
   }
@@ -149,35 +161,76 @@ BEGIN
 END $fw$`,
     `DROP TRIGGER IF EXISTS ${name} ON ${table}`,
     `CREATE TRIGGER ${name} AFTER INSERT OR DELETE${columns.length === 0 ? "" : ` OR UPDATE OF ${columns.map(quote).join(", ")}`} ON ${table}
-      FOR EACH ROW EXECUTE FUNCTION ${name}()`
+      FOR EACH ROW EXECUTE FUNCTION ${name}()`,
+    ...(version === "" ? [] : [`COMMENT ON TRIGGER ${name} ON ${table} IS ${literal(version)}`])
   ]
 }
 
+/** A trigger of an aggregate found in the database. */
+interface Installed {
+  readonly name: string
+  readonly tbl: string
+  /** PostgreSQL: the trigger's comment; SQLite: the trigger's text. */
+  readonly mark: string | null
+}
+
 /**
- * Installs the triggers of `shapes` and drops those of incremental aggregates no longer declared
- * (their deltas would otherwise keep costing every write). One replica at a time on PostgreSQL.
+ * Makes the database's aggregate triggers exactly those of `shapes`: creates the missing, replaces
+ * those whose version differs, and drops those of incremental aggregates no longer declared (their
+ * deltas would otherwise keep costing every write). When every trigger is current, a boot runs no
+ * DDL at all: re-creating a trigger takes an exclusive lock on the source table on PostgreSQL
+ * (blocking its readers and writers while replicas boot), and any schema change on SQLite
+ * invalidates every connection's prepared statements. Changes are made one replica at a time on
+ * PostgreSQL (an advisory lock, and the check repeated under it).
+ *
+ * Returns the names of the aggregates whose triggers it created or replaced: their maintained
+ * state was kept by other triggers (or by none), so it must be rebuilt.
  */
-export const installAll = (shapes: ReadonlyArray<Shape>): Effect.Effect<void, StoreUnavailable, SqlClient.SqlClient> =>
+export const installAll = (shapes: ReadonlyArray<Shape>): Effect.Effect<ReadonlySet<string>, StoreUnavailable, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const dialect: Dialect = sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
-    const wanted = new Set(shapes.flatMap((shape) => dialect === "pg" ? [objectNames(shape.name).pg] : objectNames(shape.name).sqlite))
-    yield* sql.withTransaction(Effect.gen(function*() {
-      if (dialect === "pg") {
-        yield* sql`SELECT pg_advisory_xact_lock(hashtext('_fw_aggregate_rows triggers'))`
-        const existing = yield* sql<{ readonly name: string; readonly tbl: string }>`SELECT t.tgname AS name, c.relname AS tbl
-          FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid WHERE NOT t.tgisinternal`
-        for (const trigger of existing) {
-          if (!trigger.name.startsWith("_fw_agg_") || wanted.has(trigger.name)) continue
+    const plans = shapes.map((shape) => {
+      const version = versionOf(dialect, shape)
+      const [ins, upd, del] = objectNames(shape.name).sqlite
+      // SQLite: no update trigger when no column matters (an ungrouped count).
+      const names = dialect === "pg" ? [objectNames(shape.name).pg] : watched(shape).length === 0 ? [ins!, del!] : [ins!, upd!, del!]
+      return { shape, version, names, statements: statements(dialect, shape, version) }
+    })
+    // PostgreSQL trigger names are per table, so a trigger is known by its table and name.
+    const id = (tbl: string, name: string) => dialect === "pg" ? `${tbl}.${name}` : name
+    const wanted = new Set(plans.flatMap((plan) => plan.names.map((name) => id(plan.shape.table.name, name))))
+    const installed = dialect === "pg"
+      ? sql<Installed>`SELECT t.tgname AS name, c.relname AS tbl, obj_description(t.oid, 'pg_trigger') AS mark
+        FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE NOT t.tgisinternal AND n.nspname = current_schema()`
+      : sql<Installed>`SELECT name, tbl_name AS tbl, sql AS mark FROM sqlite_master WHERE type = 'trigger'`
+    /** What differs from the declaration: triggers to drop, aggregates whose triggers to (re)create. */
+    const differences = Effect.map(installed, (all) => {
+      const found = all.filter((trigger) => trigger.name.startsWith("_fw_agg_"))
+      const byId = new Map(found.map((trigger) => [id(trigger.tbl, trigger.name), trigger]))
+      const current = (version: string, trigger: Installed | undefined) =>
+        trigger !== undefined && (dialect === "pg" ? trigger.mark === version : (trigger.mark ?? "").includes(`/* ${version} */`))
+      return {
+        stale: found.filter((trigger) => !wanted.has(id(trigger.tbl, trigger.name))),
+        changed: plans.filter((plan) => !plan.names.every((name) => current(plan.version, byId.get(id(plan.shape.table.name, name)))))
+      }
+    })
+    const first = yield* differences
+    if (first.stale.length === 0 && first.changed.length === 0) return new Set<string>()
+    return yield* sql.withTransaction(Effect.gen(function*() {
+      if (dialect === "pg") yield* sql`SELECT pg_advisory_xact_lock(hashtext('_fw_aggregate_rows triggers'))`
+      const { changed, stale } = yield* differences
+      for (const trigger of stale) {
+        if (dialect === "pg") {
           yield* sql.unsafe(`DROP TRIGGER IF EXISTS ${quote(trigger.name)} ON ${quote(trigger.tbl)}`)
-          yield* sql.unsafe(`DROP FUNCTION IF EXISTS ${quote(trigger.name)}()`)
-        }
-      } else {
-        const existing = yield* sql<{ readonly name: string }>`SELECT name FROM sqlite_master WHERE type = 'trigger'`
-        for (const trigger of existing) {
-          if (trigger.name.startsWith("_fw_agg_") && !wanted.has(trigger.name)) yield* sql.unsafe(`DROP TRIGGER IF EXISTS ${quote(trigger.name)}`)
+          // The function goes too, unless a declared trigger of that name (on another table) uses it.
+          if (!plans.some((plan) => plan.names.includes(trigger.name))) yield* sql.unsafe(`DROP FUNCTION IF EXISTS ${quote(trigger.name)}()`)
+        } else {
+          yield* sql.unsafe(`DROP TRIGGER IF EXISTS ${quote(trigger.name)}`)
         }
       }
-      for (const shape of shapes) for (const statement of install(dialect, shape)) yield* sql.unsafe(statement)
+      for (const plan of changed) for (const statement of plan.statements) yield* sql.unsafe(statement)
+      return new Set(changed.map((plan) => plan.shape.name))
     }))
   }).pipe(Effect.mapError((error: SqlError) => unavailable(error)))

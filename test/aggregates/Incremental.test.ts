@@ -6,7 +6,9 @@
  */
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Exit, Scope } from "effect"
+import { Context, Effect, Exit, Schema, Scope } from "effect"
+import type * as Aggregate from "../../src/aggregates/Aggregate.js"
+import { defineAggregate } from "../../src/aggregates/index.js"
 import type * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import { Store } from "../../src/kernel/Store.js"
 import * as Pg from "../support/Pg.js"
@@ -91,6 +93,67 @@ for (const tier of tiers) {
           yield* scheduler(tier.name, ctx, aggregates.filter((a) => a.name === "count_all"), second)
           assert.deepStrictEqual((yield* triggers).map((t) => t.name), tier.name === "pg" ? ["_fw_agg_count_all"] : ["_fw_agg_count_all_del", "_fw_agg_count_all_ins"])
           yield* Scope.close(second, Exit.void)
+        }), 60_000)
+    }
+
+    if (tier.name !== "memory") {
+      it.scoped("boot creates triggers only when missing or changed: an unchanged boot runs no DDL; a changed definition is replaced and rebuilt; a dropped trigger is restored and its aggregate rebuilt", () =>
+        Effect.gen(function*() {
+          const ctx = yield* base(tier)
+          const sql = Context.get(ctx as Context.Context<SqlClient.SqlClient>, SqlClient.SqlClient)
+          const store = Context.get(ctx, Store)
+          const next = random(11)
+          const mirror = new Map<string, OrderRow>()
+          const counter = { n: 0 }
+          // Where DDL would show: SQLite's schema_version moves with every schema change; on
+          // PostgreSQL each trigger's oid and its function's row version (CREATE OR REPLACE writes a new one).
+          const fingerprint = tier.name === "pg"
+            ? sql<{ readonly name: string; readonly v: string }>`SELECT t.tgname AS name, t.oid::text || '/' || p.xmin::text AS v
+              FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgname LIKE '%fw_agg%' ORDER BY t.tgname`
+            : sql<{ readonly name: string; readonly v: string }>`SELECT 'schema' AS name, schema_version AS v FROM pragma_schema_version()`
+          const boot = (aggregates: ReadonlyArray<Aggregate.Any>) =>
+            Effect.gen(function*() {
+              const scope = yield* Scope.make()
+              const s = yield* scheduler(tier.name, ctx, aggregates, scope)
+              yield* s.booted
+              for (let i = 0; i < 20; i++) yield* step(store, mirror, next, counter)
+              yield* check(s, aggregates, mirror.values(), "after boot")
+              yield* Scope.close(scope, Exit.void)
+            })
+          const aggregates = incrementalAggregates()
+          yield* boot(aggregates)
+          const installed = yield* fingerprint
+
+          // The same declaration: no DDL.
+          yield* boot(aggregates)
+          assert.deepStrictEqual(yield* fingerprint, installed)
+
+          // sum_grouped redefined under the same name (max of x by g): its triggers are replaced
+          // (only its own on PostgreSQL) and its state, kept for the old definition, is rebuilt.
+          const redefined = aggregates.map((a) =>
+            a.name !== "sum_grouped" ? a : defineAggregate({
+              name: "sum_grouped",
+              output: Schema.Struct({ g: Schema.String, h: Schema.Boolean, value: Schema.NullOr(Schema.Number) }),
+              incremental: { source: "orders", op: "max", column: "x", groupBy: ["g"], toRow: ({ group, value }) => ({ g: group.g as string, h: false, value }) }
+            })
+          )
+          yield* boot(redefined)
+          const replaced = yield* fingerprint
+          if (tier.name === "pg") {
+            const changed = replaced.filter((t) => installed.find((u) => u.name === t.name)?.v !== t.v).map((t) => t.name)
+            assert.deepStrictEqual(changed, ["_fw_agg_sum_grouped"])
+          } else {
+            assert.notDeepEqual(replaced, installed)
+          }
+          yield* boot(redefined)
+          assert.deepStrictEqual(yield* fingerprint, replaced)
+
+          // A trigger dropped behind the framework's back (writes meanwhile are missed): the next
+          // boot restores it and rebuilds that aggregate from the source.
+          yield* sql.unsafe(tier.name === "pg" ? `DROP TRIGGER "_fw_agg_count_all" ON orders` : `DROP TRIGGER "_fw_agg_count_all_ins"`)
+          for (let i = 0; i < 10; i++) yield* step(store, mirror, next, counter)
+          yield* boot(redefined)
+          assert.strictEqual((yield* fingerprint).length, replaced.length)
         }), 60_000)
     }
 
