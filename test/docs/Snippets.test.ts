@@ -15,13 +15,16 @@ const root = path.resolve(".")
 const all = pages(root).flatMap((page) => extract(root, page))
 
 /**
- * `@fw/framework…` as the package exports it (package.json `exports`), mapped to the sources: a
- * snippet can import only what a user of the package can.
+ * `@fw/framework…` as the package exports it (package.json `exports`), mapped to the sources (each
+ * entry's `@fw/source` condition): a snippet can import only what a user of the package can.
  */
 const exported = (): ts.MapLike<Array<string>> => {
-  const exports = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")).exports as Record<string, string>
+  const exports = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")).exports as Record<string, unknown>
   return Object.fromEntries(
-    Object.entries(exports).map(([subpath, file]) => [`@fw/framework${subpath.slice(1)}`, [path.join(root, file)]])
+    Object.entries(exports).flatMap(([subpath, target]) => {
+      const source = typeof target === "object" && target !== null ? (target as Record<string, unknown>)["@fw/source"] : undefined
+      return typeof source === "string" ? [[`@fw/framework${subpath.slice(1)}`, [path.join(root, source)]]] : []
+    })
   )
 }
 
