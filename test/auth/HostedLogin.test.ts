@@ -108,12 +108,13 @@ const start = (
     const stores = yield* Layer.build(Store.layerMemory.pipe(Layer.provide(ChangeTap.layerLocal)))
     // The redirect URI names the app's own port, known once it listens; settings are read per request.
     const values = new Map<string, string>()
+    const logs: Array<string> = []
     const url = yield* serveRoutes(
       idpAHostedLoginRoutes({ sessionSecret, apiBaseUrl: standIn.url, landingPath: "/home", ...routeOptions }),
-      { store: Layer.succeedContext(stores), config: () => ConfigProvider.fromMap(values) }
+      { store: Layer.succeedContext(stores), config: () => ConfigProvider.fromMap(values), logs }
     )
     for (const [name, value] of Object.entries(settings(url))) values.set(name, value)
-    return { standIn, url, store: Context.get(stores, Store.Store) }
+    return { standIn, url, store: Context.get(stores, Store.Store), logs }
   })
 
 /** Runs the browser's side of a login: the login route, the provider, then the callback. */
@@ -230,7 +231,7 @@ describe("hosted-login routes on a plain router", () => {
 
   it.scopedLive("a failing code exchange is a 502 that leaks nothing and sets no session", () =>
     Effect.gen(function*() {
-      const { standIn, store, url } = yield* start(configured)
+      const { logs, standIn, store, url } = yield* start(configured)
       standIn.failExchanges(true)
       const browser = Browser.jar()
       const { callback } = yield* logIn(url, browser)
@@ -238,6 +239,8 @@ describe("hosted-login routes on a plain router", () => {
       assert.isUndefined(browser.get("fw:session"))
       assert.strictEqual(standIn.exchanges(), 1)
       assert.deepStrictEqual(yield* countRows(store), [0, 0])
+      // The operator is told why, in the log (not in the answer).
+      assert.deepStrictEqual(logs, ["WARN hosted login: the code exchange failed the provider answered 400"])
     }))
 
   it.scopedLive("a custom provisioner decides the subject; cookies are Secure behind an https redirect URI", () =>

@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { execFile } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import ts from "typescript"
@@ -13,6 +13,20 @@ import { extract, fileName, pages, type Snippet } from "./snippets.js"
 
 const root = path.resolve(".")
 const all = pages(root).flatMap((page) => extract(root, page))
+
+/**
+ * `@fw/framework…` as the package exports it (package.json `exports`), mapped to the sources (each
+ * entry's `@fw/source` condition): a snippet can import only what a user of the package can.
+ */
+const exported = (): ts.MapLike<Array<string>> => {
+  const exports = JSON.parse(readFileSync(path.join(root, "package.json"), "utf8")).exports as Record<string, unknown>
+  return Object.fromEntries(
+    Object.entries(exports).flatMap(([subpath, target]) => {
+      const source = typeof target === "object" && target !== null ? (target as Record<string, unknown>)["@fw/source"] : undefined
+      return typeof source === "string" ? [[`@fw/framework${subpath.slice(1)}`, [path.join(root, source)]]] : []
+    })
+  )
+}
 
 /** Compiler options of the repository, with `@fw/framework…` mapped to the sources. */
 const options = (dir: string): ts.CompilerOptions => {
@@ -26,25 +40,23 @@ const options = (dir: string): ts.CompilerOptions => {
     noUnusedLocals: false,
     noUnusedParameters: false,
     baseUrl: dir,
-    paths: {
-      "@fw/framework": [path.join(root, "src/index.ts")],
-      // The one subpath export that is not an area's index (package.json "exports").
-      "@fw/framework/search/errors": [path.join(root, "src/search/Errors.ts")],
-      "@fw/framework/*": [path.join(root, "src/*/index.ts")]
-    }
+    paths: exported()
   }
 }
 
 describe("README and docs snippets", () => {
-  const checked = all.filter((snippet) => !snippet.fragment)
-  const fragments = all.filter((snippet) => snippet.fragment)
+  it("every TypeScript block is a complete snippet: none is marked to be skipped", () => {
+    // Fence words other than `run` and `file=` (a former `fragment`, a typo) would be ignored silently.
+    const unknown = all.flatMap((snippet) => snippet.words.filter((word) => word !== "run" && !word.startsWith("file=")).map((word) => `${snippet.page}:${snippet.line}: ${word}`))
+    assert.deepStrictEqual(unknown, [])
+  })
 
-  it("every block that is not marked a fragment type-checks", () => {
+  it("every block type-checks", () => {
     // Under the repository, so packages resolve as they do for the tests.
     const dir = mkdtempSync(path.join(root, "test/docs/snippets-"))
     try {
       const files = new Map<string, Snippet>()
-      for (const snippet of checked) {
+      for (const snippet of all) {
         const folder = path.join(dir, snippet.page.replace(/[^A-Za-z0-9]/g, "_"))
         mkdirSync(folder, { recursive: true })
         const file = path.join(folder, fileName(snippet))
@@ -66,7 +78,7 @@ describe("README and docs snippets", () => {
   }, 180_000)
 
   it("the ts run blocks run and exit 0", async () => {
-    const programs = checked.filter((snippet) => snippet.run)
+    const programs = all.filter((snippet) => snippet.run)
     assert.isAbove(programs.length, 0)
     const dir = mkdtempSync(path.join(root, "test/docs/run-"))
     try {
@@ -86,15 +98,4 @@ describe("README and docs snippets", () => {
       rmSync(dir, { recursive: true, force: true })
     }
   }, 120_000)
-
-  it("fragments are few and listed: their number may only go down", () => {
-    // Excerpts still to be turned into complete modules; printed so a reader sees what is unchecked.
-    if (fragments.length > 0) {
-      console.info(`[fw tests] ${fragments.length} snippet fragments not compiled: ${fragments.map((s) => `${s.page}:${s.line}`).join(", ")}`)
-    }
-    assert.isAtMost(fragments.length, maxFragments)
-  })
 })
-
-/** Lower this as fragments become modules; never raise it. */
-const maxFragments = 24

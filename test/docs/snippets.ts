@@ -4,10 +4,10 @@
  *
  * - ` ```ts ` a module: type-checked as written (its imports name `@fw/framework…` as a user would);
  * - ` ```ts run ` a program: type-checked, then run with tsx (it must exit 0);
- * - ` ```ts file=NAME.ts ` a module other blocks of the same page import as `./NAME.js`;
- * - ` ```ts fragment ` an excerpt (option lists, a line of a larger program): not compiled. The
- *   test lists every fragment it skips, and their number may only go down.
+ * - ` ```ts file=NAME.ts ` a module other blocks of the same page import as `./NAME.js` (shared
+ *   declarations, so that the blocks showing an option or an excerpt stay short and still compile).
  *
+ * There is no marker for an excerpt that is not compiled: the test refuses any other fence word.
  * ` ```tsx ` blocks are the same, compiled as TSX.
  * Other languages (`sh`, plain text diagrams) are not TypeScript and are not extracted.
  */
@@ -21,7 +21,8 @@ export interface Snippet {
   /** The line of its opening fence (1-based). */
   readonly line: number
   readonly run: boolean
-  readonly fragment: boolean
+  /** The words of the fence after the language (`run`, `file=NAME.ts`). */
+  readonly words: ReadonlyArray<string>
   readonly tsx: boolean
   /** The file name other blocks import it by, when given. */
   readonly file: string | undefined
@@ -51,7 +52,7 @@ export const extract = (root: string, page: string): ReadonlyArray<Snippet> => {
       page,
       line: start + 1,
       run: words.includes("run"),
-      fragment: words.includes("fragment"),
+      words,
       tsx: language === "tsx",
       file: words.find((word) => word.startsWith("file="))?.slice("file=".length),
       code: body.join("\n") + "\n"

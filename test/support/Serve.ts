@@ -24,8 +24,11 @@ export interface Served {
   readonly logs: ReadonlyArray<string>
 }
 
-/** A logger keeping each line as `LEVEL message` (the cause's first line appended). */
-const capture = (lines: Array<string>) =>
+/**
+ * A logger keeping each line as `LEVEL message` (the cause's first line appended): for a test that
+ * provokes a log, to assert on it instead of printing it.
+ */
+export const capture = (lines: Array<string>) =>
   Logger.make(({ cause, logLevel, message }) => {
     const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
     const failure = Cause.isEmpty(cause) ? "" : `: ${Cause.pretty(cause).split("\n")[0]}`

@@ -7,7 +7,55 @@ import { Effect } from "effect"
 import * as jose from "jose"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
-import Provider, { type Configuration } from "oidc-provider"
+import type { AdapterFactory, AdapterPayload, Configuration } from "oidc-provider"
+
+/**
+ * oidc-provider warns on import (`console.warn`, once per process) that it wants Node.js 22 LTS or
+ * later; the tests also run on Node 20, where every flow used here works. It is a test dependency (the
+ * framework never loads it), so that one line is noise in the test output: it is dropped, and any
+ * other warning printed while the module loads still goes through.
+ */
+const { default: Provider } = await (async () => {
+  const warn = console.warn
+  console.warn = (...args: Array<unknown>) => {
+    if (typeof args[0] === "string" && args[0].includes("oidc-provider WARNING: Unsupported runtime")) return
+    warn(...args)
+  }
+  try {
+    return await import("oidc-provider")
+  } finally {
+    console.warn = warn
+  }
+})()
+type Provider = InstanceType<typeof Provider>
+
+/**
+ * A Map of the provider's records, as its built-in in-memory adapter keeps them. Given explicitly
+ * because the built-in one prints, for every provider made, that it must not be used in production:
+ * these providers live for one test.
+ */
+const memoryAdapter = (): AdapterFactory => {
+  const records = new Map<string, AdapterPayload>()
+  return (model) => {
+    const key = (id: string) => `${model}:${id}`
+    const where = (test: (payload: AdapterPayload) => boolean) =>
+      [...records].find(([at, payload]) => at.startsWith(`${model}:`) && test(payload))?.[1]
+    return {
+      upsert: async (id, payload) => void records.set(key(id), payload),
+      find: async (id) => records.get(key(id)),
+      findByUserCode: async (userCode) => where((payload) => payload.userCode === userCode),
+      findByUid: async (uid) => where((payload) => payload.uid === uid),
+      consume: async (id) => {
+        const payload = records.get(key(id))
+        if (payload !== undefined) records.set(key(id), { ...payload, consumed: Math.floor(Date.now() / 1000) })
+      },
+      destroy: async (id) => void records.delete(key(id)),
+      revokeByGrantId: async (grantId) => {
+        for (const [at, payload] of records) if (payload.grantId === grantId) records.delete(at)
+      }
+    }
+  }
+}
 
 /** A private signing key with its kid and algorithm. */
 export interface SigningKey {
@@ -88,6 +136,9 @@ export const oidcProvider = (keys: ReadonlyArray<SigningKey>) =>
     const jwksPath = `/jwks-${crypto.randomUUID()}`
     const configuration = (signing: ReadonlyArray<SigningKey>): Configuration => ({
       routes: { jwks: jwksPath },
+      adapter: memoryAdapter(),
+      // Said explicitly: the default function prints a notice asking for it.
+      ttl: { ClientCredentials: 300 },
       jwks: { keys: signing.map((key) => key.privateJwk) as Array<jose.JWK & { kty: "RSA" | "EC" }> },
       clients: [{
         client_id: "svc",

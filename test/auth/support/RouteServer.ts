@@ -8,7 +8,7 @@ import { FetchHttpClient, HttpClient, HttpLayerRouter, HttpRouter, HttpServer, H
 import type { HttpServerError } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import type { ConfigProvider, Scope } from "effect"
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Logger } from "effect"
 import { createServer } from "node:http"
 import * as BodyRead from "../../../src/app/BodyRead.js"
 import * as ByteStream from "../../../src/app/ByteStream.js"
@@ -16,11 +16,17 @@ import * as Plugin from "../../../src/app/Plugin.js"
 import * as BodyLimit from "../../../src/http/BodyLimit.js"
 import { Store } from "../../../src/kernel/Store.js"
 import * as Subject from "../../../src/kernel/Subject.js"
+import { capture } from "../../support/Serve.js"
 
 /** Serves `routes` until the scope closes; returns the base URL. */
 export const serveRoutes = <E>(
   routes: ReadonlyArray<Plugin.Route>,
-  options: { readonly store: Layer.Layer<Store, E>; readonly config: () => ConfigProvider.ConfigProvider }
+  options: {
+    readonly store: Layer.Layer<Store, E>
+    readonly config: () => ConfigProvider.ConfigProvider
+    /** Where the handlers' logs go (`LEVEL message`), instead of the test output. */
+    readonly logs?: Array<string>
+  }
 ): Effect.Effect<string, E | HttpServerError.ServeError, Scope.Scope> =>
   Effect.gen(function*() {
     const mounted = HttpLayerRouter.use((router) =>
@@ -58,7 +64,7 @@ export const serveRoutes = <E>(
         Layer.provide(FetchHttpClient.layer),
         Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
       )
-    )
+    ).pipe(options.logs === undefined ? (built) => built : Effect.provide(Logger.replace(Logger.defaultLogger, capture(options.logs))))
     const { address } = Context.get(context, HttpServer.HttpServer)
     if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
     return `http://127.0.0.1:${address.port}`

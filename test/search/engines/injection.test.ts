@@ -4,11 +4,12 @@
  * value it cannot escape (a backtick).
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Logger } from "effect"
 import * as EngineA from "../../../src/search/EngineA.js"
 import * as EngineB from "../../../src/search/EngineB.js"
 import * as EngineC from "../../../src/search/EngineC.js"
 import type { Document, Filter, IndexSpec, Query } from "../../../src/search/SearchBackend.js"
+import { capture } from "../../support/Serve.js"
 import { freshIndex, useFakes } from "./harness.js"
 
 const { cases, fakes } = useFakes()
@@ -114,8 +115,12 @@ for (const engine of cases) {
           enableRules: true, optionalFilters: ["tenantId:t2"], q: "x", query: "x", offset: 5, limit: 1
         }
         const before = engine.fake().requests.length
-        const ids = (yield* backend.query(index, q("t1", [], params))).hits.map((h) => h.doc.id)
-        assert.deepStrictEqual(ids, ["mine"])
+        const logs: Array<string> = []
+        const result = yield* backend.query(index, q("t1", [], params)).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture(logs))))
+        assert.deepStrictEqual(result.hits.map((h) => h.doc.id), ["mine"])
+        // The drop is logged (once, naming the keys) for the operator: asserted here rather than printed.
+        assert.strictEqual(logs.filter((line) => line.includes("engineParams dropped")).length, 1, logs.join("\n"))
+        assert.include(logs.find((line) => line.includes("engineParams dropped")), "filter_by")
         const sent = engine.fake().requests.slice(before)
         const searched = sent.find((r) => r.operationId === "searchCollection" || r.operationId === "search_with_post" || r.operationId === "searchSingleIndex")!
         const keys = Object.keys({ ...searched.query, ...(searched.body as object | undefined) })

@@ -10,9 +10,21 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import type { Document as OasDocument } from "openapi-backend"
+import type { AjvCustomizer, Document as OasDocument } from "openapi-backend"
 import { OpenAPIBackend } from "openapi-backend"
 import YAML from "yaml"
+
+/**
+ * The Meilisearch spec (generated from Rust) types integers with `u-int8`, `u-int32` and `u-int64`,
+ * formats ajv does not know: it would ignore them and print a warning per schema. Declared here,
+ * they are checked (a non-negative integer within the width) and nothing is printed.
+ */
+const withUnsignedFormats: AjvCustomizer = (ajv) => {
+  for (const [name, max] of [["u-int8", 2 ** 8 - 1], ["u-int32", 2 ** 32 - 1], ["u-int64", Number.MAX_SAFE_INTEGER]] as const) {
+    ajv.addFormat(name, { type: "number", validate: (n: number) => Number.isInteger(n) && n >= 0 && n <= max })
+  }
+  return ajv
+}
 
 /**
  * Where the vendors' specs live: `FW_ENGINE_SPECS`, else `shared/specs/engines` beside the
@@ -154,7 +166,13 @@ export const validator = (engine: Engine): Promise<SpecValidator> => {
   if (existing) return existing
   const made = (async () => {
     const definition = load(engine)
-    const api = new OpenAPIBackend({ definition: definition as unknown as OasDocument, quick: true, validate: true, strict: false })
+    const api = new OpenAPIBackend({
+      definition: definition as unknown as OasDocument,
+      quick: true,
+      validate: true,
+      strict: false,
+      customizeAjv: withUnsignedFormats
+    })
     await api.init()
     const validate = (request: SeenRequest): Verdict => {
       const req = {
