@@ -77,8 +77,8 @@ expect_exit() {
 }
 answer="$(rpc notes.list '{}')"
 echo "pack-check: anonymous notes.list -> $answer"
-echo "$answer" | expect_exit Unauthenticated > /dev/null \
-  || { echo "pack-check: an anonymous notes.list was not refused with Unauthenticated"; cat server.log; exit 1; }
+echo "$answer" | expect_exit GuardRefused > /dev/null \
+  || { echo "pack-check: an anonymous notes.list was not refused with GuardRefused"; cat server.log; exit 1; }
 credentials='{"email":"ada@example.com","password":"correct horse"}'
 rpc users.signup "$credentials" | expect_exit Success > /dev/null || { echo "pack-check: users.signup failed"; cat server.log; exit 1; }
 rpc users.login '{"email":"ada@example.com","password":"wrong password"}' | expect_exit ProcedureFailure > /dev/null \
