@@ -13,7 +13,7 @@ import { AggregationTemporality, InMemoryMetricExporter, PeriodicExportingMetric
 import type { DataPoint, Histogram } from "@opentelemetry/sdk-metrics"
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer, Schema, Schedule } from "effect"
 import { createServer } from "node:http"
 import { defineApp } from "../../src/app/App.js"
 import { requireAuthenticated } from "../../src/app/Guard.js"
@@ -84,12 +84,11 @@ const serve = (telemetry: Layer.Layer<never> | Layer.Layer<unknown>) =>
 /** Spans named `name`. */
 const named = (spans: ReadonlyArray<ReadableSpan>, name: string) => spans.filter((span) => span.name === name)
 
-/** Waits (live) until `found` holds on the exporter's spans, at most ~5 s. */
+/** Waits (live) until `found` holds on the exporter's spans, at most ~5 s (then the assertions below fail). */
 const until = (exporter: InMemorySpanExporter, found: (spans: ReadonlyArray<ReadableSpan>) => boolean) =>
   Effect.suspend(() => found(exporter.getFinishedSpans()) ? Effect.void : Effect.fail("not yet")).pipe(
-    Effect.retry({ times: 250, schedule: undefined }),
-    Effect.catchAll(() => Effect.void),
-    Effect.zipRight(Effect.sleep(0))
+    Effect.retry({ times: 250, schedule: Schedule.spaced("20 millis") }),
+    Effect.catchAll(() => Effect.void)
   )
 
 const traceId = "0af7651916cd43dd8448eb211c80319c"
