@@ -61,10 +61,36 @@ server_pid=$!
 for _ in $(seq 1 60); do curl -fsS "http://127.0.0.1:$port/openapi.json" > /dev/null 2>&1 && break; sleep 0.5; done
 curl -fsS "http://127.0.0.1:$port/openapi.json" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const d=JSON.parse(s);if(!d.openapi)process.exit(1);console.log("pack-check: /openapi.json",d.openapi)})' \
   || { echo "pack-check: the tour did not serve /openapi.json"; cat server.log; exit 1; }
-answer="$(curl -sS -X POST -H 'content-type: application/json' --data '{"_tag":"Request","id":"1","tag":"notes.list","payload":{}}' "http://127.0.0.1:$port/rpc")"
-echo "pack-check: POST /rpc notes.list -> $answer"
-echo "$answer" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const [m]=JSON.parse(s);if(m?._tag!=="Exit"||m.requestId!=="1")process.exit(1)})' \
-  || { echo "pack-check: POST /rpc did not answer an rpc Exit"; cat server.log; exit 1; }
+# rpc over POST /rpc: `rpc TAG PAYLOAD [curl args]` prints the answer's Exit (one JSON message).
+rpc() {
+  local tag="$1" payload="$2"; shift 2
+  curl -sS -X POST -H 'content-type: application/json' "$@" \
+    --data "{\"_tag\":\"Request\",\"id\":\"1\",\"tag\":\"$tag\",\"payload\":$payload}" "http://127.0.0.1:$port/rpc"
+}
+# `expect_exit WANT` reads an answer on stdin: WANT is Success, or the failure's _tag.
+expect_exit() {
+  node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const [m]=JSON.parse(s);const want=process.argv[1]
+    if(m?._tag!=="Exit"||m.requestId!=="1")process.exit(1)
+    const got=m.exit._tag==="Success"?"Success":JSON.stringify(m.exit.cause).match(/"_tag":"([A-Za-z]+)"/g)?.map(t=>t.slice(8,-1)).find(t=>!["Fail","Die","Sequential","Parallel"].includes(t))
+    if(got!==want){console.error("expected",want,"got",got);process.exit(1)}
+    if(want==="Success")console.log(JSON.stringify(m.exit.value))})' "$1"
+}
+answer="$(rpc notes.list '{}')"
+echo "pack-check: anonymous notes.list -> $answer"
+echo "$answer" | expect_exit GuardRefused > /dev/null \
+  || { echo "pack-check: an anonymous notes.list was not refused with GuardRefused"; cat server.log; exit 1; }
+credentials='{"email":"ada@example.com","password":"correct horse"}'
+rpc users.signup "$credentials" | expect_exit Success > /dev/null || { echo "pack-check: users.signup failed"; cat server.log; exit 1; }
+rpc users.login '{"email":"ada@example.com","password":"wrong password"}' | expect_exit ProcedureFailure > /dev/null \
+  || { echo "pack-check: users.login accepted a wrong password"; cat server.log; exit 1; }
+session="$(rpc users.login "$credentials" | expect_exit Success | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).session))')" \
+  || { echo "pack-check: users.login failed"; cat server.log; exit 1; }
+rpc notes.add '{"text":"hello"}' -H "cookie: fw:session=$session" | expect_exit Success > /dev/null \
+  || { echo "pack-check: notes.add after login failed"; cat server.log; exit 1; }
+listed="$(rpc notes.list '{}' -H "cookie: fw:session=$session" | expect_exit Success)" \
+  || { echo "pack-check: notes.list after login failed"; cat server.log; exit 1; }
+echo "pack-check: after login, notes.list -> $listed"
+grep -q '"text":"hello"' <<< "$listed" || { echo "pack-check: the note added after login is not listed"; exit 1; }
 kill "$server_pid"; wait "$server_pid" 2>/dev/null || true; server_pid=""
 
 if [ -f "$repo/src/server/Init.ts" ]; then

@@ -11,6 +11,7 @@ export * as Provenance from "./kernel/Provenance.js"
 export * as SchemaDiffer from "./kernel/SchemaDiffer.js"
 export * as Store from "./kernel/Store.js"
 export * as Subject from "./kernel/Subject.js"
+export * as Telemetry from "./kernel/Telemetry.js"
 export * as Table from "./kernel/Table.js"
 export { defineTable } from "./kernel/Table.js"
 

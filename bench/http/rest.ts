@@ -2,7 +2,7 @@
  * A GET REST route with decode, a guard and an ETag under autocannon load, against a bare
  * `HttpLayerRouter` route and a Fastify route doing the same work, measured in the same run in
  * alternating rounds (3 s each), and the fw route again on a server with a tracer installed (every
- * request then gets the platform's span, as before spans were skipped without a tracer). Prints req/s, the server process's CPU time per request, and the
+ * request then gets the platform's span and the framework's spans and metrics, see docs/observability.md). Prints req/s, the server process's CPU time per request, and the
  * ratios against Fastify and the bare route. On a loaded shared machine the CPU ratio is the
  * steadier figure: req/s also measures the load generator competing for the same cores.
  *

@@ -12,6 +12,7 @@ import * as AuthStrategy from "./AuthStrategy.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import * as Provenance from "../kernel/Provenance.js"
+import * as Telemetry from "../kernel/Telemetry.js"
 import { Store, trackReads } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import type { App } from "./App.js"
@@ -130,6 +131,7 @@ export const make = (app: App) =>
     const interceptors = app.plugins.flatMap((plugin) =>
       (plugin.interceptors ?? []).map((interceptor) => ({
         interceptor,
+        traced: Telemetry.span(`fw.plugin ${plugin.name} intercept`, { "fw.plugin": plugin.name, "fw.hook": "intercept" }),
         services: PluginServices.services(plugin, store, httpClient)
       }))
     )
@@ -146,6 +148,7 @@ export const make = (app: App) =>
         observe(push).pipe(
           Effect.provide(services),
           Subject.asSystem,
+          Telemetry.span(`fw.plugin ${name} onLivePush`, { "fw.plugin": name, "fw.hook": "onLivePush" }, push.traceId),
           Provenance.withProvenance({ traceId: push.traceId, subjectId: push.subjectId, procedure: push.procedure }),
           Effect.catchAllCause((cause) => Effect.logWarning(`plugin "${name}" failed to observe a live push`, cause))
         ), { discard: true })
@@ -186,7 +189,8 @@ export const make = (app: App) =>
         const intercepted = interceptors
           .filter(({ interceptor }) => interceptor.kind === procedure.kind)
           .reduceRight<Effect.Effect<unknown, unknown>>(
-            (next, { interceptor, services }) => Effect.provide(interceptor.intercept(call, next), services),
+            (next, { interceptor, services, traced }) =>
+              traced(Effect.provide(interceptor.intercept(call, next), services)),
             guarded
           )
         return { subject, run: intercepted }
@@ -208,7 +212,8 @@ export const make = (app: App) =>
       const traceId = Provenance.traceIdOf(invocation.headers)
       return prepare(procedure, invocation, traceId).pipe(
         Effect.flatMap(({ run, subject }) => acting(procedure, subject, traceId, run, invocation.crossTenant)),
-        Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag, isAreaError))
+        Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag, isAreaError)),
+        Telemetry.procedure(procedure.tag, procedure.kind, traceId)
       )
     }
 
@@ -248,7 +253,8 @@ export const make = (app: App) =>
           acting(procedure, subject, traceId, trackReads(run)).pipe(
             Effect.map(([result, tables]) => ({ result, tables, subject }))
           )
-        )
+        ),
+        Telemetry.procedure(procedure.tag, procedure.kind, traceId)
       )
       return Stream.unwrapScoped(Effect.gen(function*() {
         yield* Effect.acquireRelease(Ref.update(open, (n) => n + 1), () => Ref.update(open, (n) => n - 1))

@@ -12,6 +12,7 @@ import * as Errors from "../app/Errors.js"
 import * as Guard from "../app/Guard.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import * as Provenance from "../kernel/Provenance.js"
+import * as Telemetry from "../kernel/Telemetry.js"
 import * as Answer from "./Answer.js"
 import * as Bytes from "./Bytes.js"
 import * as Codec from "./Codec.js"
@@ -139,7 +140,7 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
       )
     const claimed = Steps.underKey(env, endpoint, request, subject, bytes, () =>
       Effect.map(answer(), (response): Idempotency.Outcome => ({ response, handlerRan: true })))
-    const answered = yield* (claimed ?? answer())
+    const answered = yield* Telemetry.route(what, traceId)(claimed ?? answer())
     // Added outside the idempotency claim: a replay carries the current count, not the recorded one.
     return limited === undefined ? answered : limiter!.withHeaders(answered, limited)
   })

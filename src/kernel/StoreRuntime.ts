@@ -12,6 +12,7 @@ import * as CommitWitness from "./CommitWitness.js"
 import { CommitUnknown, DuplicateRow, RowInvalid, RowNotFound, UnknownField } from "./Errors.js"
 import type { StoreError } from "./Errors.js"
 import * as Provenance from "./Provenance.js"
+import * as Telemetry from "./Telemetry.js"
 import { noteRead, noteReadIn } from "./ReadTracking.js"
 import * as RowCodec from "./RowCodec.js"
 import type { StoreShape } from "./StoreShape.js"
@@ -112,6 +113,14 @@ const wholeNumber = (n: number | undefined): number | undefined =>
 /** Builds the Store over `driver`, with the ChangeTap of the context. */
 export const make = (driver: Driver.Driver): Effect.Effect<StoreShape, never, ChangeTap> =>
   Effect.map(ChangeTap, (tap) => build(driver, tap))
+
+/** A store operation in a `fw.store <op>` span naming its table (when a tracer is installed). */
+const traced = <Args extends ReadonlyArray<unknown>, A, E, R>(
+  op: string,
+  operation: (table: Table.Any, ...args: Args) => Effect.Effect<A, E, R>
+) =>
+(table: Table.Any, ...args: Args): Effect.Effect<A, E, R> =>
+  Telemetry.span(`fw.store ${op}`, { "fw.store.operation": op, "fw.store.table": table.name })(operation(table, ...args))
 
 const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
   /** Changes buffered by the innermost open transaction of this store (`undefined` outside one). */
@@ -353,14 +362,14 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
   return {
     dialect: driver.dialect,
     transaction,
-    insert,
-    insertMany,
-    update,
-    upsert,
-    delete: remove,
-    get,
-    find,
-    count,
+    insert: traced("insert", insert),
+    insertMany: traced("insertMany", insertMany),
+    update: traced("update", update),
+    upsert: traced("upsert", upsert),
+    delete: traced("delete", remove),
+    get: traced("get", get),
+    find: traced("find", find),
+    count: traced("count", count),
     walk
   } as unknown as StoreShape
 }

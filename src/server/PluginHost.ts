@@ -7,6 +7,7 @@ import { HttpClient } from "@effect/platform"
 import { Context, Effect, ExecutionStrategy, FiberRef, Layer, Scope } from "effect"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import { Store } from "../kernel/Store.js"
+import * as Telemetry from "../kernel/Telemetry.js"
 import * as Plugin from "../app/Plugin.js"
 import { outboundPrefix, services } from "../app/PluginServices.js"
 
@@ -65,6 +66,8 @@ export const start = (plugin: Plugin.Plugin) =>
         return merged
       })
     const onChangeEvent = plugin.onChangeEvent
+    const onEventName = `fw.plugin ${plugin.name} onChangeEvent`
+    const onEventAttributes = { "fw.plugin": plugin.name, "fw.hook": "onChangeEvent" }
     if (onChangeEvent !== undefined) {
       const recordFailure = plugin.recordChangeFailure
       const tap = yield* ChangeTap
@@ -73,7 +76,7 @@ export const start = (plugin: Plugin.Plugin) =>
         onEvent: (event) => {
           const handled = onChangeEvent(event)
           // Nothing to do for this event (a table the plugin ignores): no services to provide.
-          return handled === Effect.void ? Effect.void : withServices(handled)
+          return handled === Effect.void ? Effect.void : withServices(Telemetry.span(onEventName, onEventAttributes, event.provenance.traceId)(handled))
         },
         ...(plugin.inlineChangeEvents === true ? { inline: true } : {}),
         ...(recordFailure
@@ -82,9 +85,10 @@ export const start = (plugin: Plugin.Plugin) =>
       })
     }
     const onStage = plugin.onStage
+    const onStageSpan = Telemetry.span(`fw.plugin ${plugin.name} onStage`, { "fw.plugin": plugin.name, "fw.hook": "onStage" })
     if (onStage !== undefined) {
       const tap = yield* ChangeTap
-      yield* tap.addStager({ name: plugin.name, stage: (changes) => Effect.provide(onStage(changes), narrowed) })
+      yield* tap.addStager({ name: plugin.name, stage: (changes) => Effect.provide(onStageSpan(onStage(changes)), narrowed) })
     }
     if (plugin.layer !== undefined) {
       yield* Layer.buildWithScope(plugin.layer.pipe(Layer.provide(Layer.succeedContext(narrowed))), layerScope).pipe(

@@ -10,14 +10,11 @@
  * provenance do not depend on spans.
  */
 import { HttpMiddleware } from "@effect/platform"
-import type { Tracer } from "effect"
 import { Effect, Layer } from "effect"
-
-/** The tracer a fiber has when none is installed: effect's native tracer. */
-const builtIn: Tracer.Tracer = Effect.runSync(Effect.tracer)
+import * as Telemetry from "../kernel/Telemetry.js"
 
 /** Whether `tracer` was installed by the app (anything but effect's built-in tracer). */
-export const isInstalled = (tracer: Tracer.Tracer): boolean => tracer !== builtIn
+export const isInstalled = Telemetry.isInstalled
 
 /** `serving` with the per-request span disabled unless a tracer is installed where it is built. */
 export const onlyWhenTraced = <A, E, R>(serving: Layer.Layer<A, E, R>): Layer.Layer<A, E, R> =>
