@@ -42,7 +42,12 @@ export interface RuntimeShape {
   readonly authorize: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<void, Errors.WireError>
   /** Runs a procedure once; the output is decoded (the transport encodes it). */
   readonly call: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<unknown, Errors.WireError>
-  /** Runs a query, then re-runs it after every committed change to a table it read, emitting changed results. */
+  /**
+   * Runs a query, then re-runs it after every committed change to a table it read, emitting changed
+   * results. Identical subscriptions (same procedure, input and subject) share one re-run per change;
+   * the handler of a shared re-run sees the first subscriber's headers and trace id. Each subscriber's
+   * caller, guards and interceptors are still re-checked before every push.
+   */
   readonly live: (procedure: Procedure.Any, invocation: Invocation) => Stream.Stream<unknown, Errors.WireError>
   /** How many live subscriptions are open (each is released when its client unsubscribes or disconnects). */
   readonly liveSubscriptions: Effect.Effect<number>
