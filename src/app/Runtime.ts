@@ -293,6 +293,53 @@ export const make = (app: App) =>
     const open = yield* Ref.make(0)
     const groups = new Map<string, LiveGroup>()
 
+    /** Starts a group: its change subscription and the fiber that re-runs the handler, both in the group's scope. */
+    const startGroup = (
+      group: LiveGroup,
+      scope: Scope.CloseableScope,
+      procedure: Procedure.Any,
+      subject: Subject.Subject,
+      input: unknown,
+      headers: Headers.Headers,
+      traceId: string
+    ) =>
+      Effect.gen(function*() {
+          // Subscribe before any member's first run, so a change committed during it is not missed.
+          const changes = yield* Scope.extend(subscribeChanges, scope)
+          // A change concerns the group's tenant when the row belongs to it after the write, or
+          // did before (a row moved to another tenant must leave this tenant's result).
+          const relevant = (event: ChangeEvent | SourceSignal) => {
+            if (!group.known) return true
+            if ("_tag" in event) return group.tables.has(event.name)
+            if (!group.tables.has(event.table)) return false
+            const tenant = subject.tenantId
+            if (event.tenantId === null || event.tenantId === tenant) return true
+            const field = tenantFields.get(event.table)
+            return field !== undefined && event.before !== null && event.before[field] === tenant
+          }
+          // Changes are drained as they come, whether or not the members take their pushes: they
+          // only mark the result stale, so a slow member holds one flag, never a queue of events.
+          const stale = yield* Effect.makeLatch(false)
+          yield* Queue.takeBetween(changes, 1, Number.MAX_SAFE_INTEGER).pipe(
+            Effect.flatMap((batch) => Chunk.some(batch, relevant) ? stale.open : Effect.void),
+            Effect.forever,
+            Effect.forkIn(scope)
+          )
+          const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers, traceId }
+          const rerun = acting(procedure, subject, traceId, trackReads(withHandlerContext(
+            Effect.suspend(() => procedure.handler(input, ctx))
+          ))).pipe(Effect.exit)
+          yield* Effect.gen(function*() {
+            yield* stale.await
+            yield* stale.close
+            const exit = yield* rerun
+            const tables = Exit.isSuccess(exit) ? exit.value[1] : new Set<string>()
+            for (const table of tables) group.tables.add(table)
+            group.latest = { exit: Exit.map(exit, ([result]) => result), tables, encoded: undefined }
+            for (const wake of group.waiting) yield* wake.open
+          }).pipe(Effect.forever, Effect.forkIn(scope))
+      })
+
     /**
      * Joins (or starts) the group of identical subscriptions under `key`: one change subscription
      * and one handler re-run per relevant change, shared by every member. Released with the scope;
@@ -323,44 +370,15 @@ export const make = (app: App) =>
             waiting: new Set()
           }
           groups.set(key, group)
-          // Subscribe before any member's first run, so a change committed during it is not missed.
-          const changes = yield* Scope.extend(subscribeChanges, scope)
-          // A change concerns the group's tenant when the row belongs to it after the write, or
-          // did before (a row moved to another tenant must leave this tenant's result).
-          const relevant = (event: ChangeEvent | SourceSignal) => {
-            if (!group.known) return true
-            if ("_tag" in event) return group.tables.has(event.name)
-            if (!group.tables.has(event.table)) return false
-            const tenant = subject.tenantId
-            if (event.tenantId === null || event.tenantId === tenant) return true
-            const field = tenantFields.get(event.table)
-            return field !== undefined && event.before !== null && event.before[field] === tenant
-          }
-          // Changes are drained as they come, whether or not the members take their pushes: they
-          // only mark the result stale, so a slow member holds one flag, never a queue of events.
-          const stale = yield* Effect.makeLatch(false)
-          yield* Queue.takeBetween(changes, 1, Number.MAX_SAFE_INTEGER).pipe(
-            Effect.flatMap((batch) => Chunk.some(batch, relevant) ? stale.open : Effect.void),
-            Effect.forever,
-            // Forked from the uninterruptible acquisition: made interruptible, or closing the group would hang.
-            Effect.interruptible,
-            Effect.forkIn(scope)
+          yield* Effect.interruptible(startGroup(group, scope, procedure, subject, input, headers, traceId)).pipe(
+            // An interrupted start leaves nothing behind.
+            Effect.onInterrupt(() => Effect.suspend(() => {
+              groups.delete(key)
+              return Scope.close(scope, Exit.void)
+            }))
           )
-          const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers, traceId }
-          const rerun = acting(procedure, subject, traceId, trackReads(withHandlerContext(
-            Effect.suspend(() => procedure.handler(input, ctx))
-          ))).pipe(Effect.exit)
-          yield* Effect.gen(function*() {
-            yield* stale.await
-            yield* stale.close
-            const exit = yield* rerun
-            const tables = Exit.isSuccess(exit) ? exit.value[1] : new Set<string>()
-            for (const table of tables) group.tables.add(table)
-            group.latest = { exit: Exit.map(exit, ([result]) => result), tables, encoded: undefined }
-            for (const wake of group.waiting) yield* wake.open
-          }).pipe(Effect.forever, Effect.interruptible, Effect.forkIn(scope))
           return group
-        }).pipe(Effect.uninterruptible),
+        }),
         (group) =>
           Effect.suspend(() => {
             group.members -= 1
