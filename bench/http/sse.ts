@@ -1,56 +1,60 @@
 /**
- * SSE fan-out: 1,000 concurrent subscribers of one live query on one server process; after each of
- * 20 commits, the time from the commit request to every subscriber's delta. Reports the time to
- * the last subscriber's delta (p50, p99 over the commits) and per-subscriber delivery (p50, p99),
- * for the projected live query and, as the floor, a bare SSE route that forwards the change with no
- * query re-run, measured in the same run.
+ * SSE fan-out: 1,000 concurrent subscribers of one live query on one server process, spread over
+ * several client processes (so the floor is not one client's parsing); after each of 20 commits,
+ * the time from the commit request to every subscriber's delta. Reports the time to the last
+ * subscriber's delta (p50, p99 over the commits), per-subscriber delivery (p50, p99) and the
+ * server's own CPU time per commit, for the projected live query and, as the floor, a bare SSE
+ * route that forwards the change with no query re-run, measured in the same run.
  *
- * `npx tsx bench/http/sse.ts`
+ * `npx tsx bench/http/sse.ts` (`SSE_CLIENTS=n` client processes, default 4)
  */
-import * as ExperimentalSse from "@effect/experimental/Sse"
-import { request } from "node:http"
-import { quantile, startServer, table } from "./harness.js"
+import { fork } from "node:child_process"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { quantile, type ServerProcess, startServer, table } from "./harness.js"
+import type { Report, Start } from "./sseClient.js"
 
 const SUBSCRIBERS = 1_000
 const COMMITS = 20
+const CLIENTS = Number(process.env["SSE_CLIENTS"] ?? 4)
+const here = path.dirname(fileURLToPath(import.meta.url))
+const now = () => performance.timeOrigin + performance.now()
 
 interface Result {
   readonly last: ReadonlyArray<number>
   readonly each: ReadonlyArray<number>
+  readonly cpuMsPerCommit: number
 }
 
-const measure = async (port: number, path: string, firstValue: number): Promise<Result> => {
-  const received = Array.from({ length: SUBSCRIBERS }, () => new Map<number, number>())
+const measure = async (server: ServerProcess, streamPath: string, firstValue: number): Promise<Result> => {
+  const delivered = new Map<number, Array<ReadonlyArray<number>>>()
   let wanted: { readonly n: number; readonly resolve: () => void } | undefined
   const check = () => {
-    if (wanted !== undefined && received.every((seen) => seen.has(wanted!.n))) {
+    if (wanted !== undefined && (delivered.get(wanted.n)?.length ?? 0) === CLIENTS) {
       const { resolve } = wanted
       wanted = undefined
       resolve()
     }
   }
-  const sockets = await Promise.all(Array.from({ length: SUBSCRIBERS }, (_, index) =>
-    new Promise<ReturnType<typeof request>>((resolve, reject) => {
-      const parser = ExperimentalSse.makeParser((event) => {
-        if (event._tag !== "Event" || event.event !== "delta") return
-        const n = (JSON.parse(event.data) as { readonly data: number }).data
-        received[index]!.set(n, performance.now())
+  const clients = await Promise.all(Array.from({ length: CLIENTS }, (_, index) =>
+    new Promise<ReturnType<typeof fork>>((resolve, reject) => {
+      const child = fork(path.join(here, "sseClient.ts"), { execArgv: ["--import", "tsx"], stdio: "inherit" })
+      const count = Math.floor(SUBSCRIBERS / CLIENTS) + (index < SUBSCRIBERS % CLIENTS ? 1 : 0)
+      child.on("message", (report: Report) => {
+        if (report._tag === "Ready") return resolve(child)
+        delivered.set(report.n, [...(delivered.get(report.n) ?? []), report.times])
         check()
       })
-      const req = request({ host: "127.0.0.1", port, path, agent: false, headers: { accept: "text/event-stream" } }, (res) => {
-        res.setEncoding("utf8")
-        res.on("data", (text: string) => parser.feed(text))
-        resolve(req)
-      })
-      req.on("error", reject)
-      req.end()
+      child.on("error", reject)
+      child.send({ port: server.port, path: streamPath, count } satisfies Start)
     })))
   const last: Array<number> = []
   const each: Array<number> = []
+  const cpuBefore = server.cpuMicros()
   for (let n = firstValue; n < firstValue + COMMITS; n++) {
     const done = new Promise<void>((resolve) => (wanted = { n, resolve }))
-    const start = performance.now()
-    const response = await fetch(`http://127.0.0.1:${port}/v1/ticks/add`, {
+    const start = now()
+    const response = await fetch(`http://127.0.0.1:${server.port}/v1/ticks/add`, {
       method: "POST",
       headers: { "content-type": "application/json" },
       body: JSON.stringify({ n })
@@ -58,12 +62,13 @@ const measure = async (port: number, path: string, firstValue: number): Promise<
     if (response.status !== 200) throw new Error(`commit ${n}: ${response.status}`)
     check()
     await done
-    const times = received.map((seen) => seen.get(n)! - start)
+    const times = delivered.get(n)!.flat().map((at) => at - start)
     each.push(...times)
     last.push(Math.max(...times))
   }
-  for (const socket of sockets) socket.destroy()
-  return { last, each }
+  const cpuMsPerCommit = (server.cpuMicros() - cpuBefore) / 1000 / COMMITS
+  for (const client of clients) client.disconnect()
+  return { last, each, cpuMsPerCommit }
 }
 
 const row = (name: string, result: Result) => ({
@@ -71,19 +76,21 @@ const row = (name: string, result: Result) => ({
   "commit → last delta p50 ms": Number(quantile(result.last, 0.5).toFixed(1)),
   "p99 ms": Number(quantile(result.last, 0.99).toFixed(1)),
   "per subscriber p50 ms": Number(quantile(result.each, 0.5).toFixed(1)),
-  "per subscriber p99 ms": Number(quantile(result.each, 0.99).toFixed(1))
+  "per subscriber p99 ms": Number(quantile(result.each, 0.99).toFixed(1)),
+  "server CPU ms / commit": Number(result.cpuMsPerCommit.toFixed(1))
 })
 
 export const run = async () => {
-  const server = await startServer("sseServer.ts")
+  const server = await startServer("sseServer.ts", process.env["SSE_PROF"] ? ["--cpu-prof", "--cpu-prof-dir", process.env["SSE_PROF"]] : [])
   try {
-    const live = await measure(server.port, "/v1/ticks/latest", 1)
-    const bare = await measure(server.port, "/bare/ticks", 1_000)
-    table(`SSE fan-out: ${SUBSCRIBERS} subscribers, ${COMMITS} commits (one server process)`, [
-      row("projected live query (re-run + guards per subscriber)", live),
+    const live = await measure(server, "/v1/ticks/latest", 1)
+    const bare = await measure(server, "/bare/ticks", 1_000)
+    table(`SSE fan-out: ${SUBSCRIBERS} subscribers over ${CLIENTS} client processes, ${COMMITS} commits (one server process)`, [
+      row("projected live query (shared re-run, guards per subscriber)", live),
       row("bare SSE forward of the change (floor)", bare)
     ])
     console.log(`last-delta ratio live / bare (p50): ${(quantile(live.last, 0.5) / quantile(bare.last, 0.5)).toFixed(2)}`)
+    console.log(`server CPU per commit, live / bare: ${(live.cpuMsPerCommit / bare.cpuMsPerCommit).toFixed(2)}`)
   } finally {
     server.stop()
   }

@@ -6,8 +6,7 @@
  */
 import type { Headers } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
-import type { Scope } from "effect"
-import { Cause, Chunk, Context, Effect, Layer, Option, Queue, Ref, Schema, Stream } from "effect"
+import { Cause, Chunk, Context, Effect, Exit, Layer, Option, Queue, Ref, Schema, Scope, Stream } from "effect"
 import * as AuthStrategy from "./AuthStrategy.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
@@ -44,7 +43,12 @@ export interface RuntimeShape {
   readonly authorize: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<void, Errors.WireError>
   /** Runs a procedure once; the output is decoded (the transport encodes it). */
   readonly call: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<unknown, Errors.WireError>
-  /** Runs a query, then re-runs it after every committed change to a table it read, emitting changed results. */
+  /**
+   * Runs a query, then re-runs it after every committed change to a table it read, emitting changed
+   * results. Identical subscriptions (same procedure, input and subject) share one re-run per change;
+   * the handler of a shared re-run sees the first subscriber's headers and trace id. Each subscriber's
+   * caller, guards and interceptors are still re-checked before every push.
+   */
   readonly live: (procedure: Procedure.Any, invocation: Invocation) => Stream.Stream<unknown, Errors.WireError>
   /** How many live subscriptions are open (each is released when its client unsubscribes or disconnects). */
   readonly liveSubscriptions: Effect.Effect<number>
@@ -59,6 +63,44 @@ export interface RuntimeShape {
 interface SourceSignal {
   readonly _tag: "SourceSignal"
   readonly name: string
+}
+
+/** One shared re-run of a live query's handler: its outcome, and its encoded result once a member needed it. */
+interface SharedRun {
+  readonly exit: Exit.Exit<unknown, unknown>
+  readonly tables: ReadonlySet<string>
+  encoded: string | undefined
+}
+
+/**
+ * Identical live subscriptions (same procedure, input and subject: hence tenant and scopes) share
+ * one change subscription and one handler re-run per relevant change; each member still
+ * re-resolves its caller and re-runs the guards and interceptors before every push.
+ */
+interface LiveGroup {
+  members: number
+  readonly scope: Scope.CloseableScope
+  /** Tables read by the handler, or by any member's guards: a change to one of them is relevant. */
+  readonly tables: Set<string>
+  /** False until the first member's first run told which tables matter: every change counts till then. */
+  known: boolean
+  latest: SharedRun | undefined
+  /** Each member's wake-up, opened when `latest` changes. */
+  readonly waiting: Set<Effect.Latch>
+}
+
+/**
+ * What makes two live subscriptions identical: the procedure, the decoded input (encoded back, so
+ * excess properties and spellings do not split groups) and the whole subject the handler sees.
+ * `undefined` when the input or subject cannot be keyed (the subscription runs on its own).
+ */
+const shareKey = (procedure: Procedure.Any, subject: Subject.Subject, input: unknown): string | undefined => {
+  try {
+    const encodedInput = Schema.encodeUnknownSync(procedure.input)(input)
+    return JSON.stringify([procedure.tag, encodedInput, subject.type, subject.id, subject.tenantId, [...subject.scopes].sort(), subject.metadata])
+  } catch {
+    return undefined
+  }
 }
 
 /** The procedure runtime of the served app. */
@@ -168,15 +210,24 @@ export const make = (app: App) =>
         })
       )
 
-    /** Decodes and authorises a call, returning the effect that runs its handler. */
-    const prepare = (procedure: Procedure.Any, invocation: Invocation, traceId: string) =>
+    /**
+     * Decodes and authorises a call, returning the effect that runs its handler. `sharedResult`
+     * may stand in for the handler (a live re-run shared by identical subscriptions): the guards
+     * and interceptors still run for this caller around it.
+     */
+    const prepare = (
+      procedure: Procedure.Any,
+      invocation: Invocation,
+      traceId: string,
+      sharedResult?: (subject: Subject.Subject) => Effect.Effect<unknown, unknown> | undefined
+    ) =>
       Effect.gen(function*() {
         const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
         const input = yield* decodeInput(procedure, invocation.input)
         const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers: invocation.headers, traceId }
         const guarded = withHandlerContext(Effect.zipRight(
           Guard.runGuards(procedure.guards, ctx),
-          Effect.suspend(() => procedure.handler(input, ctx))
+          sharedResult?.(subject) ?? Effect.suspend(() => procedure.handler(input, ctx))
         ))
         const call: Procedure.Call = {
           kind: procedure.kind,
@@ -245,10 +296,108 @@ export const make = (app: App) =>
       })
 
     const open = yield* Ref.make(0)
+    const groups = new Map<string, LiveGroup>()
+
+    /** Starts a group: its change subscription and the fiber that re-runs the handler, both in the group's scope. */
+    const startGroup = (
+      group: LiveGroup,
+      scope: Scope.CloseableScope,
+      procedure: Procedure.Any,
+      subject: Subject.Subject,
+      input: unknown,
+      headers: Headers.Headers,
+      traceId: string
+    ) =>
+      Effect.gen(function*() {
+          // Subscribe before any member's first run, so a change committed during it is not missed.
+          const changes = yield* Scope.extend(subscribeChanges, scope)
+          // A change concerns the group's tenant when the row belongs to it after the write, or
+          // did before (a row moved to another tenant must leave this tenant's result).
+          const relevant = (event: ChangeEvent | SourceSignal) => {
+            if (!group.known) return true
+            if ("_tag" in event) return group.tables.has(event.name)
+            if (!group.tables.has(event.table)) return false
+            const tenant = subject.tenantId
+            if (event.tenantId === null || event.tenantId === tenant) return true
+            const field = tenantFields.get(event.table)
+            return field !== undefined && event.before !== null && event.before[field] === tenant
+          }
+          // Changes are drained as they come, whether or not the members take their pushes: they
+          // only mark the result stale, so a slow member holds one flag, never a queue of events.
+          const stale = yield* Effect.makeLatch(false)
+          yield* Queue.takeBetween(changes, 1, Number.MAX_SAFE_INTEGER).pipe(
+            Effect.flatMap((batch) => Chunk.some(batch, relevant) ? stale.open : Effect.void),
+            Effect.forever,
+            Effect.forkIn(scope)
+          )
+          const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers, traceId }
+          const rerun = acting(procedure, subject, traceId, trackReads(withHandlerContext(
+            Effect.suspend(() => procedure.handler(input, ctx))
+          ))).pipe(Effect.exit)
+          yield* Effect.gen(function*() {
+            yield* stale.await
+            yield* stale.close
+            const exit = yield* rerun
+            const tables = Exit.isSuccess(exit) ? exit.value[1] : new Set<string>()
+            for (const table of tables) group.tables.add(table)
+            group.latest = { exit: Exit.map(exit, ([result]) => result), tables, encoded: undefined }
+            for (const wake of group.waiting) yield* wake.open
+          }).pipe(Effect.forever, Effect.forkIn(scope))
+      })
+
+    /**
+     * Joins (or starts) the group of identical subscriptions under `key`: one change subscription
+     * and one handler re-run per relevant change, shared by every member. Released with the scope;
+     * the last member out closes the group.
+     */
+    const joinGroup = (
+      key: string,
+      procedure: Procedure.Any,
+      subject: Subject.Subject,
+      input: unknown,
+      headers: Headers.Headers,
+      traceId: string
+    ): Effect.Effect<LiveGroup, never, Scope.Scope> =>
+      Effect.acquireRelease(
+        Effect.gen(function*() {
+          const existing = groups.get(key)
+          if (existing !== undefined) {
+            existing.members += 1
+            return existing
+          }
+          const scope = yield* Scope.make()
+          const group: LiveGroup = {
+            members: 1,
+            scope,
+            tables: new Set(),
+            known: false,
+            latest: undefined,
+            waiting: new Set()
+          }
+          groups.set(key, group)
+          yield* Effect.interruptible(startGroup(group, scope, procedure, subject, input, headers, traceId)).pipe(
+            // An interrupted start leaves nothing behind.
+            Effect.onInterrupt(() => Effect.suspend(() => {
+              groups.delete(key)
+              return Scope.close(scope, Exit.void)
+            }))
+          )
+          return group
+        }),
+        (group) =>
+          Effect.suspend(() => {
+            group.members -= 1
+            if (group.members > 0) return Effect.void
+            groups.delete(key)
+            return Scope.close(group.scope, Exit.void)
+          })
+      )
+
     const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.WireError> => {
       const traceId = Provenance.traceIdOf(invocation.headers)
+      const encodeOutput = Schema.encodeUnknownSync(procedure.output)
       // The caller is re-resolved and the guards re-run before every push, so a revoked scope ends the stream.
-      const once = prepare(procedure, invocation, traceId).pipe(
+      const first = (invocation: Invocation) => prepare(procedure, invocation, traceId).pipe(
         Effect.flatMap(({ run, subject }) =>
           acting(procedure, subject, traceId, trackReads(run)).pipe(
             Effect.map(([result, tables]) => ({ result, tables, subject }))
@@ -258,35 +407,49 @@ export const make = (app: App) =>
       )
       return Stream.unwrapScoped(Effect.gen(function*() {
         yield* Effect.acquireRelease(Ref.update(open, (n) => n + 1), () => Ref.update(open, (n) => n - 1))
-        // Subscribe before the first run, so a change committed during it is not missed.
-        const changes = yield* subscribeChanges
-        let current = yield* once
-        let last = JSON.stringify(Schema.encodeUnknownSync(procedure.output)(current.result))
-        // A change concerns the subscriber's tenant when the row belongs to it after the write, or
-        // did before (a row moved to another tenant must leave this tenant's result).
-        const relevant = (event: ChangeEvent | SourceSignal) => {
-          if ("_tag" in event) return current.tables.has(event.name)
-          if (!current.tables.has(event.table)) return false
-          const tenant = current.subject.tenantId
-          if (event.tenantId === null || event.tenantId === tenant) return true
-          const field = tenantFields.get(event.table)
-          return field !== undefined && event.before !== null && event.before[field] === tenant
-        }
-        // Changes are drained as they come, whether or not the subscriber takes its pushes (a
-        // client that never acknowledges stops the stream from being pulled): they only mark the
-        // result stale, so a slow subscriber holds one flag, never a growing queue of events.
-        const stale = yield* Effect.makeLatch(false)
-        yield* Queue.takeBetween(changes, 1, Number.MAX_SAFE_INTEGER).pipe(
-          Effect.flatMap((batch) => Chunk.some(batch, relevant) ? stale.open : Effect.void),
-          Effect.forever,
-          Effect.forkScoped
+        const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
+        const input = yield* decodeInput(procedure, invocation.input)
+        const key = shareKey(procedure, subject, input)
+        const group = yield* joinGroup(key ?? crypto.randomUUID(), procedure, subject, input, invocation.headers, traceId)
+        const wake = yield* Effect.makeLatch(false)
+        yield* Effect.acquireRelease(
+          Effect.sync(() => group.waiting.add(wake)),
+          () => Effect.sync(() => group.waiting.delete(wake))
         )
+        // A re-run published from here on may postdate the first run: it is compared, not skipped.
+        let seen = group.latest
+        let current = yield* first({ ...invocation, subject })
+        for (const table of current.tables) group.tables.add(table)
+        group.known = true
+        let last = JSON.stringify(encodeOutput(current.result))
+        /**
+         * The member's own check of a shared re-run: the caller re-resolved, the input decoded, the
+         * guards and interceptors run as for a call, around the shared handler result. A caller that
+         * now resolves to another subscription (other tenant or scopes) runs the handler itself.
+         */
+        const check = (shared: SharedRun) =>
+          prepare(procedure, invocation, traceId, (subject) =>
+            key !== undefined && shareKey(procedure, subject, input) === key ? shared.exit : undefined
+          ).pipe(
+            Effect.flatMap(({ run, subject }) =>
+              acting(procedure, subject, traceId, trackReads(run)).pipe(
+                Effect.map(([result, tables]) => ({ result, tables, subject }))
+              )
+            )
+          )
         const next = Effect.gen(function*() {
           while (true) {
-            yield* stale.await
-            yield* stale.close
-            current = yield* once
-            const encoded = JSON.stringify(Schema.encodeUnknownSync(procedure.output)(current.result))
+            yield* wake.await
+            yield* wake.close
+            const shared = group.latest
+            if (shared === undefined || shared === seen) continue
+            seen = shared
+            const checked = yield* check(shared)
+            for (const table of checked.tables) group.tables.add(table)
+            current = { ...checked, tables: new Set([...shared.tables, ...checked.tables]) }
+            const encoded = Exit.isSuccess(shared.exit) && shared.exit.value === current.result
+              ? (shared.encoded ??= JSON.stringify(encodeOutput(current.result)))
+              : JSON.stringify(encodeOutput(current.result))
             if (encoded === last) continue
             last = encoded
             return current.result
