@@ -1,7 +1,7 @@
 /**
  * `flagsPlugin`: feature flags for an app (spec area E). It offers the `FlagRegistry` to every guard
  * and handler (`isFlagEnabled`, `requireFlag`, `flagValue`, `flagVariant`), serves the live
- * `flags.evaluate` query, gates procedures by tag (`gatedBy`), and adds inspect routes. With
+ * `flags.evaluate` and `flags.variants` queries (what the client hooks read), gates procedures by tag (`gatedBy`), and adds inspect routes. With
  * `store: 'sql'` toggles and overrides are persisted, audited and followed by every replica.
  */
 import { Context, Duration, Effect, Layer, Schedule, Schema } from "effect"
@@ -14,6 +14,7 @@ import type * as Definition from "./Definition.js"
 import { FlagDefinitionError } from "./Errors.js"
 import * as Experiments from "./Experiments.js"
 import * as FlagRegistry from "./FlagRegistry.js"
+import * as ClientVariants from "./ClientVariants.js"
 import * as Dashboard from "./dashboard.js"
 import * as Inspect from "./inspect.js"
 import * as tables from "./tables.js"
@@ -166,7 +167,7 @@ export const flagsPlugin = (options: Options = {}): FlagsPlugin => {
       : {}),
     inspectRoutes: Inspect.routes(registry),
     dashboardPanel: Dashboard.panel,
-    procedures: [flagsEvaluate],
+    procedures: [flagsEvaluate, ClientVariants.make(registry, options.typedFlags ?? [])],
     interceptors,
     handlerContext: Context.make(FlagRegistry.FlagRegistry, registry),
     liveSources: [{ name: registry.sourceName, changes: registry.changes }]

@@ -4,7 +4,8 @@
  * are also written to an outbox and announced with `pg_notify` inside the transaction, so every
  * replica receives every committed change.
  */
-import { PgClient } from "@effect/sql-pg"
+// Type only: `@effect/sql-pg` is an optional peer, loaded when a fleet tap is built (SQLite apps need not install it).
+import type { PgClient } from "@effect/sql-pg"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
 import type { Cause } from "effect"
@@ -344,6 +345,7 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
   Layer.scoped(
     ChangeTap,
     Effect.gen(function*() {
+      const { PgClient } = yield* Effect.promise(() => import("@effect/sql-pg"))
       const pg = yield* PgClient.PgClient
       const delivery = yield* makeDelivery
       const origin = crypto.randomUUID()

@@ -6,6 +6,7 @@
 import { useMemo, useSyncExternalStore } from "react"
 import type { Api, ConnectionState, Contract, Input, LiveState, MutationState, Output } from "../client/index.js"
 import * as Flags from "../client/Flags.js"
+import * as Search from "../client/Search.js"
 
 /**
  * The live result of a query: subscribed while the component is mounted (shared with every other
@@ -50,10 +51,40 @@ export const useConnection = <E>(api: Api<E>): ConnectionState =>
   useSyncExternalStore(api.connectionState.subscribe, api.connectionState.getSnapshot, api.connectionState.getSnapshot)
 
 /** The caller's live flag set (`flags.evaluate`): re-renders when a flag is toggled on the server. */
-export const useFlags = (api: Api): LiveState<Flags.FlagSet> => {
+export const useFlags = <E>(api: Api<E>): LiveState<Flags.FlagSet, E> => {
   const live = useMemo(() => Flags.live(api), [api])
   return useSyncExternalStore(live.subscribe, live.getSnapshot, live.getSnapshot)
 }
 
 /** Whether the flag `key` is on for the caller (false until the first result and for an unknown key). */
-export const useFlag = (api: Api, key: string): boolean => Flags.isEnabled(useFlags(api), key)
+export const useFlag = <E>(api: Api<E>, key: string): boolean => Flags.isEnabled(useFlags(api), key)
+
+/** The caller's live variants and typed values (`flags.variants`): re-renders on a toggle or override. */
+export const useVariants = <E>(api: Api<E>): LiveState<Flags.VariantSet, E> => {
+  const live = useMemo(() => Flags.liveVariants(api), [api])
+  return useSyncExternalStore(live.subscribe, live.getSnapshot, live.getSnapshot)
+}
+
+/** The caller's served variant of `key`, `{name, value, enabled}`; undefined until the first result and when none is served. */
+export const useVariant = <E>(api: Api<E>, key: string): Flags.Variant | undefined => Flags.variant(useVariants(api), key)
+
+/** A typed flag's value for the caller, decoded through its schema; its `default` until the first result. */
+export const useFlagValue = <A, I, E>(api: Api<E>, flag: Flags.TypedFlagLike<A, I>): A => Flags.value(useVariants(api), flag)
+
+/** What `useSearch` returns: the state of the last run (`results`, `facets`, `pending`, `error`, ...) and `run`. */
+export interface UseSearch<E = never> extends Search.SearchState<E> {
+  /** Issues the query; the answer lands in the state (only the latest run's). */
+  readonly run: (q: string, options?: Search.RunOptions) => Promise<void>
+}
+
+/**
+ * Search over `index` (`search.query`): `run(q, {limit, offset}?)` issues the query, the hook
+ * re-renders with its hit documents and facet counts. `options` (facets, filters, highlight, ...)
+ * apply to every run; an equal `options` object on the next render keeps the store.
+ */
+export const useSearch = <E>(api: Api<E>, index: string, options: Search.SearchOptions = {}): UseSearch<E> => {
+  const optionsKey = JSON.stringify(options)
+  const store = useMemo(() => Search.make(api, index, options), [api, index, optionsKey])
+  const state = useSyncExternalStore(store.subscribe, store.getSnapshot, store.getSnapshot)
+  return useMemo(() => ({ ...state, run: store.run }), [state, store])
+}

@@ -16,6 +16,7 @@ import * as Settings from "../app/Settings.js"
 import type * as Search from "../search/index.js"
 import * as SchemaDiffer from "../kernel/SchemaDiffer.js"
 import type { Entry } from "./Entry.js"
+import * as Init from "./Init.js"
 import * as SchemaApply from "./SchemaApply.js"
 import * as Server from "./Server.js"
 
@@ -222,10 +223,16 @@ const search = Command.make("search").pipe(
   Command.withSubcommands([reindex])
 )
 
+const init = Command.make("init", { dir: Args.text({ name: "dir" }) }, ({ dir }) =>
+  Effect.gen(function*() {
+    const written = yield* Init.init(dir)
+    yield* Console.log(`created ${dir}: ${written.join(", ")}\nnext: cd ${dir} && npm install && npm test && npm run dev`)
+  })).pipe(Command.withDescription("scaffold an app (entry, one table, procedures, a test) in a new directory"))
+
 /** The `fw` command. */
 export const command = Command.make("fw").pipe(
-  Command.withDescription("serve an fw app and manage its database and indexes; ENTRY is a module whose default export is defineEntry({app, store})"),
-  Command.withSubcommands([dev, serveCommand, db, search])
+  Command.withDescription("serve an fw app, manage its database and indexes, scaffold a new one; ENTRY is a module whose default export is defineEntry({app, store})"),
+  Command.withSubcommands([dev, serveCommand, db, search, init])
 )
 
 /** Runs the CLI with `argv`. */

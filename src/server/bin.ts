@@ -1,8 +1,12 @@
 #!/usr/bin/env node
 import { ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Console, Effect } from "effect"
+import { Console, Effect, Layer, Logger } from "effect"
 import * as Cli from "./Cli.js"
+
+// FW_LOG_FORMAT=json: every log line one JSON object (for log collectors); unset, runMain's pretty
+// lines. The pretty logger runMain installs must be disabled, or both would print.
+const json = process.env.FW_LOG_FORMAT === "json"
 
 Cli.run(process.argv).pipe(
   // A usage mistake (a missing argument, an unknown command): @effect/cli has printed it already.
@@ -17,5 +21,6 @@ Cli.run(process.argv).pipe(
     (error) => Console.error(`fw: ${error.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))
   ),
   Effect.provide(NodeContext.layer),
-  NodeRuntime.runMain
+  Effect.provide(json ? Logger.json : Layer.empty),
+  (program) => NodeRuntime.runMain(program, { disablePrettyLogger: json })
 )

@@ -47,7 +47,8 @@ describe("fw CLI", () => {
       /- dev <entry> +apply the schema, then serve the app with request logs, restarting when a file changes/,
       /- serve <entry> +serve the app/,
       /- db apply \[--dry-run\] <entry> +create the missing tables, columns and indexes/,
-      /- search reindex <entry> <index> +rebuild a search index/
+      /- search reindex <entry> <index> +rebuild a search index/,
+      /- init <dir> +scaffold an app/
     ]) assert.match(help, line)
   }, 60_000)
 

@@ -6,7 +6,7 @@ const serverSide = /^src\/server\/|^src\/(auth|http|history|saml|inspect)\/|node
 
 describe("the browser bundle of @fw/framework/client", () => {
   it.live("builds for the browser with no node: import and no server code", () => Effect.promise(async () => {
-    for (const entry of ["src/client/index.ts", "test/client/page/mountOnly.ts"]) {
+    for (const entry of ["src/client/index.ts", "test/client/page/mountOnly.ts", "test/client/page/hooks.ts"]) {
       const built = await bundle(entry)
       assert.deepStrictEqual(built.output.imports, [], `${entry}: the bundle imports nothing external`)
       assert.notMatch(built.code, /(from|import|require)\s*\(?\s*["']node:/, `${entry}: no node: import`)

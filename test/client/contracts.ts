@@ -34,3 +34,13 @@ export const hang = {
   input: Schema.Struct({}),
   output: Schema.Null
 } as const
+
+/**
+ * A typed flag as the browser knows it (key, value schema, default): the server declares the same
+ * flag with `defineFlag` and its variants (see `hooksApp` in fixtures.ts).
+ */
+export const Theme = {
+  key: "theme",
+  schema: Schema.Struct({ accent: Schema.String }),
+  default: { accent: "grey" }
+} as const

@@ -11,7 +11,10 @@ import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
-import { addTodo, hang, listTodos, whoami } from "./contracts.js"
+import { defineFlag, flagsPlugin } from "../../src/flags/index.js"
+import { searchPlugin } from "../../src/search/SearchPlugin.js"
+import { Notes, notesIndex } from "../search/support.js"
+import { addTodo, hang, listTodos, Theme, whoami } from "./contracts.js"
 
 export const Todos = defineTable("client_todos", {
   fields: { tenantId: Schema.String, text: Schema.String },
@@ -71,3 +74,29 @@ export const parts = { tables: [Todos], procedures: [list, add, me, hangs], auth
 export const app = defineApp({ name: "client-test", ...parts })
 
 export const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
+
+/** The `theme` typed flag: on for tenant acme, whose callers are served the `blue` variant. */
+export const ThemeFlag = defineFlag({
+  key: Theme.key,
+  value: Theme.schema,
+  default: Theme.default,
+  targeting: [{ tenantIds: ["acme"] }],
+  offVariant: "plain",
+  variants: [{ name: "blue", value: { accent: "blue" } }, { name: "plain", value: { accent: "grey" }, weight: 0 }]
+})
+
+/**
+ * The client test app with the flags plugin (`beta` off, `stable` on, the typed `theme`) and the
+ * search plugin over the `notes` table (memory backend, tenant-scoped).
+ */
+export const hooksApp = (flagOptions: { readonly store?: "memory" | "sql" } = {}) => {
+  const flags = flagsPlugin({ ...flagOptions, flags: { beta: false, stable: true }, typedFlags: [ThemeFlag] })
+  const app = defineApp({
+    name: "client-hooks",
+    tables: [...parts.tables, Notes],
+    procedures: parts.procedures,
+    auth: parts.auth,
+    plugins: [flags, searchPlugin({ backend: "memory", indexes: { notes: notesIndex }, replicaId: "client-hooks" })]
+  })
+  return { app, flags }
+}

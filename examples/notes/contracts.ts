@@ -1,0 +1,78 @@
+/**
+ * The procedures the page calls, as handler-less contracts: the browser bundle imports these (tag,
+ * kind, schemas) and nothing of the server; `app.ts` implements them with the same tags and schemas.
+ */
+import { Schema } from "effect"
+
+/** The tags a note may carry: the search box facets on them. */
+export const Tag = Schema.Literal("idea", "todo", "reference")
+export type Tag = typeof Tag.Type
+
+export const Note = Schema.Struct({
+  id: Schema.String,
+  title: Schema.String,
+  body: Schema.String,
+  tag: Tag,
+  author: Schema.String,
+  createdAt: Schema.Number
+})
+export type Note = typeof Note.Type
+
+/** Who the page is signed in as; null when anonymous (the page then shows the login form). */
+export const me = {
+  tag: "session.me",
+  kind: "query",
+  input: Schema.Struct({}),
+  output: Schema.NullOr(Schema.Struct({ id: Schema.String, name: Schema.String, tenantId: Schema.String }))
+} as const
+
+/** The caller's tenant's notes, newest first (live over the socket). */
+export const listNotes = {
+  tag: "notes.list",
+  kind: "query",
+  input: Schema.Struct({}),
+  output: Schema.Array(Note)
+} as const
+
+export const addNote = {
+  tag: "notes.add",
+  kind: "mutation",
+  input: Schema.Struct({
+    title: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(200)),
+    body: Schema.String.pipe(Schema.maxLength(10_000)),
+    tag: Tag
+  }),
+  output: Note
+} as const
+
+/** Gated by the `delete-notes` flag on the server: off, it fails `FlagDisabled`. */
+export const deleteNote = {
+  tag: "notes.delete",
+  kind: "mutation",
+  input: Schema.Struct({ id: Schema.String }),
+  output: Schema.Struct({ id: Schema.String })
+} as const
+
+/**
+ * The search plugin's `search.query`, narrowed to what the page sends (the server accepts more:
+ * see docs/search.md). A hit's `doc` is the document `app.ts` maps each note to.
+ */
+export const searchNotes = {
+  tag: "search.query",
+  kind: "query",
+  input: Schema.Struct({
+    index: Schema.Literal("notes"),
+    q: Schema.String,
+    facets: Schema.Array(Schema.String),
+    filters: Schema.Array(Schema.Struct({ field: Schema.String, op: Schema.Literal("eq"), value: Schema.String })),
+    highlight: Schema.Struct({ fields: Schema.Array(Schema.String), preTag: Schema.String, postTag: Schema.String })
+  }),
+  output: Schema.Struct({
+    hits: Schema.Array(Schema.Struct({
+      doc: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+      highlights: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
+    })),
+    facets: Schema.Record({ key: Schema.String, value: Schema.Record({ key: Schema.String, value: Schema.Number }) }),
+    found: Schema.Number
+  })
+} as const

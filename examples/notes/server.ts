@@ -1,0 +1,67 @@
+/**
+ * Starts the notes example: bundles the React page with esbuild (no CDN), then serves the app on an
+ * embedded SQLite file, applying its schema at boot.
+ *
+ *   PORT           default 3000
+ *   HOST           default 127.0.0.1
+ *   NOTES_DB       the SQLite file, default examples/notes/.data/notes.db
+ *   SESSION_SECRET at least 32 bytes; unset, a development secret is used (and said so)
+ *   FW_INSPECT_TOKEN the dashboard's token (/_fw/dashboard); unset, a random one is made and printed
+ */
+import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { Console, Effect, Layer } from "effect"
+import * as esbuild from "esbuild"
+import { randomBytes } from "node:crypto"
+import { mkdirSync } from "node:fs"
+import { createServer } from "node:http"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { ChangeTap, Server, Settings, Store } from "@fw/framework"
+import { demoUsers } from "./accounts.js"
+import { makeApp } from "./app.js"
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const port = Settings.positiveIntegerFromEnvSync("PORT", 3000)
+const host = process.env.HOST ?? "127.0.0.1"
+const dbFile = process.env.NOTES_DB ?? path.join(here, ".data", "notes.db")
+mkdirSync(path.dirname(dbFile), { recursive: true })
+
+const developmentSecret = "notes-example-development-secret-not-for-production"
+const sessionSecret = process.env.SESSION_SECRET === undefined ? developmentSecret : Settings.secretFromEnv("SESSION_SECRET")
+// The inspect surface and dashboard read FW_INSPECT_TOKEN; a fresh one per start keeps them closed to guesses.
+process.env.FW_INSPECT_TOKEN ??= randomBytes(18).toString("base64url")
+
+/** The page, bundled in memory for the browser (React included), served at `/app.js`. */
+const bundlePage = Effect.promise(() =>
+  esbuild.build({
+    entryPoints: [path.join(here, "page", "main.tsx")],
+    bundle: true,
+    platform: "browser",
+    format: "esm",
+    minify: true,
+    write: false,
+    logLevel: "warning",
+    define: { "process.env.NODE_ENV": "\"production\"" }
+  })
+).pipe(Effect.map((result) => result.outputFiles[0]!.text))
+
+const main = Effect.gen(function*() {
+  const pageScript = yield* bundlePage
+  const app = makeApp({ sessionSecret, pageScript })
+  const Main = Server.layer(app, { applySchema: true, announce: false }).pipe(
+    Layer.provide(Store.layerSql),
+    Layer.provide(ChangeTap.layerLocal),
+    Layer.provide(SqliteClient.layer({ filename: dbFile })),
+    Layer.provide(NodeHttpServer.layer(createServer, { port, host }))
+  )
+  // The line is printed once the server listens.
+  return yield* Layer.launch(Main.pipe(Layer.tap(() => Console.log([
+    `notes: serving on http://${host}:${port} (SQLite file ${path.relative(process.cwd(), dbFile)})`,
+    `  sign in as ${demoUsers.map((user) => `${user.email} / ${user.password}`).join(", ")}`,
+    `  dashboard: http://${host}:${port}/_fw/dashboard with the token ${process.env.FW_INSPECT_TOKEN}`,
+    ...(sessionSecret === developmentSecret ? ["  SESSION_SECRET is unset: using a development secret"] : [])
+  ].join("\n")))))
+})
+
+NodeRuntime.runMain(main)
