@@ -131,7 +131,7 @@ export const make = Effect.gen(function*() {
       return Effect.asVoid(run(`ANALYZE _fw_search_docs`))
     })
 
-  /** PostgreSQL: a batch is three statements (delete, insert from arrays, vocabulary). */
+  /** PostgreSQL: a batch is two statements (upsert from arrays, vocabulary). */
   const upsertPg = (index: string, gen: number, docs: ReadonlyArray<Document>) =>
     Effect.gen(function*() {
       const spec = specOf(index)
@@ -139,10 +139,12 @@ export const make = Effect.gen(function*() {
       const byId = new Map(docs.map((doc) => [doc.id, doc]))
       const batch = [...byId.values()]
       const bodies = batch.map((doc) => bodyOf(spec, doc))
-      yield* run(`DELETE FROM _fw_search_docs WHERE idx = $1 AND gen = $2 AND id = ANY($3::text[])`, [index, gen, batch.map((doc) => doc.id)])
+      // One upsert, not delete-then-insert: replicas under fleet scope write the same document at
+      // the same moment, and the second insert of a delete-then-insert pair would hit the key.
       yield* run(
         `INSERT INTO _fw_search_docs (idx, gen, id, doc, tenant, body)
-         SELECT $1, $2, u.id, u.doc::jsonb, u.tenant, u.body FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS u(id, doc, tenant, body)`,
+         SELECT $1, $2, u.id, u.doc::jsonb, u.tenant, u.body FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS u(id, doc, tenant, body)
+         ON CONFLICT (idx, gen, id) DO UPDATE SET doc = EXCLUDED.doc, tenant = EXCLUDED.tenant, body = EXCLUDED.body`,
         [
           index,
           gen,
