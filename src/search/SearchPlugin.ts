@@ -17,7 +17,7 @@ import * as Inspect from "./inspect.js"
 import * as Options from "./Options.js"
 import * as Query from "./Query.js"
 import * as Sync from "./Sync.js"
-import { SearchDrift, SearchStats } from "./tables.js"
+import { SearchDrift, SearchLease, SearchStats } from "./tables.js"
 
 /** The running state of a started plugin. */
 export type Running = Sync.Running
@@ -175,7 +175,7 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
       "inspect:write",
       ...factory.hosts.map((host): Plugin.Permission => `network:outbound:${host}`)
     ],
-    tables: [SearchDrift, SearchStats],
+    tables: [SearchDrift, SearchStats, SearchLease],
     layer,
     // Off the writer's path: the listener runs on its own fiber, in commit order, so a write never
     // waits for the engine (a slow or failing engine costs writers nothing). The index is eventually

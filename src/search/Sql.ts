@@ -4,9 +4,12 @@
  * `pg_trgm` index on the vocabulary when the extension can be created).
  *
  * Text is tokenised in the process exactly as the memory backend does, and stored as its words, so
- * both answer alike. The full-text index finds the candidates (every term, each as the OR of its
- * vocabulary words within the allowed edits; the tenant filter in SQL); filters, facets, ranking
- * and highlights then run in the process over the candidates, with the memory backend's code.
+ * both answer alike. Typo expansion runs in the process over the cached vocabulary (every term
+ * becomes the OR of its vocabulary words within the allowed edits). On PostgreSQL the rest is one
+ * statement: the GIN index finds the matches, filters, facet counts, ranking and paging run in SQL
+ * and only the page's documents come back (an ordered filter on a date, whose instant semantics
+ * are JavaScript's, sends the query down the SQLite path instead). On SQLite, FTS5 finds the
+ * candidates and filters, facets and ranking run in the process with the memory backend's code.
  * Reindex writes a new generation of the index and swaps the alias row in one transaction.
  *
  * ```ts
@@ -19,7 +22,7 @@ import { Chunk, Effect, Layer, Option, Stream } from "effect"
 import type { BackendFactory } from "./Backend.js"
 import { SearchBackendError } from "./Errors.js"
 import * as Matching from "./Matching.js"
-import type { Document, Hit, IndexSpec, Query, Rebuild, Result, SearchBackendShape } from "./SearchBackend.js"
+import type { Document, Filter, Hit, IndexSpec, Query, Rebuild, Result, SearchBackendShape } from "./SearchBackend.js"
 import { maxEdits, SearchBackend } from "./SearchBackend.js"
 import * as Text from "./Text.js"
 
@@ -31,6 +34,28 @@ const vocabularyTtlMs = 60_000
  * "these terms in this tenant" (hex keeps any tenant id a single word of the simple parser).
  */
 const tenantWord = (tenant: string) => `zzt${Buffer.from(tenant, "utf8").toString("hex")}`
+
+const isOrdered = (filter: Filter) => filter.op === "gt" || filter.op === "gte" || filter.op === "lt" || filter.op === "lte"
+
+/** A JSON value as the list of its elements (a scalar as a list of one; SQL NULL as `[null]`). */
+const wrap = (value: string) => `(CASE jsonb_typeof(${value}) WHEN 'array' THEN ${value} ELSE jsonb_build_array(${value}) END)`
+
+/**
+ * One filter as a PostgreSQL condition on `d.doc`, with the semantics of `Matching.predicate`:
+ * any element of a list matches; jsonb equality is JavaScript's `===` on JSON scalars; ordered
+ * operators compare numbers only (an ordered filter on a date runs in the process instead).
+ */
+const filterSql = (filter: Filter, param: (value: unknown) => string): string => {
+  const path = `${param(filter.field.split("."))}::text[]`
+  const elements = `jsonb_array_elements(${wrap(`d.doc #> ${path}`)}) e`
+  if (isOrdered(filter)) {
+    const op = filter.op === "gt" ? ">" : filter.op === "gte" ? ">=" : filter.op === "lt" ? "<" : "<="
+    return `EXISTS (SELECT 1 FROM ${elements} WHERE jsonb_typeof(e) = 'number' AND e::numeric ${op} ${param(filter.value)}::numeric)`
+  }
+  const values = (Array.isArray(filter.value) ? filter.value : [filter.value]).map((value) => JSON.stringify(value))
+  const any = `EXISTS (SELECT 1 FROM ${elements} WHERE e = ANY(${param(values)}::text[]::jsonb[]))`
+  return filter.op === "eq" || filter.op === "in" ? any : `NOT ${any}`
+}
 
 /** Makes the backend over a SqlClient; creates its tables if missing. */
 export const make = Effect.gen(function*() {
@@ -89,7 +114,24 @@ export const make = Effect.gen(function*() {
           }
         }), { discard: true })
 
-  /** PostgreSQL: a batch is three statements (delete, insert from arrays, vocabulary). */
+  /**
+   * PostgreSQL plans a text query well only with statistics on the documents: without them (a
+   * fresh or bulk-loaded index, before autovacuum's first analyze) it walks the whole index through
+   * the btree instead of the GIN index, 10–20× slower. So the process analyzes the table itself
+   * after the first 10,000 documents it writes and again at 100,000, 1,000,000, ... (statistics of a
+   * sample stay good as the table grows; autovacuum keeps them current after that).
+   */
+  let written = 0
+  let analyzeAt = 10_000
+  const analyzeAfter = (rows: number) =>
+    Effect.suspend(() => {
+      written += rows
+      if (written < analyzeAt) return Effect.void
+      analyzeAt = written * 10
+      return Effect.asVoid(run(`ANALYZE _fw_search_docs`))
+    })
+
+  /** PostgreSQL: a batch is two statements (upsert from arrays, vocabulary). */
   const upsertPg = (index: string, gen: number, docs: ReadonlyArray<Document>) =>
     Effect.gen(function*() {
       const spec = specOf(index)
@@ -97,10 +139,12 @@ export const make = Effect.gen(function*() {
       const byId = new Map(docs.map((doc) => [doc.id, doc]))
       const batch = [...byId.values()]
       const bodies = batch.map((doc) => bodyOf(spec, doc))
-      yield* run(`DELETE FROM _fw_search_docs WHERE idx = $1 AND gen = $2 AND id = ANY($3::text[])`, [index, gen, batch.map((doc) => doc.id)])
+      // One upsert, not delete-then-insert: replicas under fleet scope write the same document at
+      // the same moment, and the second insert of a delete-then-insert pair would hit the key.
       yield* run(
         `INSERT INTO _fw_search_docs (idx, gen, id, doc, tenant, body)
-         SELECT $1, $2, u.id, u.doc::jsonb, u.tenant, u.body FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS u(id, doc, tenant, body)`,
+         SELECT $1, $2, u.id, u.doc::jsonb, u.tenant, u.body FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS u(id, doc, tenant, body)
+         ON CONFLICT (idx, gen, id) DO UPDATE SET doc = EXCLUDED.doc, tenant = EXCLUDED.tenant, body = EXCLUDED.body`,
         [
           index,
           gen,
@@ -113,6 +157,7 @@ export const make = Effect.gen(function*() {
           })
         ]
       )
+      yield* analyzeAfter(batch.length)
       const cached = vocabularies.get(`${index}:${gen}`)
       const unseen = [...new Set(bodies.flat())].filter((word) => cached === undefined || !cached.words.has(word))
       if (unseen.length > 0) {
@@ -185,6 +230,99 @@ export const make = Effect.gen(function*() {
 
   const quoteFts = (word: string) => `"${word.replace(/"/g, "\"\"")}"`
 
+  /**
+   * PostgreSQL answers the whole query in one statement: the matched set is materialised once, and
+   * its size, its facet counts, its page (ranked) and, for highlights, the words it matched come
+   * back; only the page's documents cross the wire. `where`/`params` already select the index, the
+   * tenant and the text match; the filters are added here.
+   */
+  const queryInPg = (
+    query: Query,
+    baseWhere: string,
+    baseParams: ReadonlyArray<unknown>,
+    expansions: ReadonlyArray<ReadonlyArray<readonly [string, number]>> | undefined
+  ): Effect.Effect<Result, SqlError> =>
+    Effect.gen(function*() {
+      const params = [...baseParams]
+      const param = (value: unknown) => {
+        params.push(value)
+        return `$${params.length}`
+      }
+      let where = baseWhere
+      for (const filter of query.filters) where += ` AND ${filterSql(filter, param)}`
+      let score = "0::float8 AS score, ARRAY[]::text[] AS words"
+      let lateral = ""
+      if (expansions !== undefined) {
+        // Per term, its closest vocabulary word present in the document, weighted by distance and
+        // term frequency (the positions the tsvector keeps for it): the in-process formula.
+        const t: Array<number> = []
+        const word: Array<string> = []
+        const rank: Array<number> = []
+        const weight: Array<number> = []
+        expansions.forEach((words, i) =>
+          words.forEach(([w, distance], r) => {
+            t.push(i)
+            word.push(w)
+            rank.push(r)
+            weight.push(distanceWeight[distance] ?? 0.1)
+          })
+        )
+        lateral = ` CROSS JOIN LATERAL (
+          SELECT COALESCE(sum(b.wt * (1 + ln(b.tf))), 0)::float8 AS score, array_agg(b.word) AS words FROM (
+            SELECT DISTINCT ON (x.t) x.wt, x.word, COALESCE(array_length(u.positions, 1), 1) AS tf
+            FROM unnest(d.tsv) u
+            JOIN unnest(${param(t)}::int[], ${param(word)}::text[], ${param(rank)}::int[], ${param(weight)}::float8[]) AS x(t, word, r, wt) ON x.word = u.lexeme
+            ORDER BY x.t, x.r) b) s`
+        score = "s.score, s.words"
+      }
+      const limit = param(query.limit)
+      const offset = param(query.offset)
+      const facetFields = param(query.facets)
+      const parts = [
+        `SELECT 0 AS kind, NULL::int AS facet, NULL::text AS value, count(*)::int AS n, NULL::jsonb AS doc FROM m`,
+        `SELECT 1, f.ord::int, v.k, count(*)::int, NULL FROM m
+           CROSS JOIN unnest(${facetFields}::text[]) WITH ORDINALITY AS f(path, ord)
+           CROSS JOIN LATERAL (SELECT CASE jsonb_typeof(e) WHEN 'string' THEN e #>> '{}' WHEN 'number' THEN e::text WHEN 'boolean' THEN e::text END AS k
+             FROM jsonb_array_elements(${wrap("m.doc #> string_to_array(f.path, '.')")}) e) v
+           WHERE v.k IS NOT NULL GROUP BY f.ord, v.k`,
+        `SELECT 2, NULL, NULL, p.ord::int, p.doc FROM p`
+      ]
+      if (query.highlight !== undefined && expansions !== undefined) parts.push(`SELECT DISTINCT 3, NULL::int, w, 0, NULL::jsonb FROM m, unnest(m.words) w`)
+      const text = `WITH m AS MATERIALIZED (SELECT d.id, d.doc, ${score} FROM _fw_search_docs d${lateral} WHERE ${where}),
+        p AS (SELECT m.doc, row_number() OVER (ORDER BY m.score DESC, m.id COLLATE "C") AS ord FROM m
+              ORDER BY m.score DESC, m.id COLLATE "C" LIMIT ${limit} OFFSET ${offset})
+        ${parts.join(" UNION ALL ")}`
+      const rows = yield* run(text, params)
+      let found = 0
+      const facets: Record<string, Record<string, number>> = {}
+      for (const field of query.facets) facets[field] = {}
+      const page: Array<readonly [number, Document]> = []
+      const matchedWords = new Set<string>()
+      for (const row of rows) {
+        const kind = Number(row["kind"])
+        if (kind === 0) found = Number(row["n"])
+        else if (kind === 1) facets[query.facets[Number(row["facet"]) - 1]!]![String(row["value"])] = Number(row["n"])
+        else if (kind === 2) page.push([Number(row["n"]), (typeof row["doc"] === "string" ? JSON.parse(row["doc"]) : row["doc"]) as Document])
+        else matchedWords.add(String(row["value"]))
+      }
+      page.sort((a, b) => a[0] - b[0])
+      const spec = specOf(String(baseParams[0]))
+      const hits = page.map(([, doc]): Hit => highlighted(spec, query, doc, matchedWords, expansions === undefined))
+      return { hits, facets, found }
+    })
+
+  const highlighted = (spec: IndexSpec, query: Query, doc: Document, matchedWords: ReadonlySet<string>, noTerms: boolean): Hit => {
+    if (query.highlight === undefined || noTerms) return { doc }
+    const highlights: Record<string, string> = {}
+    for (const field of query.highlight.fields) {
+      const value = Text.textOf(doc[field])
+      if (value === undefined || field === spec.tenantField) continue
+      const marked = Text.highlight(value, matchedWords, query.highlight.preTag, query.highlight.postTag)
+      if (marked !== undefined) highlights[field] = marked
+    }
+    return { doc, highlights }
+  }
+
   const query = (index: string, query: Query): Effect.Effect<Result, SqlError> =>
     Effect.gen(function*() {
       const spec = specOf(index)
@@ -214,10 +352,14 @@ export const make = Effect.gen(function*() {
       } else if (pg) {
         const tenantTerm = tenantFilter !== undefined ? ` & '${tenantWord(tenantFilter.value as string)}'` : ""
         params.push(expansions.map((words) => `(${words.map(([word]) => `'${word}'`).join(" | ")})`).join(" & ") + tenantTerm)
-        text = `SELECT d.doc FROM _fw_search_docs d WHERE ${where} AND d.tsv @@ to_tsquery('simple', ${p(params.length)})`
+        where += ` AND d.tsv @@ to_tsquery('simple', ${p(params.length)})`
+        text = `SELECT d.doc FROM _fw_search_docs d WHERE ${where}`
       } else {
         params.push(expansions.map((words) => `(${words.map(([word]) => quoteFts(word)).join(" OR ")})`).join(" AND "))
         text = `SELECT d.doc FROM _fw_search_fts f JOIN _fw_search_docs d ON d.rid = f.rowid WHERE ${where} AND _fw_search_fts MATCH ?`
+      }
+      if (pg && !query.filters.some((filter) => isOrdered(filter) && typeof filter.value !== "number")) {
+        return yield* queryInPg(query, where, params, terms.length === 0 ? undefined : expansions)
       }
       const rows = yield* run(text, params)
       const accept = Matching.predicateAll(query.filters)
@@ -244,17 +386,9 @@ export const make = Effect.gen(function*() {
       }
       const facets = Matching.countFacets(query.facets, scored.map((entry) => entry.doc))
       scored.sort((a, b) => b.score - a.score || (a.doc.id < b.doc.id ? -1 : a.doc.id > b.doc.id ? 1 : 0))
-      const hits: Array<Hit> = scored.slice(query.offset, query.offset + query.limit).map(({ doc }) => {
-        if (query.highlight === undefined || terms.length === 0) return { doc }
-        const highlights: Record<string, string> = {}
-        for (const field of query.highlight.fields) {
-          const value = Text.textOf(doc[field])
-          if (value === undefined || field === spec.tenantField) continue
-          const marked = Text.highlight(value, matchedWords, query.highlight.preTag, query.highlight.postTag)
-          if (marked !== undefined) highlights[field] = marked
-        }
-        return { doc, highlights }
-      })
+      const hits: Array<Hit> = scored.slice(query.offset, query.offset + query.limit).map(({ doc }) =>
+        highlighted(spec, query, doc, matchedWords, terms.length === 0)
+      )
       return { hits, facets, found: scored.length }
     })
 

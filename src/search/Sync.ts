@@ -23,7 +23,7 @@ import type { StoreShape } from "../kernel/Store.js"
 import { SearchBackendError } from "./Errors.js"
 import type { Resolved, Sync } from "./Options.js"
 import type { Document, Rebuild, SearchBackendShape } from "./SearchBackend.js"
-import { driftId, SearchDrift, SearchStats } from "./tables.js"
+import { driftId, SearchDrift, SearchLease, SearchStats } from "./tables.js"
 
 /** The ledger could not be written: the change would be lost, so its write must fail loudly. */
 export class LedgerWriteFailed extends Schema.TaggedError<LedgerWriteFailed>()("LedgerWriteFailed", {
@@ -116,6 +116,8 @@ export const make = (options: {
       const decode = Schema.decodeUnknownEither(index.table.schema)
       return [index.name, plain ? (row: unknown) => Either.right(row) : decode] as const
     }))
+    // Maintenance leases outlive a stalled holder by a minute at most (renewed while it works).
+    const leaseMs = 60_000
     const busy = new Map<string, { dirty: boolean }>()
     const ledgerKeys = new Set<string>()
     const rebuilding = new Map<string, { readonly rebuild: Rebuild; readonly touched: Set<string> }>()
@@ -125,6 +127,7 @@ export const make = (options: {
     let flushScheduled = false
     let sawRemote = false
     let warnedPeer = false
+    let repairedTotal = 0
 
     // Known ledger entries: a later successful write clears its entry without a read per change.
     yield* store.walk(SearchDrift, { pageSize: 1000 }).pipe(Stream.runForEach((entry) => Effect.sync(() => ledgerKeys.add(entry.id))))
@@ -352,6 +355,7 @@ export const make = (options: {
           )
           if (outcome._tag === "Right") {
             repaired++
+            repairedTotal++
             ledgerKeys.add(entry.id)
             yield* clear(index, entry.rowId)
           } else {
@@ -362,10 +366,57 @@ export const make = (options: {
         return { scanned: entries.length, repaired, failed }
       })
 
-    /** One sweep: the oldest `resyncBatchSize` entries. */
-    const sweep = Effect.flatMap(
-      store.find(SearchDrift, { orderBy: "lastFailedAt", limit: sync.resyncBatchSize }),
-      repair
+    /**
+     * Takes the fleet-wide lease `name` for `leaseMs` (free, lapsed, or already this replica's).
+     * The read locks the row (PostgreSQL `FOR UPDATE`), and a concurrent first claim fails
+     * `DuplicateRow`, so two replicas never both hold it.
+     */
+    const claimLease = (name: string) =>
+      store.transaction(Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const current = yield* store.get(SearchLease, name, { forUpdate: true })
+        const lease = { id: name, holder: replica, expiresAt: now + leaseMs }
+        if (Option.isNone(current)) {
+          yield* store.insert(SearchLease, lease)
+          return true
+        }
+        if (current.value.holder !== replica && current.value.expiresAt > now) return false
+        yield* store.upsert(SearchLease, lease)
+        return true
+      })).pipe(Effect.catchTag("DuplicateRow", () => Effect.succeed(false)))
+
+    const releaseLease = (name: string) =>
+      store.transaction(Effect.gen(function*() {
+        const current = yield* store.get(SearchLease, name, { forUpdate: true })
+        if (Option.isSome(current) && current.value.holder === replica) yield* store.delete(SearchLease, name)
+      })).pipe(Effect.catchAll((e) => Effect.logWarning(`search: could not release the lease ${name}`, e)))
+
+    /**
+     * Runs `work` under the fleet-wide lease `name`, renewed every third of `leaseMs` while it
+     * runs; `None` when another replica holds it.
+     */
+    const withLease = <A, E, R>(name: string, work: Effect.Effect<A, E, R>) =>
+      Effect.flatMap(claimLease(name), (held) =>
+        !held ? Effect.succeed(Option.none<A>()) : Effect.gen(function*() {
+          const renew = yield* claimLease(name).pipe(
+            Effect.catchAll(() => Effect.succeed(false)),
+            Effect.repeat(Schedule.spaced(Duration.millis(leaseMs / 3))),
+            Effect.delay(Duration.millis(leaseMs / 3)),
+            Effect.fork
+          )
+          return yield* work.pipe(
+            Effect.map(Option.some),
+            Effect.ensuring(Effect.zipRight(Fiber.interrupt(renew), releaseLease(name)))
+          )
+        }))
+
+    /**
+     * One sweep: the oldest `resyncBatchSize` entries, by one replica of the fleet at a time (the
+     * ledger is shared; a sweep of the same entries on every replica would repeat every repair).
+     */
+    const sweep = Effect.map(
+      withLease("sweep", Effect.flatMap(store.find(SearchDrift, { orderBy: "lastFailedAt", limit: sync.resyncBatchSize }), repair)),
+      Option.getOrElse((): ResyncReport => ({ scanned: 0, repaired: 0, failed: 0 }))
     )
 
     /** On-demand resync: every entry present now, in batches. */
@@ -562,7 +613,10 @@ export const make = (options: {
         return { index: indexName, rows: done }
       }).pipe(Effect.scoped)
 
-    /** Reindex, one at a time per index. */
+    /**
+     * Reindex, one at a time per index across the fleet (two rebuilds of one index would also
+     * build into the same fresh generation and drop each other's pages).
+     */
     const reindexExclusive = (indexName: string, onProgress?: (progress: ReindexProgress) => Effect.Effect<void>) =>
       Effect.acquireUseRelease(
         Effect.sync(() => {
@@ -570,7 +624,7 @@ export const make = (options: {
           reindexing.add(indexName)
           return true
         }),
-        (acquired) => acquired ? Effect.map(reindex(indexName, onProgress), Option.some) : Effect.succeed(Option.none()),
+        (acquired) => acquired ? withLease(`reindex:${indexName}`, reindex(indexName, onProgress)) : Effect.succeed(Option.none()),
         (acquired) => Effect.sync(() => acquired && reindexing.delete(indexName))
       )
 
@@ -619,6 +673,8 @@ export const make = (options: {
       checkPeers,
       idle,
       busy: (): number => busy.size,
+      /** Ledger entries this replica repaired since it started. */
+      repaired: (): number => repairedTotal,
       fibers
     }
   })

@@ -46,3 +46,16 @@ export const SearchStats = defineTable("_fw_search_stats", {
 
 /** The ledger id of a (index, row). */
 export const driftId = (index: string, rowId: string) => `${index}:${rowId}`
+
+/**
+ * `_fw_search_lease`: fleet-wide maintenance leases, so replicas sharing a database run each repair
+ * sweep and each reindex once, not once per replica. The id names the work (`sweep`,
+ * `reindex:<index>`); `holder` is the replica running it, until `expiresAt` (epoch ms) unless it
+ * renews; a lapsed lease (its holder died) is taken over.
+ */
+export const SearchLease = defineTable("_fw_search_lease", {
+  fields: {
+    holder: Schema.String,
+    expiresAt: Schema.Number
+  }
+})
