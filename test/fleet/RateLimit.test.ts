@@ -5,66 +5,18 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { build } from "esbuild"
-import { spawn } from "node:child_process"
-import * as path from "node:path"
 import { RateLimitCounters } from "../../src/app/tables.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Pg from "../support/Pg.js"
+import * as Fleet from "./support.js"
 
 if (!Pg.serverUrl) console.warn(Pg.skipReason)
 
 const limit = 25
 
-/** The replica bundled once (packages external), as the fleet harness does. */
-const bundle = Effect.promise(() =>
-  build({
-    entryPoints: [path.join(import.meta.dirname, "rateLimitApp.ts")],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    packages: "external",
-    outfile: path.join(import.meta.dirname, ".build", "rateLimitApp.mjs"),
-    logLevel: "warning"
-  }).then(() => path.join(import.meta.dirname, ".build", "rateLimitApp.mjs"))
-)
-
 /** Starts a replica on `databaseUrl`; killed when the scope closes. Resolves with its URL. */
 const start = (name: string, appPath: string, databaseUrl: string) =>
-  Effect.gen(function*() {
-    const child = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        spawn(process.execPath, [appPath], {
-          env: { ...process.env, DATABASE_URL: databaseUrl, FW_REPLICA: name, FW_LIMIT: String(limit) },
-          stdio: ["ignore", "pipe", "pipe"]
-        })
-      ),
-      (child) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
-    )
-    const port = yield* Effect.async<number, Error>((resume) => {
-      let out = ""
-      let err = ""
-      child.stdout!.on("data", (chunk: Buffer) => {
-        out += chunk.toString()
-        const match = /PORT (\d+)/.exec(out)
-        if (match !== null) resume(Effect.succeed(Number(match[1])))
-      })
-      child.stderr!.on("data", (chunk: Buffer) => void (err += chunk.toString()))
-      child.on("exit", (code) => resume(Effect.fail(new Error(`replica ${name} exited (${code}): ${err.slice(-2000)} ${out.slice(-2000)}`))))
-    }).pipe(Effect.timeout("60 seconds"), Effect.orDie)
-    const url = `http://127.0.0.1:${port}`
-    // The port is printed when the listener is bound, which can be before the routes are mounted
-    // (a request then waits unanswered): poll the health route, each try cut short, until it answers.
-    yield* Effect.promise(async () => {
-      for (let attempt = 0; attempt < 100; attempt++) {
-        const ok = await fetch(`${url}/_fw/health`, { signal: AbortSignal.timeout(500) }).then((r) => r.ok, () => false)
-        if (ok) return
-        await new Promise((resolve) => setTimeout(resolve, 100))
-      }
-      throw new Error(`replica ${name} never became ready`)
-    })
-    return url
-  })
+  Effect.map(Fleet.spawnApp(name, appPath, { DATABASE_URL: databaseUrl, FW_LIMIT: String(limit) }), ({ url }) => url)
 
 const post = (url: string) =>
   Effect.promise(async () => {
@@ -79,7 +31,7 @@ describe.skipIf(Pg.serverUrl === null)("a rate limit shared by replicas (real pr
       const url = yield* Pg.freshDatabase
       // Created up front, as `fw db apply` would: the replicas race only on counting.
       yield* SchemaDiffer.apply([RateLimitCounters]).pipe(Effect.provide(Pg.layerClient(url)))
-      const appPath = yield* bundle
+      const appPath = yield* Effect.promise(() => Fleet.bundleApp("rateLimitApp.ts"))
       const replicas = yield* Effect.all([start("r0", appPath, url), start("r1", appPath, url)], { concurrency: "unbounded" })
       const replies = yield* Effect.all(
         Array.from({ length: 80 }, (_, i) => post(replicas[i % 2]!)),

@@ -5,9 +5,6 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { build } from "esbuild"
-import { spawn } from "node:child_process"
-import * as path from "node:path"
 import * as Client from "../../src/client/Client.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import { SearchDrift, SearchLease, SearchStats } from "../../src/search/tables.js"
@@ -15,41 +12,13 @@ import * as Pg from "../support/Pg.js"
 import { Docs, makePlugin } from "./searchApp.js"
 import * as Fleet from "./support.js"
 
-const appBundle = () =>
-  build({
-    entryPoints: [path.join(import.meta.dirname, "searchApp.ts")],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    packages: "external",
-    outfile: path.join(import.meta.dirname, ".build", "searchApp.mjs"),
-    logLevel: "warning"
-  }).then(() => path.join(import.meta.dirname, ".build", "searchApp.mjs"))
-
 // Only its `search.query` definition is used (for the client); its backend is never started.
 const searchQuery = makePlugin("memory").procedures!.find((procedure) => procedure.tag === "search.query")!
 
 /** Starts a replica; killed when the scope closes. */
 const start = (name: string, appPath: string, databaseUrl: string) =>
   Effect.gen(function*() {
-    const child = yield* Effect.acquireRelease(
-      Effect.sync(() =>
-        spawn(process.execPath, [appPath], { env: { ...process.env, DATABASE_URL: databaseUrl, FW_REPLICA: name, FW_REPLICA_ID: name }, stdio: ["ignore", "pipe", "pipe"] })
-      ),
-      (child) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
-    )
-    const port = yield* Effect.async<number, Error>((resume) => {
-      let out = ""
-      let err = ""
-      child.stdout!.on("data", (chunk: Buffer) => {
-        out += chunk.toString()
-        const match = /PORT (\d+)/.exec(out)
-        if (match !== null) resume(Effect.succeed(Number(match[1])))
-      })
-      child.stderr!.on("data", (chunk: Buffer) => void (err += chunk.toString()))
-      child.on("exit", (code) => resume(Effect.fail(new Error(`replica ${name} exited (${code}): ${err.slice(-2000)} ${out.slice(-2000)}`))))
-    }).pipe(Effect.timeout("60 seconds"), Effect.orDie)
-    const url = `http://127.0.0.1:${port}`
+    const { url } = yield* Fleet.spawnApp(name, appPath, { DATABASE_URL: databaseUrl, FW_REPLICA_ID: name })
     const client = yield* Client.connect([searchQuery], Client.layerHttp(`${url}/rpc`))
     const search = (q: string): Effect.Effect<Array<string>> =>
       Effect.map(client.call(searchQuery, { index: "docs", q, limit: 1000, fuzziness: 0 }), (result) =>
@@ -69,7 +38,7 @@ describe.skipIf(Pg.serverUrl === null)("search shared by two replicas (real proc
     Effect.gen(function*() {
       const url = yield* Pg.freshDatabase
       yield* SchemaDiffer.apply([Docs, SearchDrift, SearchStats, SearchLease]).pipe(Effect.provide(Pg.layerClient(url)))
-      const appPath = yield* Effect.promise(appBundle)
+      const appPath = yield* Effect.promise(() => Fleet.bundleApp("searchApp.ts"))
       // One after the other: the first creates the sql backend's tables.
       const r0 = yield* start("r0", appPath, url)
       const r1 = yield* start("r1", appPath, url)

@@ -20,30 +20,40 @@ export interface Replica {
 }
 
 /**
- * The app bundled once per test run (a bundle starts in a fraction of the time `tsx` needs to
+ * A test app bundled once per test run (a bundle starts in a fraction of the time `tsx` needs to
  * transform the framework's sources in every process); packages stay external, resolved from the
  * repository's node_modules.
  */
-let bundled: Promise<string> | undefined
-const appBundle = () =>
-  bundled ??= build({
-    entryPoints: [path.join(import.meta.dirname, "app.ts")],
-    bundle: true,
-    platform: "node",
-    format: "esm",
-    packages: "external",
-    outfile: path.join(import.meta.dirname, ".build", "app.mjs"),
-    logLevel: "warning"
-  }).then(() => path.join(import.meta.dirname, ".build", "app.mjs"))
+const bundles = new Map<string, Promise<string>>()
+export const bundleApp = (file: string): Promise<string> => {
+  let bundled = bundles.get(file)
+  if (bundled === undefined) {
+    const outfile = path.join(import.meta.dirname, ".build", path.basename(file).replace(/\.ts$/, ".mjs"))
+    bundled = build({
+      entryPoints: [path.join(import.meta.dirname, file)],
+      bundle: true,
+      platform: "node",
+      format: "esm",
+      packages: "external",
+      outfile,
+      logLevel: "warning"
+    }).then(() => outfile)
+    bundles.set(file, bundled)
+  }
+  return bundled
+}
 
-/** Starts a replica process on `databaseUrl`; killed (if still alive) when the scope closes. */
-export const start = (name: string, databaseUrl: string, env: Record<string, string> = {}) =>
+/**
+ * Runs `node appPath` as replica `name`, killed (if still alive) when the scope closes. Ready once
+ * it has printed `PORT n` and answers `/_fw/health`: each probe is cut short, since a request that
+ * reaches a listener before its routes are attached is never answered.
+ */
+export const spawnApp = (name: string, appPath: string, env: Record<string, string>) =>
   Effect.gen(function*() {
-    const appPath = yield* Effect.promise(appBundle)
     const child = yield* Effect.acquireRelease(
       Effect.sync(() =>
         spawn(process.execPath, [appPath], {
-          env: { ...process.env, DATABASE_URL: databaseUrl, FW_REPLICA: name, ...env },
+          env: { ...process.env, FW_REPLICA: name, ...env },
           stdio: ["ignore", "pipe", "pipe"]
         })
       ),
@@ -62,6 +72,22 @@ export const start = (name: string, databaseUrl: string, env: Record<string, str
       child.on("exit", (code) => resume(Effect.fail(new Error(`replica ${name} exited (${code}): ${err.slice(-2000)} ${out.slice(-2000)}`))))
     }).pipe(Effect.timeout("60 seconds"), Effect.orDie)
     const url = `http://127.0.0.1:${port}`
+    yield* Effect.promise(async () => {
+      for (let attempt = 0; attempt < 100; attempt++) {
+        const ok = await fetch(`${url}/_fw/health`, { signal: AbortSignal.timeout(500) }).then((r) => r.ok, () => false)
+        if (ok) return
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+      throw new Error(`replica ${name} never became ready`)
+    })
+    return { child, url }
+  })
+
+/** Starts a fleet-harness replica on `databaseUrl`; killed (if still alive) when the scope closes. */
+export const start = (name: string, databaseUrl: string, env: Record<string, string> = {}) =>
+  Effect.gen(function*() {
+    const appPath = yield* Effect.promise(() => bundleApp("app.ts"))
+    const { child, url } = yield* spawnApp(name, appPath, { DATABASE_URL: databaseUrl, ...env })
     const client = yield* Client.connect(app.procedures.values(), Client.layerHttp(`${url}/rpc`))
     return { name, url, child, client } satisfies Replica
   })
