@@ -19,6 +19,8 @@ import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import { searchIndex, searchPlugin } from "../../src/search/index.js"
+import * as Memory from "../../src/search/Memory.js"
+import type { SearchBackendShape } from "../../src/search/SearchBackend.js"
 import { defineCostBudget, standingPlugin } from "../../src/standing/index.js"
 import * as Chromium from "../support/Chromium.js"
 import * as Serve from "../support/Serve.js"
@@ -48,6 +50,23 @@ const Notes = defineTable("panel_notes", {
 })
 const rows = 7
 
+/**
+ * The memory engine, whose reindex waits before writing each batch while `held` is set: the test
+ * looks at the panel in the middle of a reindex.
+ */
+const hold: { held: Promise<void> | undefined } = { held: undefined }
+const memory = Memory.make()
+const { rebuild } = memory
+if (rebuild === undefined) throw new Error("the memory backend rebuilds into a fresh index")
+const backend: SearchBackendShape = {
+  ...memory,
+  rebuild: (spec) =>
+    Effect.map(rebuild(spec), (fresh) => ({
+      ...fresh,
+      upsert: (docs) => Effect.zipRight(Effect.promise(() => hold.held ?? Promise.resolve()), fresh.upsert(docs))
+    }))
+}
+
 const counter = defineAggregate({
   name: "panel-counter",
   refresh: { cron: "0 3 * * *" },
@@ -75,6 +94,7 @@ const makeApp = () =>
             map: (row) => ({ id: row.id, tenantId: row.tenantId, title: row.title })
           })
         },
+        backend,
         sync: { reindexBatchSize: 2 }
       }),
       standingPlugin({ budgets: [defineCostBudget({ name: "panel-tokens", limit: 100, unit: "tokens" })] })
@@ -164,17 +184,34 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
           }).observe(document.getElementById("search-progress")!, { childList: true })
         })
       )
+      let release = () => {}
+      hold.held = new Promise((resolve) => {
+        release = resolve
+      })
+      // Released on any exit: a failing step leaves no reindex waiting.
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          hold.held = undefined
+          release()
+        })
+      )
       yield* Effect.promise(() => page.click("tr[data-index='panel-notes'] button.reindex"))
+      // The reindex waits at its first batch: the panel already shows where it is.
+      yield* Effect.promise(() => page.waitForSelector("#search-progress[data-phase='walking']"))
+      assert.strictEqual(yield* Effect.promise(() => page.locator("#search-progress").textContent()), `panel-notes: walking 0/${rows}`)
+      hold.held = undefined
+      release()
       yield* Effect.promise(() => page.waitForSelector("#search-progress[data-phase='done']"))
       // Once done the panel reloads the index: its last reindex counts the rows.
       yield* Effect.promise(() => page.waitForSelector(`tr[data-index='panel-notes']:has-text('(${rows} rows)')`))
       const seen = yield* Effect.promise(() => page.evaluate(() => (window as unknown as { progressSeen: Array<string> }).progressSeen))
-      assert.strictEqual(seen[0], "starting…")
-      assert.strictEqual(seen.at(-1), `panel-notes: done ${rows}/${rows}`)
-      // Steps in between, counting up: the progress is live, not only the final answer.
-      const walked = seen.filter((text) => text.startsWith("panel-notes: walking")).map((text) => Number(/ (\d+)\//.exec(text)?.[1]))
-      assert.isAtLeast(walked.length, 2, `progress seen: ${JSON.stringify(seen)}`)
-      assert.deepStrictEqual(walked, [...walked].sort((a, b) => a - b))
+      // Every step was shown, in order: each batch of 2, the swap, done.
+      assert.deepStrictEqual(seen, [
+        "starting…",
+        ...[0, 2, 4, 6, 7].map((done) => `panel-notes: walking ${done}/${rows}`),
+        `panel-notes: swapping ${rows}/${rows}`,
+        `panel-notes: done ${rows}/${rows}`
+      ])
       assert.strictEqual(yield* Effect.promise(() => page.locator("#search-progress.error").count()), 0)
     }))
 
