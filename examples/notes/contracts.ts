@@ -52,27 +52,3 @@ export const deleteNote = {
   input: Schema.Struct({ id: Schema.String }),
   output: Schema.Struct({ id: Schema.String })
 } as const
-
-/**
- * The search plugin's `search.query`, narrowed to what the page sends (the server accepts more:
- * see docs/search.md). A hit's `doc` is the document `app.ts` maps each note to.
- */
-export const searchNotes = {
-  tag: "search.query",
-  kind: "query",
-  input: Schema.Struct({
-    index: Schema.Literal("notes"),
-    q: Schema.String,
-    facets: Schema.Array(Schema.String),
-    filters: Schema.Array(Schema.Struct({ field: Schema.String, op: Schema.Literal("eq"), value: Schema.String })),
-    highlight: Schema.Struct({ fields: Schema.Array(Schema.String), preTag: Schema.String, postTag: Schema.String })
-  }),
-  output: Schema.Struct({
-    hits: Schema.Array(Schema.Struct({
-      doc: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
-      highlights: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String }))
-    })),
-    facets: Schema.Record({ key: Schema.String, value: Schema.Record({ key: Schema.String, value: Schema.Number }) }),
-    found: Schema.Number
-  })
-} as const

@@ -1,20 +1,27 @@
 /**
- * The areas' dashboard panels in headless Chromium, against a real server on SQLite: the Flags
- * panel toggles a flag with an actor and shows the audit row it wrote; an operator signed in by
- * the app's own strategy without `canToggleFlag` (or `canInvokeProcedure`) is offered neither.
+ * The dashboard panels in headless Chromium, against one real server on SQLite with every area's
+ * plugin installed: each panel renders its content; a reindex started from the Search panel shows
+ * its progress live to completion; the Flags panel toggles a flag with an actor and shows the
+ * audit row it wrote; an operator signed in by the app's own strategy without `canToggleFlag` (or
+ * `canInvokeProcedure`) is offered neither.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Exit, Layer, Schema, Scope } from "effect"
 import type { Browser } from "playwright-core"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { query } from "../../src/app/Procedure.js"
-import { aggregatesPlugin } from "../../src/aggregates/index.js"
+import { aggregatesPlugin, defineAggregate, layerMemory } from "../../src/aggregates/index.js"
 import { flagsPlugin } from "../../src/flags/index.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
+import { defineTable } from "../../src/kernel/Table.js"
+import { searchIndex, searchPlugin } from "../../src/search/index.js"
+import * as Memory from "../../src/search/Memory.js"
+import type { SearchBackendShape } from "../../src/search/SearchBackend.js"
+import { defineCostBudget, standingPlugin } from "../../src/standing/index.js"
 import * as Chromium from "../support/Chromium.js"
 import * as Serve from "../support/Serve.js"
 
@@ -37,13 +44,61 @@ const strategy: AuthStrategy.AuthStrategy = {
 
 const ping = query("panels.ping", { input: Schema.Struct({}), output: Schema.String, handler: () => Effect.succeed("pong") })
 
+const Notes = defineTable("panel_notes", {
+  fields: { tenantId: Schema.String, title: Schema.String },
+  tenantField: "tenantId"
+})
+const rows = 7
+
+/**
+ * The memory engine, whose reindex waits before writing each batch while `held` is set: the test
+ * looks at the panel in the middle of a reindex.
+ */
+const hold: { held: Promise<void> | undefined } = { held: undefined }
+const memory = Memory.make()
+const { rebuild } = memory
+if (rebuild === undefined) throw new Error("the memory backend rebuilds into a fresh index")
+const backend: SearchBackendShape = {
+  ...memory,
+  rebuild: (spec) =>
+    Effect.map(rebuild(spec), (fresh) => ({
+      ...fresh,
+      upsert: (docs) => Effect.zipRight(Effect.promise(() => hold.held ?? Promise.resolve()), fresh.upsert(docs))
+    }))
+}
+
+const counter = defineAggregate({
+  name: "panel-counter",
+  refresh: { cron: "0 3 * * *" },
+  output: Schema.Struct({ n: Schema.Number }),
+  build: () => [{ n: 1 }],
+  bootRefresh: "sync"
+})
+const aggregates = aggregatesPlugin()
+
 const makeApp = () =>
   defineApp({
     name: "panels-test",
-    tables: [],
+    tables: [Notes],
     procedures: [ping],
     auth: strategy,
-    plugins: [flagsPlugin({ store: "sql", flags: { beta: false }, usage: { track: false } }), aggregatesPlugin().plugin]
+    plugins: [
+      flagsPlugin({ store: "sql", flags: { beta: false }, usage: { track: false } }),
+      aggregates.plugin,
+      // Batches of 2: the reindex of 7 rows reports several steps before it is done.
+      searchPlugin({
+        indexes: {
+          "panel-notes": searchIndex(Notes, {
+            index: "panel-notes",
+            tenantField: "tenantId",
+            map: (row) => ({ id: row.id, tenantId: row.tenantId, title: row.title })
+          })
+        },
+        backend,
+        sync: { reindexBatchSize: 2 }
+      }),
+      standingPlugin({ budgets: [defineCostBudget({ name: "panel-tokens", limit: 100, unit: "tokens" })] })
+    ]
   })
 
 const sqlite = () =>
@@ -53,12 +108,29 @@ const sqlite = () =>
     Layer.orDie
   )
 
+/** The one server of this file: the app on SQLite, its table seeded, the aggregates scheduler attached. */
+const start = Effect.gen(function*() {
+  const context = yield* Layer.build(sqlite())
+  const served = yield* Serve.serve(makeApp(), Layer.succeedContext(context), { applySchema: true })
+  yield* Layer.build(aggregates.attach.pipe(Layer.provideMerge(layerMemory([counter])), Layer.provide(Layer.succeedContext(context))))
+  yield* Effect.flatMap(Store.Store, (store) =>
+    Effect.forEach(Array.from({ length: rows }, (_, i) => i), (i) =>
+      store.insert(Notes, { id: `n${i}`, tenantId: "acme", title: `note ${i}` }))).pipe(Effect.provide(context))
+  return served
+})
+
 describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", () => {
   let browser: Browser | undefined
+  let served: Serve.Served
+  const scope = Effect.runSync(Scope.make())
   beforeAll(async () => {
     browser = await Chromium.launch()
+    served = await Effect.runPromise(Scope.extend(start, scope))
   })
-  afterAll(() => browser?.close())
+  afterAll(async () => {
+    await browser?.close()
+    await Effect.runPromise(Scope.close(scope, Exit.void))
+  })
 
   const signIn = (url: string, token: string) =>
     Effect.gen(function*() {
@@ -72,12 +144,80 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
       return page
     })
 
-  it.scopedLive("the Flags panel toggles with an actor and shows the audit row; the Aggregates panel is listed", () =>
+  it.scopedLive("each panel renders its content", () =>
     Effect.gen(function*() {
-      const served = yield* Serve.serve(makeApp(), sqlite(), { applySchema: true })
       const page = yield* signIn(served.url, inspectToken)
       const tabs = yield* Effect.promise(() => page.locator("#tabs button").allTextContents())
-      assert.deepStrictEqual(tabs, ["Procedures", "Live subscriptions", "Tables", "Flags", "Aggregates"])
+      assert.deepStrictEqual(tabs, ["Procedures", "Live subscriptions", "Tables", "Flags", "Aggregates", "Search", "Standing"])
+      const open = (panel: string, content: string) =>
+        Effect.gen(function*() {
+          yield* Effect.promise(() => page.click(`#tabs button[data-panel='${panel}']`))
+          yield* Effect.promise(() => page.waitForSelector(`#panel-${panel} ${content}`))
+          // A panel that failed shows an alert instead of its content.
+          assert.strictEqual(yield* Effect.promise(() => page.locator(`#panel-${panel} [role='alert']`).count()), 0)
+        })
+      yield* open("procedures", "tr[data-tag='panels.ping']")
+      yield* open("live", "#live-count:not(:text-is('…'))")
+      yield* open("tables", "tr[data-table='panel_notes']")
+      yield* open("plugin-flags", "tr[data-flag='beta']")
+      yield* open("plugin-aggregates", "tr[data-aggregate='panel-counter']")
+      yield* open("plugin-search", "tr[data-index='panel-notes']")
+      yield* open("plugin-standing", "#standing-budgets:has-text('panel-tokens')")
+      yield* Effect.promise(() => page.waitForSelector("#standing-expectations"))
+      yield* Effect.promise(() => page.waitForSelector("#standing-experiments"))
+    }))
+
+  it.scopedLive("a reindex started from the Search panel shows its progress live to completion", () =>
+    Effect.gen(function*() {
+      const page = yield* signIn(served.url, inspectToken)
+      yield* Effect.promise(() => page.click("#tabs button[data-panel='plugin-search']"))
+      yield* Effect.promise(() => page.waitForSelector("tr[data-index='panel-notes'] button.reindex"))
+      // Every text the progress line shows, as it is shown (each update replaces its text node).
+      yield* Effect.promise(() =>
+        page.evaluate(() => {
+          const seen: Array<string> = []
+          ;(window as unknown as { progressSeen: Array<string> }).progressSeen = seen
+          new MutationObserver((records) => {
+            for (const record of records) {
+              for (const node of record.addedNodes) seen.push(node.textContent ?? "")
+            }
+          }).observe(document.getElementById("search-progress")!, { childList: true })
+        })
+      )
+      let release = () => {}
+      hold.held = new Promise((resolve) => {
+        release = resolve
+      })
+      // Released on any exit: a failing step leaves no reindex waiting.
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          hold.held = undefined
+          release()
+        })
+      )
+      yield* Effect.promise(() => page.click("tr[data-index='panel-notes'] button.reindex"))
+      // The reindex waits at its first batch: the panel already shows where it is.
+      yield* Effect.promise(() => page.waitForSelector("#search-progress[data-phase='walking']"))
+      assert.strictEqual(yield* Effect.promise(() => page.locator("#search-progress").textContent()), `panel-notes: walking 0/${rows}`)
+      hold.held = undefined
+      release()
+      yield* Effect.promise(() => page.waitForSelector("#search-progress[data-phase='done']"))
+      // Once done the panel reloads the index: its last reindex counts the rows.
+      yield* Effect.promise(() => page.waitForSelector(`tr[data-index='panel-notes']:has-text('(${rows} rows)')`))
+      const seen = yield* Effect.promise(() => page.evaluate(() => (window as unknown as { progressSeen: Array<string> }).progressSeen))
+      // Every step was shown, in order: each batch of 2, the swap, done.
+      assert.deepStrictEqual(seen, [
+        "starting…",
+        ...[0, 2, 4, 6, 7].map((done) => `panel-notes: walking ${done}/${rows}`),
+        `panel-notes: swapping ${rows}/${rows}`,
+        `panel-notes: done ${rows}/${rows}`
+      ])
+      assert.strictEqual(yield* Effect.promise(() => page.locator("#search-progress.error").count()), 0)
+    }))
+
+  it.scopedLive("the Flags panel toggles with an actor and shows the audit row", () =>
+    Effect.gen(function*() {
+      const page = yield* signIn(served.url, inspectToken)
       yield* Effect.promise(() => page.click("#tabs button[data-panel='plugin-flags']"))
       yield* Effect.promise(() => page.waitForSelector("tr[data-flag='beta'] td.enabled:text-is('false')"))
       yield* Effect.promise(() => page.fill("#flags-actor", "ops-1"))
@@ -96,7 +236,6 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
 
   it.scopedLive("an operator without canToggleFlag or canInvokeProcedure is offered neither, and the server refuses both", () =>
     Effect.gen(function*() {
-      const served = yield* Serve.serve(makeApp(), sqlite(), { applySchema: true })
       const page = yield* signIn(served.url, "tok-viewer")
       yield* Effect.promise(() => page.waitForSelector("#invoke-not-allowed"))
       assert.strictEqual(yield* Effect.promise(() => page.locator("#invoke").count()), 0)

@@ -6,15 +6,14 @@
  */
 import { useEffect, useState } from "react"
 import { createRoot } from "react-dom/client"
-import type { ClientError } from "@fw/framework/client"
 import { mount } from "@fw/framework/client"
-import { useConnection, useFlag, useMutation, useQuery } from "@fw/framework/react"
+import { useConnection, useFlag, useMutation, useQuery, useSearch } from "@fw/framework/react"
+import { searchErrors } from "@fw/framework/search/errors"
 import type { Tag } from "../contracts.js"
-import { addNote, deleteNote, listNotes, me, searchNotes } from "../contracts.js"
+import { addNote, deleteNote, listNotes, me } from "../contracts.js"
 
-// `mount({apis, errors: searchErrors})` would decode the search plugin's errors with their own tags,
-// but `useFlag` takes only an api without area errors: here they arrive as `ProtocolError`.
-const fw = mount({ apis: { notes: { url: "/rpc" } } })
+// With the search errors, a failed search arrives with its own tag (`SearchQueryInvalid`, ...).
+const fw = mount({ apis: { notes: { url: "/rpc" } }, errors: searchErrors })
 const api = fw.apis.notes
 
 const tags: ReadonlyArray<Tag> = ["idea", "todo", "reference"]
@@ -93,53 +92,30 @@ const NoteList = () => {
   )
 }
 
-interface Results {
-  readonly titles: ReadonlyArray<string>
-  readonly facets: Readonly<Record<string, number>>
-  readonly found: number
-}
+/** Facets on the tag, matches in the title highlighted (the server HTML-escapes the title around our tags). */
+const searchOptions = { facets: ["tag"], highlight: { fields: ["title"], preTag: "<mark>", postTag: "</mark>" } }
 
 /**
- * Search: a plain call of `search.query` whenever the text, the chosen tag or the notes change
- * (the index follows the table a moment after each commit).
+ * Search: `useSearch` runs again whenever the text, the chosen tag or the notes change (results
+ * are not live; the index follows the table a moment after each commit).
  */
 const Search = () => {
   const notes = useQuery(api, listNotes, {})
   const [q, setQ] = useState("")
   const [tag, setTag] = useState<string | undefined>(undefined)
-  const [results, setResults] = useState<Results | undefined>(undefined)
-  const [error, setError] = useState<string | undefined>(undefined)
+  const search = useSearch(api, "notes", searchOptions)
+  const { run } = search
   useEffect(() => {
-    let current = true
-    api.call(searchNotes, {
-      index: "notes",
-      q,
-      facets: ["tag"],
-      filters: tag === undefined ? [] : [{ field: "tag", op: "eq", value: tag }],
-      highlight: { fields: ["title"], preTag: "<mark>", postTag: "</mark>" }
-    }).then(
-      (answer) => {
-        if (!current) return
-        setError(undefined)
-        setResults({
-          // Highlights are the title HTML-escaped by the server with our tags around matches.
-          titles: answer.hits.map((hit) => hit.highlights?.title ?? escape(String(hit.doc.title))),
-          facets: answer.facets.tag ?? {},
-          found: answer.found
-        })
-      },
-      (failure: ClientError) => current && setError(failure._tag)
-    )
-    return () => {
-      current = false
-    }
-  }, [q, tag, notes.data])
+    run(q, { filters: tag === undefined ? [] : [{ field: "tag", op: "eq", value: tag }] })
+  }, [run, q, tag, notes.data])
+  const titles = search.hits.map((hit) => hit.highlights?.title ?? escape(String(hit.doc.title)))
+  const ran = search.q !== undefined
   return (
     <section>
       <h2>Search</h2>
       <input id="search" placeholder="search notes" value={q} onChange={(e) => setQ(e.target.value)} />
       <div className="facets" id="facets">
-        {Object.entries(results?.facets ?? {}).map(([value, count]) => (
+        {Object.entries(search.facets.tag ?? {}).map(([value, count]) => (
           <button
             key={value}
             data-tag={value}
@@ -150,10 +126,10 @@ const Search = () => {
           </button>
         ))}
       </div>
-      {error !== undefined && <p className="error">{error}</p>}
-      <p id="found">{results === undefined ? "" : `${results.found} found`}</p>
+      {search.error !== undefined && <p className="error">{search.error._tag}</p>}
+      <p id="found">{ran ? `${search.found} found` : ""}</p>
       <ul id="results">
-        {(results?.titles ?? []).map((title, i) => <li key={i} dangerouslySetInnerHTML={{ __html: title }} />)}
+        {titles.map((title, i) => <li key={i} dangerouslySetInnerHTML={{ __html: title }} />)}
       </ul>
     </section>
   )
