@@ -11,12 +11,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Context, Data, Effect, Layer, Option, Schedule } from "effect"
+import { Clock, Context, Data, Effect, Layer } from "effect"
 import { createHash, randomUUID } from "node:crypto"
 import * as SchemaDiffer from "../kernel/SchemaDiffer.js"
-import { Store } from "../kernel/Store.js"
+import type { Store } from "../kernel/Store.js"
 import { IdempotencyRecords } from "../app/tables.js"
 import { IdempotencyStoreMissing, IdempotencyUnavailable } from "./Errors.js"
+import * as SqlTier from "./SqlTier.js"
 
 /** Which requests share a key. */
 export interface Scope {
@@ -273,7 +274,6 @@ export const makeSql: Effect.Effect<IdempotencyStoreShape, never, SqlClient.SqlC
 })
 
 /** How often expired records are deleted (SQL tier). */
-const sweepInterval = "10 minutes"
 
 /**
  * The SQL tier. Creates `_fw_idempotency` when missing (through the schema differ, which never
@@ -282,17 +282,8 @@ const sweepInterval = "10 minutes"
 export const layerSql: Layer.Layer<IdempotencyStore, SqlError, SqlClient.SqlClient> = Layer.scoped(
   IdempotencyStore,
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
     yield* SchemaDiffer.apply([IdempotencyRecords])
-    yield* Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      yield* sql`DELETE FROM ${sql(IdempotencyRecords.name)} WHERE "expiresAt" <= ${now}`
-    }).pipe(
-      Effect.catchAll((error) => Effect.logWarning("idempotency sweep failed", error)),
-      Effect.repeat(Schedule.spaced(sweepInterval)),
-      Effect.delay(sweepInterval),
-      Effect.forkScoped
-    )
+    yield* SqlTier.sweepExpired(IdempotencyRecords.name, "expiresAt", "idempotency")
     return yield* makeSql
   })
 )
@@ -302,20 +293,9 @@ export const layerSql: Layer.Layer<IdempotencyStore, SqlError, SqlClient.SqlClie
  * context for a SQL store (dies with `IdempotencyStoreMissing` when there is none: provide
  * `layerSql` explicitly then).
  */
-export const layerFromStore: Layer.Layer<IdempotencyStore, SqlError, Store> = Layer.unwrapEffect(
-  Effect.gen(function*() {
-    const store = yield* Store
-    if (store.dialect === "memory") return layerMemory
-    const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
-    if (Option.isNone(sql)) {
-      return yield* Effect.die(
-        new IdempotencyStoreMissing(
-          "idempotency is on over a SQL store, but no SqlClient is in context: provide IdempotencyStore.layerSql"
-        )
-      )
-    }
-    return layerSql.pipe(Layer.provide(Layer.succeed(SqlClient.SqlClient, sql.value)))
-  })
-)
+export const layerFromStore: Layer.Layer<IdempotencyStore, SqlError, Store> = SqlTier.fromStore(layerMemory, layerSql, () =>
+  new IdempotencyStoreMissing(
+    "idempotency is on over a SQL store, but no SqlClient is in context: provide IdempotencyStore.layerSql"
+  ))
 
 export { IdempotencyStoreMissing, IdempotencyUnavailable } from "./Errors.js"

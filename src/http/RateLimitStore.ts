@@ -11,12 +11,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Clock, Context, Effect, Layer, Option, Schedule } from "effect"
+import { Context, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
 import { RateLimitCounters } from "../app/tables.js"
 import * as SchemaDiffer from "../kernel/SchemaDiffer.js"
-import { Store } from "../kernel/Store.js"
+import type { Store } from "../kernel/Store.js"
 import { RateLimitStoreMissing, RateLimitUnavailable } from "./Errors.js"
+import * as SqlTier from "./SqlTier.js"
 
 /** A key's window after counting one request. */
 export interface Hit {
@@ -123,7 +124,6 @@ export const makeSql: Effect.Effect<RateLimitStoreShape, never, SqlClient.SqlCli
 })
 
 /** How often ended windows are deleted (SQL tier). */
-const sweepInterval = "10 minutes"
 
 /**
  * The SQL tier. Creates `_fw_rate_limits` when missing (through the schema differ, which never
@@ -142,15 +142,7 @@ export const layerSql: Layer.Layer<RateLimitStore, SqlError, SqlClient.SqlClient
         WHERE oid = to_regclass(${`"${RateLimitCounters.name}"`})`
       if (logged[0]?.relpersistence === "p") yield* sql`ALTER TABLE ${sql(RateLimitCounters.name)} SET UNLOGGED`
     }
-    yield* Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      yield* sql`DELETE FROM ${sql(RateLimitCounters.name)} WHERE "resetAt" <= ${now}`
-    }).pipe(
-      Effect.catchAll((error) => Effect.logWarning("rate-limit sweep failed", error)),
-      Effect.repeat(Schedule.spaced(sweepInterval)),
-      Effect.delay(sweepInterval),
-      Effect.forkScoped
-    )
+    yield* SqlTier.sweepExpired(RateLimitCounters.name, "resetAt", "rate-limit")
     return yield* makeSql
   })
 )
@@ -160,20 +152,9 @@ export const layerSql: Layer.Layer<RateLimitStore, SqlError, SqlClient.SqlClient
  * context for a SQL store (dies with `RateLimitStoreMissing` when there is none: provide
  * `layerSql`, or `layerMemory` for a single process, explicitly then).
  */
-export const layerFromStore: Layer.Layer<RateLimitStore, SqlError, Store> = Layer.unwrapEffect(
-  Effect.gen(function*() {
-    const store = yield* Store
-    if (store.dialect === "memory") return layerMemory
-    const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
-    if (Option.isNone(sql)) {
-      return yield* Effect.die(
-        new RateLimitStoreMissing(
-          "rate limits are declared over a SQL store, but no SqlClient is in context: provide RateLimitStore.layerSql (or layerMemory)"
-        )
-      )
-    }
-    return layerSql.pipe(Layer.provide(Layer.succeed(SqlClient.SqlClient, sql.value)))
-  })
-)
+export const layerFromStore: Layer.Layer<RateLimitStore, SqlError, Store> = SqlTier.fromStore(layerMemory, layerSql, () =>
+  new RateLimitStoreMissing(
+    "rate limits are declared over a SQL store, but no SqlClient is in context: provide RateLimitStore.layerSql (or layerMemory)"
+  ))
 
 export { RateLimitStoreMissing, RateLimitUnavailable } from "./Errors.js"
