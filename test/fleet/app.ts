@@ -129,7 +129,8 @@ const main = () => {
     Layer.provide(Server.layer(process.env.FW_HISTORY === "off" ? appWithoutHistory : app, { routes: events, announce: false })),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
     Layer.provide(Store.layerSql.pipe(
-      Layer.provideMerge(ChangeTap.layerFleet({ pollMs: 1_000, listenCheckMs: 1_000 })),
+      // FW_POLL_MS: a scenario that must prove delivery by LISTEN alone sets a long periodic read.
+      Layer.provideMerge(ChangeTap.layerFleet({ pollMs: Number(process.env.FW_POLL_MS ?? 1_000), listenCheckMs: 1_000 })),
       Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 12, applicationName: process.env.FW_REPLICA ?? "fw" }))
     )),
     Layer.provide(FetchHttpClient.layer)
