@@ -170,6 +170,7 @@ export const make = (options: Options): Effect.Effect<ListenWatchdog, never, Sco
         live.heardWaiters.push(heard)
         const sent = yield* Effect.exit(options.notify(options.heartbeat))
         if (Exit.isFailure(sent)) {
+          live.heardWaiters = live.heardWaiters.filter((waiter) => waiter !== heard)
           yield* Effect.logWarning("fleet change listener check: the heartbeat could not be sent", sent.cause)
           return undefined
         }

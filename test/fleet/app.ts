@@ -9,7 +9,8 @@
  * Environment: `DATABASE_URL` (required); `FW_REPLICA` names its connections (`application_name`); `FW_SLOW_LISTENER_MS` adds a listener that takes that
  * long per event (it must delay neither the callers nor the other listeners; `GET /_slow` says how
  * many it has handled); `FW_HISTORY=off`
- * serves the app without row history; `FW_LEASE_MS` sets `idempotency.leaseMs`.
+ * serves the app without row history; `FW_LEASE_MS` sets `idempotency.leaseMs`; `FW_POLL_MS` sets
+ * the fleet tap's periodic outbox read (default 1 s).
  */
 import { FetchHttpClient, HttpLayerRouter, HttpServer, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
