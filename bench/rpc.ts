@@ -1,25 +1,31 @@
 /**
- * rpc round trips per second over `POST /rpc` and over one WebSocket, against a bare
- * HttpLayerRouter route doing the same work (decode, a store read, encode), all in one run.
+ * rpc round trips of a guarded query (`items.get`: decode, scope guard, a store read, encode) over
+ * `POST /rpc` and over one WebSocket with 32 calls in flight, against a Fastify `POST /rpc` route
+ * doing the same work (`http/rpcFastifyServer.ts`) and a bare HttpLayerRouter route in the fw
+ * process, all in one run, in alternating rounds. Prints req/s, the server process's CPU time per
+ * call, and the ratios against Fastify (CPU is the steadier figure on a loaded machine).
+ *
+ * `npx tsx bench/rpc.ts`
  */
 import WebSocket from "ws"
-import { load, perSecond, startServer, table } from "./support.js"
+import { measureCpu, median, perSecond, type ServerProcess, startServer, table } from "./http/harness.js"
 
 const frame = (id: number) =>
   JSON.stringify({ _tag: "Request", id: String(id), tag: "items.get", payload: { id: "i1" }, headers: [["authorization", "Bearer bench"]] })
 
-/** Round trips per second over one socket with `inFlight` requests outstanding. */
-const overWebSocket = (url: string, seconds: number, inFlight: number) =>
-  new Promise<number>((resolve, reject) => {
-    const socket = new WebSocket(url)
+/** Round trips per second over one socket with `inFlight` requests outstanding, and the server's CPU per call. */
+const overWebSocket = (server: ServerProcess, seconds: number, inFlight: number) =>
+  new Promise<{ perSecond: number; cpu: number }>((resolve, reject) => {
+    const socket = new WebSocket(`ws://127.0.0.1:${server.port}/rpc`, { headers: { authorization: "Bearer bench" } })
     let next = 0
     let done = 0
     let stopping = false
     socket.on("open", () => {
       const started = performance.now()
+      const before = server.cpuMicros()
       setTimeout(() => {
         stopping = true
-        resolve(done / ((performance.now() - started) / 1000))
+        resolve({ perSecond: done / ((performance.now() - started) / 1000), cpu: (server.cpuMicros() - before) / done })
         socket.close()
       }, seconds * 1000)
       for (let i = 0; i < inFlight; i++) socket.send(frame(next++))
@@ -34,35 +40,45 @@ const overWebSocket = (url: string, seconds: number, inFlight: number) =>
     socket.on("error", reject)
   })
 
-const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
-
 export const run = async () => {
-  const server = await startServer("rpcServer.ts")
+  const fw = await startServer("../rpcServer.ts")
+  const fastify = await startServer("rpcFastifyServer.ts")
   try {
-    const base = `http://127.0.0.1:${server.port}`
-    const body = JSON.stringify({ id: "i1" })
-    const bareRun = (duration: number) => load({ url: `${base}/bare`, method: "POST", body, duration })
-    const rpcRun = (duration: number) =>
-      load({ url: `${base}/rpc`, method: "POST", body: frame(1), headers: { authorization: "Bearer bench" }, duration })
-    // Warm up both paths (JIT), then alternate short rounds so machine noise hits both alike.
-    await bareRun(2)
-    await rpcRun(2)
-    const bare: Array<number> = []
-    const http: Array<number> = []
-    const ws: Array<number> = []
-    for (let round = 0; round < 4; round++) {
-      bare.push(await bareRun(3))
-      http.push(await rpcRun(3))
-      ws.push(await overWebSocket(`ws://127.0.0.1:${server.port}/rpc`, 3, 32))
+    const headers = { authorization: "Bearer bench", "content-type": "application/json" }
+    const post = (server: ServerProcess, path: string, body: string, duration: number) =>
+      measureCpu(server, { url: `http://127.0.0.1:${server.port}${path}`, method: "POST", body, headers, duration })
+    const runs = {
+      "Fastify POST /rpc": (duration: number) => post(fastify, "/rpc", frame(1), duration),
+      "bare HttpLayerRouter route": (duration: number) => post(fw, "/bare", JSON.stringify({ id: "i1" }), duration),
+      "fw POST /rpc": (duration: number) => post(fw, "/rpc", frame(1), duration),
+      "fw one WebSocket (32 in flight)": async (duration: number) => {
+        const result = await overWebSocket(fw, duration, 32)
+        return { perSecond: result.perSecond, cpuMicrosPerRequest: result.cpu }
+      }
     }
-    const ratio = (values: ReadonlyArray<number>) => Number(median(values.map((v, i) => v / bare[i]!)).toFixed(2))
-    table("rpc round trips per second (32 concurrent; medians of 4 alternating rounds)", [
-      { path: "bare HttpLayerRouter route", "req/s": perSecond(median(bare)), "ratio vs bare": 1 },
-      { path: "POST /rpc", "req/s": perSecond(median(http)), "ratio vs bare": ratio(http) },
-      { path: "one WebSocket (32 in flight)", "req/s": perSecond(median(ws)), "ratio vs bare": ratio(ws) }
-    ])
+    // Warm up every path (JIT), then alternate short rounds so machine noise hits all alike.
+    for (const go of Object.values(runs)) await go(2)
+    const results: Record<string, Array<{ perSecond: number; cpu: number }>> = {}
+    for (let round = 0; round < 4; round++) {
+      for (const [name, go] of Object.entries(runs)) {
+        const result = await go(3)
+        ;(results[name] ??= []).push({ perSecond: result.perSecond, cpu: result.cpuMicrosPerRequest })
+      }
+    }
+    const peer = results["Fastify POST /rpc"]!
+    table(
+      "rpc round trips of a guarded query (32 concurrent; medians of 4 alternating 3 s rounds; ratios vs Fastify: throughput and server CPU per call)",
+      Object.entries(results).map(([name, values]) => ({
+        path: name,
+        "req/s": perSecond(median(values.map((v) => v.perSecond))),
+        "server CPU µs/call": Number(median(values.map((v) => v.cpu)).toFixed(1)),
+        "req/s vs Fastify": Number(median(values.map((v, i) => v.perSecond / peer[i]!.perSecond)).toFixed(2)),
+        "CPU vs Fastify": Number(median(values.map((v, i) => peer[i]!.cpu / v.cpu)).toFixed(2))
+      }))
+    )
   } finally {
-    server.stop()
+    fw.stop()
+    fastify.stop()
   }
 }
 

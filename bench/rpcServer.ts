@@ -1,7 +1,8 @@
 /**
- * The server side of the rpc benchmark, run in its own process: the fw app (rpc on /rpc) and a bare
- * HttpLayerRouter route doing the same work (decode the input, read the store, encode the output),
- * on one listener. Prints the port.
+ * The server side of the rpc benchmark, run in its own process: the fw app (rpc on /rpc, the query
+ * guarded by a scope) and a bare HttpLayerRouter route doing the same work (decode the input, read
+ * the store, encode the output), on one listener, served by `NodeServer` (`FW_BENCH_PLATFORM=1`:
+ * the platform's `NodeHttpServer`, for comparison). Prints the port.
  */
 import { HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
@@ -9,7 +10,9 @@ import { Effect, Layer, Schema } from "effect"
 import { createServer } from "node:http"
 import * as AuthStrategy from "../src/app/AuthStrategy.js"
 import { defineApp } from "../src/app/App.js"
+import { requireScope } from "../src/app/Guard.js"
 import { query } from "../src/app/Procedure.js"
+import * as NodeServer from "../src/server/NodeServer.js"
 import * as Server from "../src/server/Server.js"
 import * as ChangeTap from "../src/kernel/ChangeTap.js"
 import * as Store from "../src/kernel/Store.js"
@@ -19,11 +22,12 @@ import { defineTable } from "../src/kernel/Table.js"
 const Items = defineTable("items", { fields: { tenantId: Schema.String, name: Schema.String, price: Schema.Number }, tenantField: "tenantId" })
 const Input = Schema.Struct({ id: Schema.String })
 const Output = Schema.NullOr(Items.schema)
-const subject = Subject.make({ type: "user", id: "bench", tenantId: "t1" })
+const subject = Subject.make({ type: "user", id: "bench", tenantId: "t1", scopes: ["items:read"] })
 
 const getItem = query("items.get", {
   input: Input,
   output: Output,
+  guards: [requireScope("items:read")],
   handler: ({ id }, { store }) => Effect.map(store.get(Items, id), (row) => row._tag === "Some" ? row.value : null)
 })
 const bearer: AuthStrategy.AuthStrategy = {
@@ -63,7 +67,7 @@ const Main = Layer.mergeAll(
   }))
 ).pipe(
   Layer.provide(Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))),
-  Layer.provide(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+  Layer.provide((process.env.FW_BENCH_PLATFORM === "1" ? NodeHttpServer.layer : NodeServer.layer)(createServer, { port: 0, host: "127.0.0.1" }))
 )
 
 Layer.launch(Main).pipe(NodeRuntime.runMain)

@@ -7,6 +7,7 @@ import { HttpServer } from "@effect/platform"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer, Tracer } from "effect"
 import { createServer } from "node:http"
+import * as NodeServer from "../../src/server/NodeServer.js"
 import * as Server from "../../src/server/Server.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
@@ -21,6 +22,6 @@ Layer.launch(Layer.mergeAll(
   }))
 ).pipe(
   Layer.provide(Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))),
-  Layer.provide(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+  Layer.provide((process.env.FW_BENCH_PLATFORM === "1" ? NodeHttpServer.layer : NodeServer.layer)(createServer, { port: 0, host: "127.0.0.1" })),
   Layer.provide(process.env.FW_BENCH_TRACER === "1" ? Layer.setTracer(passThrough) : Layer.empty)
 )).pipe(NodeRuntime.runMain)

@@ -107,10 +107,14 @@ export const guarded = <E, R>(
   handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
   options: { readonly bodyExpected?: boolean } = {}
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
-  Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const screened = yield* screen(runtime, request.method, request.headers, options)
-    if (Either.isLeft(screened)) return screened.left
-    if (screened.right === request.headers) return yield* handler
-    return yield* Effect.provideService(handler, HttpServerRequest.HttpServerRequest, request.modify({ headers: screened.right }))
-  })
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+    // Without cookies there is nothing to screen (every bearer-token or anonymous call): no step spent.
+    request.headers["cookie"] === undefined ? handler : Effect.flatMap(
+      screen(runtime, request.method, request.headers, options),
+      (screened) =>
+        Either.isLeft(screened)
+          ? Effect.succeed(screened.left)
+          : screened.right === request.headers
+          ? handler
+          : Effect.provideService(handler, HttpServerRequest.HttpServerRequest, request.modify({ headers: screened.right }))
+    ))

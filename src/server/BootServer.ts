@@ -20,7 +20,7 @@ const booting = (_request: Http.IncomingMessage, response: Http.ServerResponse) 
   response.end(bootingBody)
 }
 
-/** Use in place of `node:http`'s `createServer`: `NodeHttpServer.layer(BootServer.createServer, {port})`. */
+/** Use in place of `node:http`'s `createServer`: `NodeServer.layer(BootServer.createServer, {port})` (or `NodeHttpServer.layer`). */
 export const createServer = (): Http.Server => {
   const server = Http.createServer(booting)
   const stepAside = (event: string | symbol) => {

@@ -2,7 +2,6 @@
  * The `fw` command line: `fw dev <entry>`, `fw serve <entry>`, `fw db apply <entry> [--dry-run]`.
  */
 import { Args, Command, Options } from "@effect/cli"
-import { NodeHttpServer } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { Console, Effect, Layer, Option, Schema } from "effect"
 import { spawn } from "node:child_process"
@@ -15,6 +14,7 @@ import * as Settings from "../app/Settings.js"
 import type * as Search from "../search/index.js"
 import * as SchemaDiffer from "../kernel/SchemaDiffer.js"
 import * as BootServer from "./BootServer.js"
+import * as NodeServer from "./NodeServer.js"
 import type { Entry } from "./Entry.js"
 import * as Init from "./Init.js"
 import * as SchemaApply from "./SchemaApply.js"
@@ -130,7 +130,7 @@ const serve = (file: string, dev: boolean) =>
     const main = Server.layer(served.app, { applySchema: dev, logRequests: dev }).pipe(
       Layer.provide(served.layer),
       Layer.provide(entry.store),
-      Layer.provide(NodeHttpServer.layer(BootServer.createServer, { port, host }))
+      Layer.provide(NodeServer.layer(BootServer.createServer, { port, host }))
     )
     if (served.aggregates.length > 0) {
       yield* Effect.logInfo(`fw: aggregates from *.aggregate.ts: ${served.aggregates.map((a) => a.name).join(", ")}`)

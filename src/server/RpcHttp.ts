@@ -38,6 +38,7 @@ const malformed = (message: string) => HttpServerResponse.unsafeJson([defect(mes
 /** The most messages one `POST /rpc` body may carry (a client batches the calls of one tick). */
 export const maxMessagesPerBody = 1000
 const batchConcurrency = 16
+const decoder = new TextDecoder()
 
 /** The `POST /rpc` handler over `runtime`, for a body already read within the cap. */
 export const make = (runtime: RuntimeShape) => {
@@ -78,7 +79,7 @@ export const make = (runtime: RuntimeShape) => {
       const request = yield* HttpServerRequest.HttpServerRequest
       let parsed: unknown
       try {
-        parsed = JSON.parse(new TextDecoder().decode(body))
+        parsed = JSON.parse(decoder.decode(body))
       } catch (error) {
         return malformed(error instanceof Error ? error.message : "malformed JSON")
       }
@@ -94,7 +95,10 @@ export const make = (runtime: RuntimeShape) => {
         if (Option.isNone(decoded)) return malformed("expected an rpc Request message (or an array of them)")
         messages.push(decoded.value)
       }
-      const answers = yield* Effect.forEach(messages, (message) => answer(message, request.headers), { concurrency: batchConcurrency })
+      // A single call (the common case) runs on the request's fiber: no child fiber per call.
+      const answers = messages.length === 1
+        ? [yield* answer(messages[0]!, request.headers)]
+        : yield* Effect.forEach(messages, (message) => answer(message, request.headers), { concurrency: batchConcurrency })
       return HttpServerResponse.unsafeJson(answers)
     })
 }

@@ -7,7 +7,7 @@
  *   Layer.provide(Store.layerSql),
  *   Layer.provide(ChangeTap.layerLocal),
  *   Layer.provide(SqliteClient.layer({ filename: "app.db" })),
- *   Layer.provide(NodeHttpServer.layer(BootServer.createServer, { port: 3000 })))
+ *   Layer.provide(NodeServer.layer(BootServer.createServer, { port: 3000 })))
  * Layer.launch(Main).pipe(NodeRuntime.runMain)
  * ```
  */

@@ -5,7 +5,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeServer from "../../src/server/NodeServer.js"
 import { Context, Effect, Layer, Option, Schema, Tracer } from "effect"
 import { createServer } from "node:http"
 import { defineApp } from "../../src/app/App.js"
@@ -43,7 +43,7 @@ const serve = (tracer?: Tracer.Tracer) =>
   Effect.gen(function*() {
     const serving = Server.layer(app, { announce: false }).pipe(
       Layer.provide(Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))),
-      Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+      Layer.provideMerge(NodeServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
     )
     const context = yield* Layer.build(tracer === undefined ? serving : serving.pipe(Layer.provide(Layer.setTracer(tracer))))
     const { address } = Context.get(context, HttpServer.HttpServer)

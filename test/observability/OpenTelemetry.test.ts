@@ -8,7 +8,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { NodeSdk } from "@effect/opentelemetry"
 import { HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeServer from "../../src/server/NodeServer.js"
 import { AggregationTemporality, InMemoryMetricExporter, PeriodicExportingMetricReader } from "@opentelemetry/sdk-metrics"
 import type { DataPoint, Histogram } from "@opentelemetry/sdk-metrics"
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base"
@@ -73,7 +73,7 @@ const serve = (telemetry: Layer.Layer<never> | Layer.Layer<unknown>) =>
   Effect.gen(function*() {
     const context = yield* Layer.build(Server.layer(app, { announce: false }).pipe(
       Layer.provide(Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))),
-      Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+      Layer.provideMerge(NodeServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
       Layer.provide(telemetry)
     ))
     const { address } = Context.get(context, HttpServer.HttpServer)

@@ -1,5 +1,5 @@
 import { HttpRouter, HttpServer, HttpServerResponse } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeServer from "../../src/server/NodeServer.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Layer } from "effect"
 import type { AddressInfo } from "node:net"
@@ -19,7 +19,7 @@ describe("BootServer", () => {
         )
       )
       const url = () => `http://127.0.0.1:${(server!.address() as AddressInfo).port}/hello`
-      yield* Layer.launch(app.pipe(Layer.provide(NodeHttpServer.layer(create, { port: 0, host: "127.0.0.1" })))).pipe(Effect.forkScoped)
+      yield* Layer.launch(app.pipe(Layer.provide(NodeServer.layer(create, { port: 0, host: "127.0.0.1" })))).pipe(Effect.forkScoped)
       while (server?.listening !== true) yield* Effect.sleep("10 millis")
 
       const early = yield* Effect.promise(() => fetch(url(), { signal: AbortSignal.timeout(5_000) }))

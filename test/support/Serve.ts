@@ -2,7 +2,7 @@
  * Serves an app on 127.0.0.1 (random port) for the duration of a scope, and connects clients to it.
  */
 import { HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeServer from "../../src/server/NodeServer.js"
 import type { Scope } from "effect"
 import { Cause, Context, Effect, Layer, Logger } from "effect"
 import { createServer } from "node:http"
@@ -48,7 +48,7 @@ export const serve = <E>(
     const context = yield* Layer.build(
       Server.layer(app, { announce: false, ...options }).pipe(
         Layer.provide(storeLayer),
-        Layer.provideMerge(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" }))
+        Layer.provideMerge(NodeServer.layer(createServer, { port, host: "127.0.0.1" }))
       )
     ).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture(logs))))
     const { address } = Context.get(context, HttpServer.HttpServer)
