@@ -197,7 +197,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
     if (statements === undefined) {
       const get = `SELECT * FROM ${quote(table.name)} WHERE "id" = ${placeholder(1)}`
       const columns = mappingOf(table).columns
-      // The one-row insert `insert` sends through the client, as one text (for direct statements).
+      // The one-row insert, as one text.
       const insert = `INSERT INTO ${quote(table.name)} (${columns.map((column) => quote(column.name)).join(", ")}) VALUES (${
         columns.map((_, i) => placeholder(i + 1)).join(", ")
       }) ON CONFLICT ("id") DO NOTHING RETURNING "id"`
@@ -210,6 +210,14 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
       pointSql.set(table, statements)
     }
     return statements
+  }
+
+  /** The parameters of `pointOf(table).insert` for `row`, in column order. */
+  const valuesOf = (table: Table.Any, row: Driver.Encoded): Array<unknown> => {
+    const columns = mappingOf(table).columns
+    const values: Array<unknown> = new Array(columns.length)
+    for (let i = 0; i < columns.length; i++) values[i] = valueToDb(columns[i], row[columns[i]!.name])
+    return values
   }
 
   /**
@@ -244,10 +252,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
       if (!direct.ready(fiber)) return Driver.NotNow
       const statement = prepared(direct, pointOf(table).insert)
       if (statement instanceof StoreUnavailable) return statement
-      const columns = mappingOf(table).columns
-      const values: Array<unknown> = new Array(columns.length)
-      for (let i = 0; i < columns.length; i++) values[i] = valueToDb(columns[i], row[columns[i]!.name])
-      const inserted = step(statement, values)
+      const inserted = step(statement, valuesOf(table, row))
       if (inserted instanceof StoreUnavailable) return inserted
       // ON CONFLICT DO NOTHING: a refused row returns nothing.
       return inserted === undefined ? new DuplicateRow({ table: table.name, id: idOf(row) }) : undefined
@@ -286,10 +291,9 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
     insert: (table, rows) => {
       if (rows.length === 1) {
         // ON CONFLICT: a refused row is no SQL error, so an enclosing PostgreSQL transaction stays usable.
+        // The statement text is built once per table (no fragment compiled per call).
         const [row] = rows as [Driver.Encoded]
-        return sql`INSERT INTO ${sql(table.name)} ${sql.insert(mappingOf(table).toDb(row))} ON CONFLICT (${
-          sql("id")
-        }) DO NOTHING RETURNING ${sql("id")}`.pipe(
+        return sql.unsafe<{ readonly id: string }>(pointOf(table).insert, valuesOf(table, row)).pipe(
           Effect.mapError(unavailable),
           Effect.flatMap((inserted) =>
             inserted.length === 1 ? Effect.void : Effect.fail(new DuplicateRow({ table: table.name, id: idOf(row) }))
