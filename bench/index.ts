@@ -22,9 +22,11 @@ import * as SearchReindex from "./search/reindex.js"
 import * as SearchSqlPg from "./search/sqlPg.js"
 import * as Store from "./store/store.js"
 import * as StorePointRead from "./store/pointRead.js"
+import * as StoreSingle from "./store/single.js"
 
 await Store.run()
 await StorePointRead.run()
+await StoreSingle.run()
 await Rpc.run()
 await Rest.run()
 await RestInProcess.run()

@@ -7,6 +7,7 @@
  * The witness is a mutable cell shared with every fiber the computation forks (a FiberRef copies
  * the reference), so writes made on forked fibers count too. Raw SQL run past the `Store` is not seen.
  */
+import type { Fiber } from "effect"
 import { Effect, FiberRef } from "effect"
 
 /** A witness: `committed` turns true at the first commit (or unknown commit) it sees. */
@@ -21,6 +22,12 @@ export const current: FiberRef.FiberRef<Witness | undefined> = FiberRef.unsafeMa
 export const mark: Effect.Effect<void> = Effect.map(FiberRef.get(current), (witness) => {
   if (witness !== undefined) witness.committed = true
 })
+
+/** `mark`, synchronously within `fiber` (inside a fiber step). */
+export const markIn = (fiber: Fiber.RuntimeFiber<unknown, unknown>): void => {
+  const witness = fiber.getFiberRef(current)
+  if (witness !== undefined) witness.committed = true
+}
 
 /** A fresh witness that has seen nothing. */
 export const make = (): Witness => ({ committed: false })

@@ -7,6 +7,14 @@ import type { Effect, Fiber, Option } from "effect"
 import type { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type * as Table from "./Table.js"
 
+/**
+ * What a synchronous driver step (`getNow`, `insertNow`) answers when it cannot act at this
+ * moment; the store then runs the operation's effect instead.
+ */
+export const NotNow: unique symbol = Symbol.for("@fw/framework/Driver/NotNow")
+/** The type of `NotNow`. */
+export type NotNow = typeof NotNow
+
 /** A row in its encoded form: what the table schema's `encode` produces. */
 export type Encoded = Readonly<Record<string, unknown>>
 
@@ -65,11 +73,27 @@ export interface Driver {
     options?: { readonly forUpdate?: boolean }
   ) => Effect.Effect<Option.Option<Encoded>, StoreUnavailable>
   /**
-   * A point read answered synchronously within `fiber` (its transaction overlay included), for
-   * tiers that hold rows in the process: the store then reads in one fiber step. Absent on tiers
-   * that must wait for a database.
+   * A point read answered synchronously within `fiber` (its transaction included), for tiers that
+   * can (rows in the process, or an embedded database): the store then reads in one fiber step.
+   * `undefined`: no such row. `NotNow`: the tier cannot answer synchronously at this moment (say
+   * another fiber's transaction holds the connection), so the store takes `get`. The store calls
+   * it only when no tracer is installed, so a tier that bypasses its client here loses no span.
    */
-  readonly getNow?: (table: Table.Any, id: string, fiber: Fiber.RuntimeFiber<unknown, unknown>) => Encoded | undefined
+  readonly getNow?: (
+    table: Table.Any,
+    id: string,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>
+  ) => Encoded | undefined | NotNow | StoreUnavailable
+  /**
+   * A one-row insert done synchronously within `fiber` (inside its transaction, if any; else atomic
+   * by itself), as `insert` would: `undefined` once written, else the failure, or `NotNow` (nothing
+   * written; the store takes `insert`). Called under the same conditions as `getNow`.
+   */
+  readonly insertNow?: (
+    table: Table.Any,
+    row: Encoded,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>
+  ) => undefined | NotNow | DuplicateRow | StoreUnavailable
   readonly find: (table: Table.Any, query: Query) => Effect.Effect<ReadonlyArray<Encoded>, StoreUnavailable>
   readonly count: (table: Table.Any, where: ReadonlyArray<Clause>) => Effect.Effect<number, StoreUnavailable>
   readonly page: (table: Table.Any, page: Page) => Effect.Effect<ReadonlyArray<Encoded>, StoreUnavailable>

@@ -7,7 +7,7 @@
  */
 import { Effect, FiberRef, Option } from "effect"
 import * as Compare from "./Compare.js"
-import type * as Driver from "./Driver.js"
+import * as Driver from "./Driver.js"
 import { DuplicateRow } from "./Errors.js"
 import type * as Table from "./Table.js"
 
@@ -171,6 +171,22 @@ export const make: Effect.Effect<Driver.Driver> = Effect.gen(function*() {
     delete: (table, id) => write<never>(table.name, (_, put) => void put(id, null)),
     get: (table, id) => Effect.map(FiberRef.get(stackRef), (stack) => Option.fromNullable(lookup(stack, table.name, id))),
     getNow: (table, id, fiber) => lookup(fiber.getFiberRef(stackRef), table.name, id) ?? undefined,
+    insertNow: (table, row, fiber) => {
+      const stack = fiber.getFiberRef(stackRef)
+      const overlay = stack[stack.length - 1]
+      // Outside a transaction while another fiber's is open, the write waits for the permit: `insert`.
+      if (overlay === undefined && transactionOpen) return Driver.NotNow
+      const id = row.id as string
+      if (lookup(stack, table.name, id) !== undefined) return new DuplicateRow({ table: table.name, id })
+      if (overlay === undefined) {
+        commitRow(table.name, id, row)
+        return undefined
+      }
+      let pending = overlay.get(table.name)
+      if (pending === undefined) overlay.set(table.name, pending = new Map())
+      pending.set(id, row)
+      return undefined
+    },
     find: (table, query) =>
       Effect.map(FiberRef.get(stackRef), (stack) => {
         const rows = select(stack, table.name, query.where)

@@ -3,7 +3,7 @@
  * schema, compiled once per table. Failures are `RowInvalid` with a message that names the fields
  * and what was expected, never the offending value (it may be a secret).
  */
-import { Either, ParseResult, Schema } from "effect"
+import { Either, ParseResult, Schema, SchemaAST } from "effect"
 import * as Columns from "./Columns.js"
 import type * as Driver from "./Driver.js"
 import { RowInvalid } from "./Errors.js"
@@ -55,7 +55,9 @@ const unstorable = (value: unknown, seen: Set<object> = new Set()): string | und
     case "number":
       return Number.isFinite(value) ? undefined : "numbers must be finite"
     case "string":
-      return value.includes("\u0000") || loneSurrogate.test(value) ? "text must not contain NUL or unpaired surrogates" : undefined
+      return mayBeUnstorable(value) && (value.includes("\u0000") || loneSurrogate.test(value))
+        ? "text must not contain NUL or unpaired surrogates"
+        : undefined
     case "bigint":
       return "bigint values cannot be stored"
     case "object": {
@@ -74,6 +76,88 @@ const unstorable = (value: unknown, seen: Set<object> = new Set()): string | und
   }
 }
 
+/** True when `text` holds a NUL or a surrogate: only then is the exact check worth running. */
+const mayBeUnstorable = (text: string): boolean => {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i)
+    if (code === 0 || (code >= 0xd800 && code <= 0xdfff)) return true
+  }
+  return false
+}
+
+/**
+ * A check of one value against a field schema that needs no parser: primitive keywords, literals
+ * and unions of them (`NullOr`, optional fields). `undefined` when the schema is anything else.
+ */
+type Check = (value: unknown) => boolean
+
+const checkOf = (ast: SchemaAST.AST): Check | undefined => {
+  switch (ast._tag) {
+    case "StringKeyword":
+      return (value) => typeof value === "string"
+    case "NumberKeyword":
+      return (value) => typeof value === "number"
+    case "BooleanKeyword":
+      return (value) => typeof value === "boolean"
+    case "UndefinedKeyword":
+      return (value) => value === undefined
+    case "Literal": {
+      const literal = ast.literal
+      return (value) => value === literal
+    }
+    case "Union": {
+      const checks: Array<Check> = []
+      for (const member of ast.types) {
+        const check = checkOf(member)
+        if (check === undefined) return undefined
+        checks.push(check)
+      }
+      return (value) => checks.some((check) => check(value))
+    }
+    default:
+      return undefined
+  }
+}
+
+interface PlainField {
+  readonly name: string
+  readonly optional: boolean
+  readonly check: Check
+}
+
+/**
+ * The fields of a row schema whose encoded and decoded forms are the same values (a struct of
+ * plain fields, see `checkOf`), else `undefined`. For such a table, encoding and decoding a valid
+ * row is a copy of its declared fields in declaration order, which is what the parser produces;
+ * anything the copy does not accept goes to the parser, so failures read the same.
+ */
+const plainFieldsOf = (schema: Schema.Schema.Any): ReadonlyArray<PlainField> | undefined => {
+  const ast = schema.ast
+  if (ast._tag !== "TypeLiteral" || ast.indexSignatures.length > 0) return undefined
+  const fields: Array<PlainField> = []
+  for (const signature of ast.propertySignatures) {
+    const check = checkOf(signature.type)
+    if (check === undefined || typeof signature.name !== "string") return undefined
+    fields.push({ name: signature.name, optional: signature.isOptional, check })
+  }
+  return fields
+}
+
+/** The declared fields of `row` copied in declaration order, or `undefined` when one fails its check. */
+const copyPlain = (fields: ReadonlyArray<PlainField>, row: Readonly<Record<string, unknown>>): Record<string, unknown> | undefined => {
+  const out: Record<string, unknown> = {}
+  for (const field of fields) {
+    if (!Object.prototype.hasOwnProperty.call(row, field.name)) {
+      if (field.optional) continue
+      return undefined
+    }
+    const value = row[field.name]
+    if (!field.check(value)) return undefined
+    out[field.name] = value
+  }
+  return out
+}
+
 /**
  * The longest id a row may have: PostgreSQL cannot index a key much over 2 KiB, and an id is a key
  * everywhere. 512 UTF-16 units encode to at most 2,048 bytes of UTF-8.
@@ -85,7 +169,7 @@ export const maxIdLength = 512
  * surrogate, too long) is simply not found, and no statement is sent for it.
  */
 export const isStorableId = (id: unknown): id is string =>
-  typeof id === "string" && id.length <= maxIdLength && unstorable(id) === undefined
+  typeof id === "string" && id.length <= maxIdLength && (!mayBeUnstorable(id) || unstorable(id) === undefined)
 
 const compile = (table: Table.Any): RowCodec => {
   const invalid = (prefix: string) => (error: ParseResult.ParseError) =>
@@ -118,11 +202,22 @@ const compile = (table: Table.Any): RowCodec => {
   }
   const onEncodeError = invalid("")
   const onDecodeError = invalid("stored row: ")
+  const plain = plainFieldsOf(table.schema)
+  const declared = new Set(columns.map((column) => column.name))
+  /** A plain row with no undeclared key copied, else `undefined` (the parser then says what is wrong). */
+  const copyForEncode = (row: unknown): Record<string, unknown> | undefined => {
+    if (plain === undefined || typeof row !== "object" || row === null || Array.isArray(row)) return undefined
+    const keys = Reflect.ownKeys(row)
+    for (const key of keys) if (typeof key !== "string" || !declared.has(key)) return undefined
+    return copyPlain(plain, row as Readonly<Record<string, unknown>>)
+  }
+  const decodeParsed = (row: Driver.Encoded) => Either.mapLeft(decodeRow(row), onDecodeError)
   return {
-    fields: new Set(columns.map((column) => column.name)),
+    fields: declared,
     nullable: new Set(columns.filter((column) => column.optional || column.nullable).map((column) => column.name)),
-    encode: (row) =>
-      Either.match(encodeRow(row), {
+    encode: (row) => {
+      const copy = copyForEncode(row)
+      return Either.match(copy === undefined ? encodeRow(row) : Either.right(copy), {
         onLeft: (error) => Either.left(onEncodeError(error)),
         onRight: (encoded) => {
           for (const [field, value] of Object.entries(encoded as Record<string, unknown>)) {
@@ -133,8 +228,12 @@ const compile = (table: Table.Any): RowCodec => {
           }
           return Either.right(canonical(encoded as Record<string, unknown>, nullWhenAbsent))
         }
-      }),
-    decode: (row) => Either.mapLeft(decodeRow(row), onDecodeError),
+      })
+    },
+    decode: plain === undefined ? decodeParsed : (row) => {
+      const copy = copyPlain(plain, row)
+      return copy === undefined ? decodeParsed(row) : Either.right(copy)
+    },
     encodeValue: (field, value) => valueEncoder(field)(value)
   }
 }

@@ -8,7 +8,8 @@ import type { Statement } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option, Predicate } from "effect"
 import * as Columns from "./Columns.js"
-import type * as Driver from "./Driver.js"
+import * as Driver from "./Driver.js"
+import * as SqliteDirect from "./SqliteDirect.js"
 import { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type * as Table from "./Table.js"
 
@@ -187,15 +188,75 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
   /** Point statements by id, compiled once per table (the hot path skips the fragment compiler). */
   const placeholder = (n: number) => dialect === "pg" ? `$${n}` : "?"
   const quote = (identifier: string) => `"${identifier.replaceAll(`"`, `""`)}"`
-  const pointSql = new WeakMap<Table.Any, { readonly get: string; readonly lock: string; readonly delete: string }>()
+  const pointSql = new WeakMap<
+    Table.Any,
+    { readonly get: string; readonly lock: string; readonly delete: string; readonly insert: string }
+  >()
   const pointOf = (table: Table.Any) => {
     let statements = pointSql.get(table)
     if (statements === undefined) {
       const get = `SELECT * FROM ${quote(table.name)} WHERE "id" = ${placeholder(1)}`
-      statements = { get, lock: dialect === "pg" ? `${get} FOR UPDATE` : get, delete: `DELETE FROM ${quote(table.name)} WHERE "id" = ${placeholder(1)}` }
+      const columns = mappingOf(table).columns
+      // The one-row insert, as one text.
+      const insert = `INSERT INTO ${quote(table.name)} (${columns.map((column) => quote(column.name)).join(", ")}) VALUES (${
+        columns.map((_, i) => placeholder(i + 1)).join(", ")
+      }) ON CONFLICT ("id") DO NOTHING RETURNING "id"`
+      statements = {
+        get,
+        lock: dialect === "pg" ? `${get} FOR UPDATE` : get,
+        delete: `DELETE FROM ${quote(table.name)} WHERE "id" = ${placeholder(1)}`,
+        insert
+      }
       pointSql.set(table, statements)
     }
     return statements
+  }
+
+  /** The parameters of `pointOf(table).insert` for `row`, in column order. */
+  const valuesOf = (table: Table.Any, row: Driver.Encoded): Array<unknown> => {
+    const columns = mappingOf(table).columns
+    const values: Array<unknown> = new Array(columns.length)
+    for (let i = 0; i < columns.length; i++) values[i] = valueToDb(columns[i], row[columns[i]!.name])
+    return values
+  }
+
+  /**
+   * Direct statements on SQLite (see `SqliteDirect`): a point read and a one-row insert in one
+   * synchronous step. A failure reads as the client's would.
+   */
+  const direct = dialect === "sqlite" ? yield* SqliteDirect.make(sql) : undefined
+  const prepared = (on: SqliteDirect.Direct, source: string): SqliteDirect.Statement | StoreUnavailable => {
+    try {
+      return on.statement(source)
+    } catch (cause) {
+      return unavailable(new SqlError({ cause, message: "Failed to prepare statement " }))
+    }
+  }
+  const step = (statement: SqliteDirect.Statement, parameters: ReadonlyArray<unknown>): unknown => {
+    try {
+      return statement.get(...parameters)
+    } catch (cause) {
+      return unavailable(new SqlError({ cause, message: "Failed to execute statement" }))
+    }
+  }
+  const directOperations: Pick<Driver.Driver, "getNow" | "insertNow"> = direct === undefined ? {} : {
+    getNow: (table, id, fiber) => {
+      if (!direct.ready(fiber)) return Driver.NotNow
+      const statement = prepared(direct, pointOf(table).get)
+      if (statement instanceof StoreUnavailable) return statement
+      const row = step(statement, [id])
+      if (row === undefined || row instanceof StoreUnavailable) return row
+      return mappingOf(table).fromDb(row as Readonly<Record<string, unknown>>)
+    },
+    insertNow: (table, row, fiber) => {
+      if (!direct.ready(fiber)) return Driver.NotNow
+      const statement = prepared(direct, pointOf(table).insert)
+      if (statement instanceof StoreUnavailable) return statement
+      const inserted = step(statement, valuesOf(table, row))
+      if (inserted instanceof StoreUnavailable) return inserted
+      // ON CONFLICT DO NOTHING: a refused row returns nothing.
+      return inserted === undefined ? new DuplicateRow({ table: table.name, id: idOf(row) }) : undefined
+    }
   }
 
   const rowsOf = (table: Table.Any) => (rows: ReadonlyArray<Readonly<Record<string, unknown>>>) => {
@@ -226,13 +287,13 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
 
   const driver: Driver.Driver = {
     dialect,
+    ...directOperations,
     insert: (table, rows) => {
       if (rows.length === 1) {
         // ON CONFLICT: a refused row is no SQL error, so an enclosing PostgreSQL transaction stays usable.
+        // The statement text is built once per table (no fragment compiled per call).
         const [row] = rows as [Driver.Encoded]
-        return sql`INSERT INTO ${sql(table.name)} ${sql.insert(mappingOf(table).toDb(row))} ON CONFLICT (${
-          sql("id")
-        }) DO NOTHING RETURNING ${sql("id")}`.pipe(
+        return sql.unsafe<{ readonly id: string }>(pointOf(table).insert, valuesOf(table, row)).pipe(
           Effect.mapError(unavailable),
           Effect.flatMap((inserted) =>
             inserted.length === 1 ? Effect.void : Effect.fail(new DuplicateRow({ table: table.name, id: idOf(row) }))

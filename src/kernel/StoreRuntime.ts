@@ -4,12 +4,12 @@
  * events per transaction and hands them to the ChangeTap (staged inside the outermost transaction
  * just before commit, published after it), and records which tables a computation read.
  */
-import { Chunk, Clock, Effect, Either, FiberRef, Option, Stream } from "effect"
+import { Chunk, Clock, Context, Effect, Either, FiberRef, Option, Stream } from "effect"
 import { ChangeTap } from "./ChangeTap.js"
 import type { ChangeTapShape, PendingChange } from "./ChangeTap.js"
-import type * as Driver from "./Driver.js"
+import * as Driver from "./Driver.js"
 import * as CommitWitness from "./CommitWitness.js"
-import { CommitUnknown, DuplicateRow, RowInvalid, RowNotFound, UnknownField } from "./Errors.js"
+import { CommitUnknown, DuplicateRow, RowInvalid, RowNotFound, StoreUnavailable, UnknownField } from "./Errors.js"
 import type { StoreError } from "./Errors.js"
 import * as Provenance from "./Provenance.js"
 import * as Telemetry from "./Telemetry.js"
@@ -114,13 +114,22 @@ const wholeNumber = (n: number | undefined): number | undefined =>
 export const make = (driver: Driver.Driver): Effect.Effect<StoreShape, never, ChangeTap> =>
   Effect.map(ChangeTap, (tap) => build(driver, tap))
 
-/** A store operation in a `fw.store <op>` span naming its table (when a tracer is installed). */
+/** `operation` in a `fw.store <op>` span naming its table. */
+const inSpan = <A, E, R>(op: string, table: Table.Any, operation: Effect.Effect<A, E, R>) =>
+  Telemetry.span(`fw.store ${op}`, { "fw.store.operation": op, "fw.store.table": table.name })(operation)
+
+/**
+ * A store operation in a `fw.store <op>` span naming its table when a tracer is installed. Without
+ * one it costs one check of the fiber's tracer: no span attributes are built per call.
+ */
 const traced = <Args extends ReadonlyArray<unknown>, A, E, R>(
   op: string,
   operation: (table: Table.Any, ...args: Args) => Effect.Effect<A, E, R>
 ) =>
 (table: Table.Any, ...args: Args): Effect.Effect<A, E, R> =>
-  Telemetry.span(`fw.store ${op}`, { "fw.store.operation": op, "fw.store.table": table.name })(operation(table, ...args))
+  Effect.withFiberRuntime((fiber) =>
+    Telemetry.isInstalled(fiber.currentTracer) ? inSpan(op, table, operation(table, ...args)) : operation(table, ...args)
+  )
 
 const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
   /** Changes buffered by the innermost open transaction of this store (`undefined` outside one). */
@@ -227,7 +236,7 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
   const encodeNew = (table: Table.Any, row: Readonly<Record<string, unknown>>) =>
     RowCodec.of(table).encode(row.id === undefined ? { ...row, id: crypto.randomUUID() } : row)
 
-  const insert = (table: Table.Any, row: Readonly<Record<string, unknown>>) =>
+  const insertAsync = (table: Table.Any, row: Readonly<Record<string, unknown>>) =>
     single(Effect.gen(function*() {
       const encoded = yield* encodeNew(table, row)
       yield* TenantScope.checkWrite(table, yield* TenantScope.of(table), encoded)
@@ -235,6 +244,49 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       yield* record(table, "insert", [{ before: null, after: encoded }])
       return yield* RowCodec.of(table).decode(encoded)
     }))
+
+  const insertNow = driver.insertNow
+  /**
+   * A one-row insert on a tier that writes synchronously: encoded, scoped, written and recorded in
+   * one fiber step; outside a transaction the change is then staged and published as `single`
+   * does. Uninterruptible from the write to the publication, so a committed row is never left
+   * unannounced; whatever cannot be done synchronously takes `insertAsync`.
+   */
+  const insert = (table: Table.Any, row: Readonly<Record<string, unknown>>) =>
+    insertNow === undefined ? traced("insert", insertAsync)(table, row) : Effect.uninterruptibleMask((restore) =>
+      Effect.withFiberRuntime<unknown, StoreError>((fiber) => {
+        if (Telemetry.isInstalled(fiber.currentTracer)) return restore(inSpan("insert", table, insertAsync(table, row)))
+        const own = fiber.getFiberRef(buffer)
+        if (own === undefined && (tap.scope !== "local" || tap.stagers().length > 0)) return restore(insertAsync(table, row))
+        const encoded = encodeNew(table, row)
+        if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+        const after = encoded.right
+        const refused = TenantScope.violation(table, TenantScope.ofFiber(fiber, table), after)
+        if (refused !== undefined) return Effect.fail(refused)
+        const outcome = insertNow(table, after, fiber)
+        if (outcome === Driver.NotNow) return restore(insertAsync(table, row))
+        if (outcome !== undefined) return Effect.fail(outcome)
+        const change: PendingChange = {
+          table: table.name,
+          op: "insert",
+          id: idOf(after),
+          tenantId: TenantScope.tenantOf(table, after),
+          before: null,
+          after,
+          at: Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis(),
+          provenance: fiber.getFiberRef(Provenance.current)
+        }
+        const decoded = RowCodec.of(table).decode(after)
+        if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+        if (own !== undefined) {
+          own.push(change)
+          return Effect.succeed(decoded.right)
+        }
+        CommitWitness.markIn(fiber)
+        const changes = [change]
+        return Effect.as(Effect.zipRight(stage(changes), publish(changes)), decoded.right)
+      })
+    )
 
   const insertMany = (table: Table.Any, rows: ReadonlyArray<Readonly<Record<string, unknown>>>) =>
     rows.length === 0 ? Effect.succeed([]) : transaction(Effect.gen(function*() {
@@ -291,16 +343,32 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
     }))
 
   const getNow = driver.getNow
+  /**
+   * A point read. A tier that can answer synchronously (`getNow`) does, in this one fiber step: no
+   * effect per stage. With a tracer installed, or when the tier cannot answer now, `getAsync`.
+   */
   const get = (table: Table.Any, id: string, options?: { readonly forUpdate?: boolean }) =>
-    getNow === undefined ? getAsync(table, id, options) : Effect.withFiberRuntime<Option.Option<unknown>, StoreError>((fiber) => {
-      // A tier holding rows in the process answers in this one fiber step: no effect per stage.
-      noteReadIn(fiber, table.name)
-      if (!RowCodec.isStorableId(id)) return Effect.succeedNone
-      const row = getNow(table, id, fiber)
-      if (row === undefined || !TenantScope.sees(TenantScope.ofFiber(fiber, table), row)) return Effect.succeedNone
-      const decoded = RowCodec.of(table).decode(row)
-      return Either.isRight(decoded) ? Effect.succeed(Option.some(decoded.right)) : Effect.fail(decoded.left)
-    })
+    getNow === undefined || options?.forUpdate === true
+      ? traced("get", getAsync)(table, id, options)
+      : Effect.withFiberRuntime<Option.Option<unknown>, StoreError>((fiber) => {
+        if (Telemetry.isInstalled(fiber.currentTracer)) return inSpan("get", table, getAsync(table, id, options))
+        // An id no row can have finds nothing. Rather than scanning every id for NUL and lone
+        // surrogates (`isStorableId`), a found row must carry exactly the id asked for: stored ids
+        // hold neither, so a lossy match (a surrogate bound as U+FFFD) is no match.
+        if (typeof id !== "string" || id.length > RowCodec.maxIdLength) {
+          noteReadIn(fiber, table.name)
+          return Effect.succeedNone
+        }
+        const row = getNow(table, id, fiber)
+        if (row === Driver.NotNow) return getAsync(table, id, options)
+        noteReadIn(fiber, table.name)
+        if (row instanceof StoreUnavailable) return Effect.fail(row)
+        if (row === undefined || row.id !== id || !TenantScope.sees(TenantScope.ofFiber(fiber, table), row)) {
+          return Effect.succeedNone
+        }
+        const decoded = RowCodec.of(table).decode(row)
+        return Either.isRight(decoded) ? Effect.succeed(Option.some(decoded.right)) : Effect.fail(decoded.left)
+      })
 
   const getAsync = (table: Table.Any, id: string, options?: { readonly forUpdate?: boolean }) =>
     Effect.zipRight(
@@ -362,12 +430,12 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
   return {
     dialect: driver.dialect,
     transaction,
-    insert: traced("insert", insert),
+    insert,
     insertMany: traced("insertMany", insertMany),
     update: traced("update", update),
     upsert: traced("upsert", upsert),
     delete: traced("delete", remove),
-    get: traced("get", get),
+    get,
     find: traced("find", find),
     count: traced("count", count),
     walk

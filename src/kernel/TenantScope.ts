@@ -45,21 +45,23 @@ export const clause = (scope: Scope): Driver.Clause | undefined =>
 export const sees = (scope: Scope, row: Driver.Encoded): boolean =>
   scope._tag === "Unscoped" || (scope.tenantId !== null && row[scope.field] === scope.tenantId)
 
+/** Why a write of `row` is refused in `scope` (its row names another tenant), if it is. */
+export const violation = (table: Table.Any, scope: Scope, row: Driver.Encoded): TenantViolation | undefined => {
+  if (scope._tag === "Unscoped") return undefined
+  if (scope.tenantId === null) {
+    return new TenantViolation({ table: table.name, message: "a caller without a tenant cannot write a tenant table" })
+  }
+  if (row[scope.field] === scope.tenantId) return undefined
+  return new TenantViolation({
+    table: table.name,
+    message: `the row names another tenant in "${scope.field}" than the caller's ("${scope.tenantId}")`
+  })
+}
+
 /** Refuses a write whose row names a tenant other than the scope's. */
 export const checkWrite = (table: Table.Any, scope: Scope, row: Driver.Encoded): Effect.Effect<void, TenantViolation> => {
-  if (scope._tag === "Unscoped") return Effect.void
-  if (scope.tenantId === null) {
-    return Effect.fail(
-      new TenantViolation({ table: table.name, message: "a caller without a tenant cannot write a tenant table" })
-    )
-  }
-  if (row[scope.field] === scope.tenantId) return Effect.void
-  return Effect.fail(
-    new TenantViolation({
-      table: table.name,
-      message: `the row names another tenant in "${scope.field}" than the caller's ("${scope.tenantId}")`
-    })
-  )
+  const refused = violation(table, scope, row)
+  return refused === undefined ? Effect.void : Effect.fail(refused)
 }
 
 /** The tenant a row belongs to, for change events (null for tables without a tenant field). */
