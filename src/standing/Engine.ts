@@ -164,31 +164,33 @@ export const make = (config: Config, store: StoreShape) =>
       expectationsByTable.set(definition.table.name, list)
     }
 
-    /** Evaluates (synchronously) and returns the transition, if any, and whether the status changed. */
-    const evaluate = (runtime: ExpectationRuntime, now: number, cause: Registries.Cause | null) => {
+    /**
+     * Evaluates (synchronously) at `now`: `undefined` when the status stayed (most writes), else the
+     * transition the change of status makes, or null for a move into or out of `unknown`. The cause
+     * is `event`'s provenance (null without one), built only for a transition.
+     */
+    const evaluate = (runtime: ExpectationRuntime, now: number, event: ChangeEvent | null): Registries.ExpectationTransition | null | undefined => {
       const evaluation = runtime.counters.evaluate(now)
       runtime.metric = evaluation.metric
       runtime.threshold = evaluation.threshold
       runtime.lastEvaluatedAt = now
       const previous = runtime.status
-      if (evaluation.status === previous) return { changed: false, transition: null }
+      if (evaluation.status === previous) return undefined
       runtime.status = evaluation.status
       runtime.previousSince = runtime.since
       runtime.since = now
-      let transition: Registries.ExpectationTransition | null = null
-      if (evaluation.status === "violated" || (previous === "violated" && evaluation.status === "holding")) {
-        runtime.lastCause = cause
-        transition = {
-          name: runtime.definition.name,
-          transition: evaluation.status === "violated" ? "violated" : "recovered",
-          at: now,
-          cause,
-          metric: evaluation.metric,
-          threshold: evaluation.threshold,
-          severity: runtime.definition.severity
-        }
+      if (evaluation.status !== "violated" && !(previous === "violated" && evaluation.status === "holding")) return null
+      const cause = event === null ? null : causeOf(event)
+      runtime.lastCause = cause
+      return {
+        name: runtime.definition.name,
+        transition: evaluation.status === "violated" ? "violated" : "recovered",
+        at: now,
+        cause,
+        metric: evaluation.metric,
+        threshold: evaluation.threshold,
+        severity: runtime.definition.severity
       }
-      return { changed: true, transition }
     }
 
     /** `a` began before `b` (ties broken by the cause), so replicas that saw different paths converge on one. */
@@ -262,19 +264,20 @@ export const make = (config: Config, store: StoreShape) =>
     const applyExpectations = (event: ChangeEvent): Effect.Effect<void> => {
       const runtimes = expectationsByTable.get(event.table)
       if (runtimes === undefined) return Effect.void
-      const transitions: Array<Registries.ExpectationTransition> = []
-      const changed: Array<ExpectationRuntime> = []
-      const cause = causeOf(event)
+      // Allocated only when a status moves (rarely): most writes build nothing here.
+      let transitions: Array<Registries.ExpectationTransition> | undefined
+      let changed: Array<ExpectationRuntime> | undefined
       for (const runtime of runtimes) {
         runtime.counters.apply(event.before, event.after)
-        const outcome = evaluate(runtime, event.at, cause)
-        if (outcome.transition !== null) transitions.push(outcome.transition)
-        if (outcome.changed) changed.push(runtime)
+        const outcome = evaluate(runtime, event.at, event)
+        if (outcome === undefined) continue
+        ;(changed ??= []).push(runtime)
+        if (outcome !== null) (transitions ??= []).push(outcome)
       }
-      if (changed.length === 0) return Effect.void
+      if (changed === undefined) return Effect.void
       // Every replica that saw a transition records it (unless an earlier start is recorded); the
       // others adopt the earliest start from the change tap, so all converge on one `since` and cause.
-      return Effect.zipRight(expectationListeners.notify(transitions), Effect.forEach(changed, persist, { discard: true }))
+      return Effect.zipRight(expectationListeners.notify(transitions ?? []), Effect.forEach(changed, persist, { discard: true }))
     }
 
     const adoptState = (event: ChangeEvent) =>
@@ -297,8 +300,8 @@ export const make = (config: Config, store: StoreShape) =>
         const now = yield* Clock.currentTimeMillis
         const outcome = evaluate(runtime, now, null)
         // Subscribers hear transitions in the order they happen: before the (slower) state write.
-        if (outcome.transition !== null) yield* expectationListeners.notify([outcome.transition])
-        if (outcome.changed) yield* persist(runtime)
+        if (outcome !== undefined && outcome !== null) yield* expectationListeners.notify([outcome])
+        if (outcome !== undefined) yield* persist(runtime)
       })
 
     const freshnessLoop = (runtime: ExpectationRuntime) => {
@@ -540,20 +543,23 @@ export const make = (config: Config, store: StoreShape) =>
     // ---- wiring ------------------------------------------------------------------------------
     const watched = new Set([CostEvents.name, ExpectationState.name, ...expectationsByTable.keys(), ...talliesByTable.keys()])
 
-    /** Applies one committed change. The counting is synchronous; only transitions and listeners cost an effect. */
-    const applyChange = (event: ChangeEvent): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        const first = event.table === CostEvents.name
-          ? applyCost(event)
-          : event.table === ExpectationState.name
-          ? adoptState(event)
-          : Effect.void
-        const second = applyExpectations(event)
-        const third = applyExperiments(event)
-        return first === Effect.void && second === Effect.void && third === Effect.void
-          ? Effect.void
-          : Effect.zipRight(first, Effect.zipRight(second, third))
-      })
+    /**
+     * Applies one committed change: the counting is done now, synchronously (it may throw: a
+     * `where` or `subject` function is the app's code); the effect returned persists and notifies
+     * what the change caused, and is `Effect.void` when there is nothing to run (most writes).
+     */
+    const applyChange = (event: ChangeEvent): Effect.Effect<void> => {
+      const first = event.table === CostEvents.name
+        ? applyCost(event)
+        : event.table === ExpectationState.name
+        ? adoptState(event)
+        : Effect.void
+      const second = applyExpectations(event)
+      const third = applyExperiments(event)
+      return first === Effect.void && second === Effect.void && third === Effect.void
+        ? Effect.void
+        : Effect.zipRight(first, Effect.zipRight(second, third))
+    }
 
     // ---- boot ----------------------------------------------------------------------------------
     // The change listener is registered before the boot scan (the plugin host subscribes first),
@@ -661,13 +667,22 @@ export const make = (config: Config, store: StoreShape) =>
       pagesRead.clear()
     })
 
+    /**
+     * Handles a committed change on the writer's fiber: counted at once (or held while the boot
+     * runs); the effect returned is what is left to run, `Effect.void` when nothing is. A throw from
+     * the app's code (`where`, `subject`) fails that effect instead, as a defect.
+     */
     const onChange = (event: ChangeEvent): Effect.Effect<void> => {
       if (!watched.has(event.table)) return Effect.void
       if (arrivals !== null) {
         arrivals.push(event)
         return Effect.void
       }
-      return applyChange(event)
+      try {
+        return applyChange(event)
+      } catch (defect) {
+        return Effect.die(defect)
+      }
     }
 
     const background: Effect.Effect<void, never, Scope.Scope> = Effect.gen(function*() {
