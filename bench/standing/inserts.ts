@@ -15,10 +15,7 @@ import { Effect, Layer, Redacted, Schema } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import pg from "pg"
 import * as PluginHost from "../../src/server/PluginHost.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import {
@@ -29,14 +26,13 @@ import {
   ExpectationState,
   standingPlugin
 } from "../../src/standing/index.js"
-import { perSecond, table } from "../support.js"
+import { freshPgDatabase, perSecond, storeTier, table } from "../support.js"
 
 const Orders = defineTable("orders", {
   fields: { tenantId: Schema.String, userId: Schema.String, amount: Schema.NullOr(Schema.Number), placedAt: Schema.Number },
   tenantField: "tenantId"
 })
 const N = Number(process.env.BENCH_STANDING_N ?? 5_000)
-const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 /** `BENCH_STANDING_TIERS` (comma-separated `memory`, `sqlite`, `pg`) limits the tiers measured (default all). */
 /** Measured rounds per peer (medians), after one warm-up round each. */
 const rounds = Number(process.env.BENCH_STANDING_ROUNDS ?? 3)
@@ -63,12 +59,7 @@ const watched = standingPlugin({
 const empty = standingPlugin({})
 
 const stack = (client: Layer.Layer<SqlClient.SqlClient, unknown> | null, standing: "none" | "empty" | "watched") => {
-  const tier = client === null
-    ? Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
-    : Store.layerSql.pipe(
-      Layer.provideMerge(ChangeTap.layerLocal),
-      Layer.provide(Layer.effectDiscard(SchemaDiffer.apply([Orders, CostEvents, ExpectationState])).pipe(Layer.provideMerge(client)))
-    )
+  const tier = storeTier(client, [Orders, CostEvents, ExpectationState])
   const plugin = standing === "none" ? null : standing === "empty" ? empty : watched
   return (plugin !== null ? Layer.scopedDiscard(PluginHost.start(plugin)) : Layer.empty).pipe(
     Layer.provideMerge(tier),
@@ -96,25 +87,6 @@ const inserts = (prefix: string) =>
   })
 
 const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
-
-const freshPg = async () => {
-  const name = `fw_bench_s_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
-  const admin = new pg.Client({ connectionString: pgUrl })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  const url = new URL(pgUrl)
-  url.pathname = `/${name}`
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const again = new pg.Client({ connectionString: pgUrl })
-      await again.connect()
-      await again.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      await again.end()
-    }
-  }
-}
 
 export const run = async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "fw-bench-standing-"))
@@ -148,7 +120,7 @@ export const run = async () => {
     const dbs: Array<{ readonly drop: () => Promise<void> }> = []
     await measure("postgresql", () => {
       const layer = Layer.unwrapEffect(Effect.promise(async () => {
-        const db = await freshPg()
+        const db = await freshPgDatabase("fw_bench_s")
         dbs.push(db)
         return PgClient.layer({ url: Redacted.make(db.url) })
       }))
