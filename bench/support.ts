@@ -1,6 +1,6 @@
 /**
- * Benchmark helpers: a server in its own process, autocannon runs, a store tier, a fresh
- * PostgreSQL database, and table printing.
+ * Benchmark helpers: a server in its own process, autocannon runs, a store tier, and table
+ * printing.
  */
 import type { SqlClient } from "@effect/sql"
 import autocannon from "autocannon"
@@ -8,7 +8,6 @@ import { Layer } from "effect"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import pg from "pg"
 import * as ChangeTap from "../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../src/kernel/SchemaDiffer.js"
 import * as Store from "../src/kernel/Store.js"
@@ -42,29 +41,6 @@ export const table = (title: string, rows: ReadonlyArray<Record<string, string |
 
 /** Formats a number of operations per second. */
 export const perSecond = (n: number) => Math.round(n).toLocaleString("en-US")
-
-/** The PostgreSQL server benchmarks create their databases on (`FW_TEST_PG_URL`). */
-export const pgServerUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-
-/** Creates an empty database named `<prefix>_<random>` on `pgServerUrl`: its URL and how to drop it. */
-export const freshPgDatabase = async (prefix: string): Promise<{ readonly url: string; readonly drop: () => Promise<void> }> => {
-  const name = `${prefix}_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
-  const admin = new pg.Client({ connectionString: pgServerUrl })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  const url = new URL(pgServerUrl)
-  url.pathname = `/${name}`
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const again = new pg.Client({ connectionString: pgServerUrl })
-      await again.connect()
-      await again.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      await again.end()
-    }
-  }
-}
 
 /**
  * A store with a local change tap: in memory when `client` is null, else SQL on `client` with

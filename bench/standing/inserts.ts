@@ -26,7 +26,8 @@ import {
   ExpectationState,
   standingPlugin
 } from "../../src/standing/index.js"
-import { freshPgDatabase, perSecond, storeTier, table } from "../support.js"
+import { scratchDatabase } from "../pgDatabase.js"
+import { perSecond, storeTier, table } from "../support.js"
 
 const Orders = defineTable("orders", {
   fields: { tenantId: Schema.String, userId: Schema.String, amount: Schema.NullOr(Schema.Number), placedAt: Schema.Number },
@@ -120,7 +121,7 @@ export const run = async () => {
     const dbs: Array<{ readonly drop: () => Promise<void> }> = []
     await measure("postgresql", () => {
       const layer = Layer.unwrapEffect(Effect.promise(async () => {
-        const db = await freshPgDatabase("fw_bench_s")
+        const db = await scratchDatabase("standing")
         dbs.push(db)
         return PgClient.layer({ url: Redacted.make(db.url) })
       }))
