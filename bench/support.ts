@@ -1,10 +1,17 @@
 /**
- * Benchmark helpers: a server in its own process, autocannon runs, and table printing.
+ * Benchmark helpers: a server in its own process, autocannon runs, a store tier, and table
+ * printing.
  */
+import type { SqlClient } from "@effect/sql"
 import autocannon from "autocannon"
+import { Layer } from "effect"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import * as ChangeTap from "../src/kernel/ChangeTap.js"
+import * as SchemaDiffer from "../src/kernel/SchemaDiffer.js"
+import * as Store from "../src/kernel/Store.js"
+import type * as Table from "../src/kernel/Table.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 
@@ -34,3 +41,15 @@ export const table = (title: string, rows: ReadonlyArray<Record<string, string |
 
 /** Formats a number of operations per second. */
 export const perSecond = (n: number) => Math.round(n).toLocaleString("en-US")
+
+/**
+ * A store with a local change tap: in memory when `client` is null, else SQL on `client` with
+ * `tables` created first.
+ */
+export const storeTier = (client: Layer.Layer<SqlClient.SqlClient, unknown> | null, tables: ReadonlyArray<Table.Any>) =>
+  client === null
+    ? Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
+    : Store.layerSql.pipe(
+      Layer.provideMerge(ChangeTap.layerLocal),
+      Layer.provide(Layer.effectDiscard(SchemaDiffer.apply(tables)).pipe(Layer.provideMerge(client)))
+    )

@@ -2,9 +2,10 @@
  * Standing primitives: insert throughput on a table watched by three expectations, one experiment
  * and one budget, against the same inserts with none declared (no standing plugin), on memory,
  * SQLite (file) and PostgreSQL. A third peer, the standing plugin with nothing declared, separates
- * the framework's change-listener dispatch from the standing work. Rounds alternate (medians of 3)
- * so the shared box's noise hits every peer. Aim: at least 0.7×. `BENCH_STANDING_N` sets the
- * inserts per round (default 5,000).
+ * the framework's change-listener dispatch from the standing work. After a warm-up round per peer,
+ * rounds alternate (medians of `BENCH_STANDING_ROUNDS`, default 3) so the shared box's noise hits
+ * every peer; ratios are given in wall time and in process CPU time (steadier on a loaded box).
+ * Aim: at least 0.7×. `BENCH_STANDING_N` sets the inserts per round (default 5,000).
  */
 import { FetchHttpClient } from "@effect/platform"
 import type { SqlClient } from "@effect/sql"
@@ -14,10 +15,7 @@ import { Effect, Layer, Redacted, Schema } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import pg from "pg"
 import * as PluginHost from "../../src/server/PluginHost.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import {
@@ -28,14 +26,18 @@ import {
   ExpectationState,
   standingPlugin
 } from "../../src/standing/index.js"
-import { perSecond, table } from "../support.js"
+import { scratchDatabase } from "../pgDatabase.js"
+import { perSecond, storeTier, table } from "../support.js"
 
 const Orders = defineTable("orders", {
   fields: { tenantId: Schema.String, userId: Schema.String, amount: Schema.NullOr(Schema.Number), placedAt: Schema.Number },
   tenantField: "tenantId"
 })
 const N = Number(process.env.BENCH_STANDING_N ?? 5_000)
-const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+/** `BENCH_STANDING_TIERS` (comma-separated `memory`, `sqlite`, `pg`) limits the tiers measured (default all). */
+/** Measured rounds per peer (medians), after one warm-up round each. */
+const rounds = Number(process.env.BENCH_STANDING_ROUNDS ?? 3)
+const tiers = new Set((process.env.BENCH_STANDING_TIERS ?? "memory,sqlite,pg").split(","))
 
 const watched = standingPlugin({
   expectations: [
@@ -58,12 +60,7 @@ const watched = standingPlugin({
 const empty = standingPlugin({})
 
 const stack = (client: Layer.Layer<SqlClient.SqlClient, unknown> | null, standing: "none" | "empty" | "watched") => {
-  const tier = client === null
-    ? Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
-    : Store.layerSql.pipe(
-      Layer.provideMerge(ChangeTap.layerLocal),
-      Layer.provide(Layer.effectDiscard(SchemaDiffer.apply([Orders, CostEvents, ExpectationState])).pipe(Layer.provideMerge(client)))
-    )
+  const tier = storeTier(client, [Orders, CostEvents, ExpectationState])
   const plugin = standing === "none" ? null : standing === "empty" ? empty : watched
   return (plugin !== null ? Layer.scopedDiscard(PluginHost.start(plugin)) : Layer.empty).pipe(
     Layer.provideMerge(tier),
@@ -71,10 +68,12 @@ const stack = (client: Layer.Layer<SqlClient.SqlClient, unknown> | null, standin
   )
 }
 
+/** One round: inserts per second of wall time and per second of this process's CPU time (less sensitive to a loaded box). */
 const inserts = (prefix: string) =>
   Effect.gen(function*() {
     const store = yield* Store.Store
     const start = performance.now()
+    const cpu = process.cpuUsage()
     for (let i = 0; i < N; i++) {
       yield* store.insert(Orders, {
         id: `${prefix}-${i}`,
@@ -84,29 +83,11 @@ const inserts = (prefix: string) =>
         placedAt: Date.now()
       })
     }
-    return N / ((performance.now() - start) / 1000)
+    const used = process.cpuUsage(cpu)
+    return { wall: N / ((performance.now() - start) / 1000), cpu: N / ((used.user + used.system) / 1e6) }
   })
 
 const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
-
-const freshPg = async () => {
-  const name = `fw_bench_s_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
-  const admin = new pg.Client({ connectionString: pgUrl })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  const url = new URL(pgUrl)
-  url.pathname = `/${name}`
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const again = new pg.Client({ connectionString: pgUrl })
-      await again.connect()
-      await again.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      await again.end()
-    }
-  }
-}
 
 export const run = async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "fw-bench-standing-"))
@@ -115,32 +96,32 @@ export const run = async () => {
   const measure = async (tier: string, client: () => Layer.Layer<SqlClient.SqlClient, unknown> | null) => {
     const once = (standing: "none" | "empty" | "watched") =>
       Effect.runPromise(Effect.scoped(Effect.provide(inserts(`r${round++}`), stack(client(), standing))))
-    const off: Array<number> = []
-    const bare: Array<number> = []
-    const on: Array<number> = []
-    for (let i = 0; i < 3; i++) {
-      off.push(await once("none"))
-      bare.push(await once("empty"))
-      on.push(await once("watched"))
-    }
+    const peers = ["none", "empty", "watched"] as const
+    // One discarded round per peer warms the JIT, then rounds alternate so the box's noise hits every peer.
+    for (const peer of peers) await once(peer)
+    const runs: Record<(typeof peers)[number], Array<{ readonly wall: number; readonly cpu: number }>> = { none: [], empty: [], watched: [] }
+    for (let i = 0; i < rounds; i++) for (const peer of peers) runs[peer].push(await once(peer))
+    const of = (peer: (typeof peers)[number], clock: "wall" | "cpu") => median(runs[peer].map((run) => run[clock]))
+    const ratio = (a: number, b: number) => Number((a / b).toFixed(2))
     rows.push({
       tier,
       inserts: N,
-      "insert/s none": perSecond(median(off)),
-      "insert/s 3 exp + 1 experiment + 1 budget": perSecond(median(on)),
-      "watched / none": Number((median(on) / median(off)).toFixed(2)),
-      "empty plugin / none": Number((median(bare) / median(off)).toFixed(2)),
-      "watched / empty plugin": Number((median(on) / median(bare)).toFixed(2))
+      "insert/s none": perSecond(of("none", "wall")),
+      "insert/s watched": perSecond(of("watched", "wall")),
+      "watched / none": ratio(of("watched", "wall"), of("none", "wall")),
+      "watched / none (cpu)": ratio(of("watched", "cpu"), of("none", "cpu")),
+      "empty / none (cpu)": ratio(of("empty", "cpu"), of("none", "cpu")),
+      "watched / empty (cpu)": ratio(of("watched", "cpu"), of("empty", "cpu"))
     })
   }
-  await measure("memory", () => null)
+  if (tiers.has("memory")) await measure("memory", () => null)
   let n = 0
-  await measure("sqlite (file)", () => SqliteClient.layer({ filename: path.join(dir, `s${n++}.db`) }))
-  try {
+  if (tiers.has("sqlite")) await measure("sqlite (file)", () => SqliteClient.layer({ filename: path.join(dir, `s${n++}.db`) }))
+  if (tiers.has("pg")) try {
     const dbs: Array<{ readonly drop: () => Promise<void> }> = []
     await measure("postgresql", () => {
       const layer = Layer.unwrapEffect(Effect.promise(async () => {
-        const db = await freshPg()
+        const db = await scratchDatabase("standing")
         dbs.push(db)
         return PgClient.layer({ url: Redacted.make(db.url) })
       }))

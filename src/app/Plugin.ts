@@ -162,8 +162,13 @@ export interface Plugin {
   readonly tables?: ReadonlyArray<Table.Any>
   /** Background work (sweeps, refreshes), started with the server and stopped with it. */
   readonly layer?: Layer.Layer<never, unknown, Services | Scope.Scope>
-  /** Called for every committed change; requires `store:changes:read`. */
-  readonly onChangeEvent?: (event: ChangeEvent) => Effect.Effect<void, unknown, Services>
+  /**
+   * Called for every committed change; requires `store:changes:read`. `services` are the plugin's
+   * own (narrowed) services for the store the change was made in, the same the returned effect is
+   * provided with: a plugin that keeps per-store state can handle a change synchronously and return
+   * `Effect.void`, which the host then runs nothing for (no span, no services to provide).
+   */
+  readonly onChangeEvent?: (event: ChangeEvent, services: Context.Context<Services>) => Effect.Effect<void, unknown, Services>
   /**
    * `onChangeEvent` runs on the writer's fiber before the write returns (see `ChangeTap.Listener`
    * `inline`): only for cheap bookkeeping that callers read right after their write.

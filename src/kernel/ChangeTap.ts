@@ -169,9 +169,15 @@ export const makeDelivery = Effect.gen(function*() {
   const inline: Array<Listener> = []
   // Background retries of durable inline listeners, stopped when their listener is unsubscribed.
   const inlineRetries = new Map<Listener, Set<Fiber.RuntimeFiber<void>>>()
-  // Inline handling runs inside one `asSystem` region per published batch (see handleInline).
+  // Inline handling runs inside one `asSystem` region per published batch, when it has anything to run (see handleInline).
   const handleInlineOne = (listener: Listener, event: ChangeEvent) => {
-    const handled = listener.onEvent(event)
+    let handled: Effect.Effect<void, unknown>
+    try {
+      handled = listener.onEvent(event)
+    } catch (defect) {
+      // A listener that throws while building its handling fails like one whose effect dies: the write has committed.
+      handled = Effect.die(defect)
+    }
     // The common case of a listener with nothing to do for this event costs no extra step.
     if (handled === Effect.void) return Effect.void
     return listener.durable === undefined
@@ -196,22 +202,28 @@ export const makeDelivery = Effect.gen(function*() {
         })
       })
   }
-  const handleInline = (events: ReadonlyArray<ChangeEvent>) => {
+  const handleInline = (events: ReadonlyArray<ChangeEvent>): Effect.Effect<void> => {
     if (inline.length === 0) return Effect.void
-    // Listeners are system code: they act across tenants, whoever made the write.
-    return Subject.asSystem(Effect.suspend(() => {
-      // Per listener, in order; each event's handling is built when its turn comes.
+    return Effect.suspend(() => {
+      // Per event, per listener, in order; each event's handling is built when its turn comes (after
+      // the previous handling ran), so a listener that counts synchronously sees the changes in order.
       const listeners = [...inline]
-      let chain: Effect.Effect<void> = Effect.void
-      for (const event of events) {
-        for (const listener of listeners) {
-          chain = chain === Effect.void
-            ? Effect.suspend(() => handleInlineOne(listener, event))
-            : Effect.zipRight(chain, Effect.suspend(() => handleInlineOne(listener, event)))
+      const total = events.length * listeners.length
+      const from = (index: number, inRegion: boolean): Effect.Effect<void> => {
+        for (let i = index; i < total; i++) {
+          const handled = handleInlineOne(listeners[i % listeners.length]!, events[Math.floor(i / listeners.length)]!)
+          // Nothing to run (a listener that counted synchronously, or ignores the table): no step.
+          if (handled === Effect.void) continue
+          const rest = i + 1 < total ? Effect.zipRight(handled, Effect.suspend(() => from(i + 1, true))) : handled
+          // Listeners are system code: they act across tenants, whoever made the write. One region
+          // per published batch, entered only when some handling has an effect to run (entering it
+          // copies the fiber's references: a cost per write otherwise).
+          return inRegion ? rest : Subject.asSystem(rest)
         }
+        return Effect.void
       }
-      return chain
-    }))
+      return from(0, false)
+    })
   }
 
   const subscribe = (listener: Listener) =>

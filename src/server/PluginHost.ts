@@ -74,7 +74,7 @@ export const start = (plugin: Plugin.Plugin) =>
       yield* tap.subscribe({
         name: plugin.name,
         onEvent: (event) => {
-          const handled = onChangeEvent(event)
+          const handled = onChangeEvent(event, narrowed)
           // Nothing to do for this event (a table the plugin ignores): no services to provide.
           return handled === Effect.void ? Effect.void : withServices(Telemetry.span(onEventName, onEventAttributes, event.provenance.traceId)(handled))
         },

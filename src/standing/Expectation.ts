@@ -122,6 +122,26 @@ export const timestampOf = (value: unknown): number | null => {
   return null
 }
 
+/** The threshold an invariant is held to, as reported with each evaluation (only the bounds given). */
+const thresholdOf = (invariant: Invariant): Readonly<Record<string, number>> => {
+  const bounds = (min: number | undefined, max: number | undefined) => {
+    const threshold: Record<string, number> = {}
+    if (min !== undefined) threshold["min"] = min
+    if (max !== undefined) threshold["max"] = max
+    return threshold
+  }
+  switch (invariant.kind) {
+    case "rowCount":
+      return bounds(invariant.min, invariant.max)
+    case "nullRate":
+      return { maxRate: invariant.maxRate }
+    case "valueBounds":
+      return { ...bounds(invariant.min, invariant.max), maxViolationRate: invariant.maxViolationRate ?? 0 }
+    case "freshness":
+      return { maxAgeMs: invariant.maxAgeMs }
+  }
+}
+
 /**
  * The counters of one expectation. A freshness expectation keeps a multiset of timestamps, so
  * deleting the newest row finds the next newest without reading the table again.
@@ -134,8 +154,12 @@ export class Counters {
   private readonly stamps = new Map<number, number>()
   private newest: number | null = null
   private readonly decode: ((row: EncodedRow) => unknown) | undefined
+  /** The invariant's threshold: fixed by the definition, so built once rather than per evaluation (per write). */
+  private readonly threshold: Readonly<Record<string, number>>
 
   constructor(readonly expectation: Any) {
+    // Shared by every evaluation and handed to readers: frozen so none can change another's.
+    this.threshold = Object.freeze(thresholdOf(expectation.invariant))
     if (expectation.where !== undefined) {
       const decodeRow = Schema.decodeUnknownSync(expectation.table.schema)
       this.decode = (row) => decodeRow(row)
@@ -197,35 +221,24 @@ export class Counters {
   /** Evaluates the invariant at `now` (epoch ms). */
   evaluate(now: number): Evaluation {
     const invariant = this.expectation.invariant
+    const threshold = this.threshold
     switch (invariant.kind) {
       case "rowCount": {
         const broken = (invariant.min !== undefined && this.matched < invariant.min) ||
           (invariant.max !== undefined && this.matched > invariant.max)
-        return {
-          status: broken ? "violated" : "holding",
-          metric: this.matched,
-          threshold: { ...(invariant.min === undefined ? {} : { min: invariant.min }), ...(invariant.max === undefined ? {} : { max: invariant.max }) }
-        }
+        return { status: broken ? "violated" : "holding", metric: this.matched, threshold }
       }
       case "nullRate": {
-        const threshold = { maxRate: invariant.maxRate }
         if (this.matched === 0) return { status: "unknown", metric: null, threshold }
         const rate = this.nulls / this.matched
         return { status: rate > invariant.maxRate ? "violated" : "holding", metric: rate, threshold }
       }
       case "valueBounds": {
-        const maxViolationRate = invariant.maxViolationRate ?? 0
-        const threshold = {
-          ...(invariant.min === undefined ? {} : { min: invariant.min }),
-          ...(invariant.max === undefined ? {} : { max: invariant.max }),
-          maxViolationRate
-        }
         if (this.nonNull === 0) return { status: "unknown", metric: null, threshold }
         const rate = this.outside / this.nonNull
-        return { status: rate > maxViolationRate ? "violated" : "holding", metric: rate, threshold }
+        return { status: rate > (invariant.maxViolationRate ?? 0) ? "violated" : "holding", metric: rate, threshold }
       }
       case "freshness": {
-        const threshold = { maxAgeMs: invariant.maxAgeMs }
         if (this.newest === null) return { status: "unknown", metric: null, threshold }
         const age = now - this.newest
         return { status: age > invariant.maxAgeMs ? "violated" : "holding", metric: age, threshold }

@@ -269,31 +269,15 @@ export class Tally {
     }
   }
 
-  /** The arm a unit is exposed in, or null (not exposed, or a crossover). */
+  /**
+   * The arm a unit is exposed in, or null (not exposed, or a crossover). `arms` holds only arms with
+   * rows (an arm whose count drops to 0 is deleted), so its size tells without iterating.
+   */
   private armOf(unit: UnitTally): string | null | "crossover" {
-    let found: string | null = null
-    for (const [arm, rows] of unit.arms) {
-      if (rows === 0) continue
-      if (found !== null) return "crossover"
-      found = arm
-    }
-    return found
-  }
-
-  private withUnit(name: string, change: (unit: UnitTally) => void) {
-    let unit = this.units.get(name)
-    if (unit === undefined) {
-      unit = { assigned: undefined, arms: new Map(), rows: 0, sum: 0, valueSum: 0, values: 0, converting: 0 }
-      this.units.set(name, unit)
-    }
-    const before = this.armOf(unit)
-    if (before === "crossover") this.crossoverCount -= 1
-    else if (before !== null) this.move(unit, before, -1)
-    change(unit)
-    const after = this.armOf(unit)
-    if (after === "crossover") this.crossoverCount += 1
-    else if (after !== null) this.move(unit, after, 1)
-    if (unit.rows === 0) this.units.delete(name)
+    const size = unit.arms.size
+    if (size === 0) return null
+    if (size > 1) return "crossover"
+    return unit.arms.keys().next().value!
   }
 
   private move(unit: UnitTally, arm: string, sign: 1 | -1) {
@@ -306,19 +290,32 @@ export class Tally {
     tally.converted += sign * (unit.converting > 0 ? 1 : 0)
   }
 
+  /** Adds (`sign` 1) or removes (-1) a row's contribution: the unit leaves its arm's totals, changes, and re-enters. */
   private add(contribution: Contribution, sign: 1 | -1) {
-    this.withUnit(contribution.unit, (unit) => {
-      if (this.experiment.variantFrom === undefined) unit.assigned = contribution.arm
-      unit.arms.set(contribution.arm, (unit.arms.get(contribution.arm) ?? 0) + sign)
-      if (unit.arms.get(contribution.arm) === 0) unit.arms.delete(contribution.arm)
-      unit.rows += sign
-      if (contribution.value !== null) {
-        unit.sum += sign * contribution.value
-        unit.valueSum += sign * contribution.value
-        unit.values += sign
-      }
-      if (contribution.converting) unit.converting += sign
-    })
+    const name = contribution.unit
+    let unit = this.units.get(name)
+    if (unit === undefined) {
+      unit = { assigned: undefined, arms: new Map(), rows: 0, sum: 0, valueSum: 0, values: 0, converting: 0 }
+      this.units.set(name, unit)
+    }
+    const before = this.armOf(unit)
+    if (before === "crossover") this.crossoverCount -= 1
+    else if (before !== null) this.move(unit, before, -1)
+    if (this.experiment.variantFrom === undefined) unit.assigned = contribution.arm
+    const rows = (unit.arms.get(contribution.arm) ?? 0) + sign
+    if (rows === 0) unit.arms.delete(contribution.arm)
+    else unit.arms.set(contribution.arm, rows)
+    unit.rows += sign
+    if (contribution.value !== null) {
+      unit.sum += sign * contribution.value
+      unit.valueSum += sign * contribution.value
+      unit.values += sign
+    }
+    if (contribution.converting) unit.converting += sign
+    const after = this.armOf(unit)
+    if (after === "crossover") this.crossoverCount += 1
+    else if (after !== null) this.move(unit, after, 1)
+    if (unit.rows === 0) this.units.delete(name)
   }
 
   /** Applies one change of the experiment's table (a row is `null` on the side it does not exist). */

@@ -117,14 +117,13 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
       layer: background as Layer.Layer<never, unknown, Plugin.Services | Scope.Scope>,
       // Counts are read right after the write that moved them: handled before the write returns.
       inlineChangeEvents: true,
-      // Changes to other tables cost the writer nothing (no effect to run).
-      onChangeEvent: (event) =>
-        watchedTables.has(event.table)
-          ? Effect.contextWithEffect((context: Context.Context<Store>) => {
-            const engine = slots.get(Context.get(context, Store))?.engine
-            return engine === undefined ? Effect.void : engine.onChange(event)
-          })
-          : Effect.void,
+      // Counted synchronously, on the engine of the store the change was made in: a change to another
+      // table, or one that moves no status and has no listener to tell, costs the writer no effect.
+      onChangeEvent: (event, services) => {
+        if (!watchedTables.has(event.table)) return Effect.void
+        const engine = slots.get(Context.get(services, Store))?.engine
+        return engine === undefined ? Effect.void : engine.onChange(event)
+      },
       onLivePush: (push) => Effect.flatMap(engineOf, (engine) => engine === undefined ? Effect.void : engine.onLivePush(push)),
       interceptors: [intercept("query"), intercept("mutation"), intercept("action")],
       inspectRoutes: Inspect.routes(engineOf),

@@ -1,0 +1,266 @@
+/**
+ * The running expectations of one store: counters kept per write, the status and its transitions
+ * with the causing write's provenance, the state row that keeps `since` and the cause across
+ * restarts and replicas, and freshness ageing out on the Effect `Clock`.
+ *
+ * An expectation's state row is written by the replica whose own write (or clock) caused the
+ * transition; replicas adopt the earliest `since` among equal statuses, so they converge on one cause.
+ */
+import type { Scope } from "effect"
+import { Clock, Duration, Effect } from "effect"
+import type { ChangeEvent } from "../kernel/ChangeEvent.js"
+import type { StoreShape } from "../kernel/Store.js"
+import * as Subject from "../kernel/Subject.js"
+import type { Consumer } from "./BootScan.js"
+import * as Expectation from "./Expectation.js"
+import * as Listeners from "./Listeners.js"
+import type * as Registries from "./Registries.js"
+import { ExpectationState } from "./tables.js"
+
+/** One expectation as it runs: its counters and the state they were last evaluated to. */
+interface ExpectationRuntime {
+  readonly definition: Expectation.Any
+  readonly counters: Expectation.Counters
+  status: Expectation.Status
+  metric: number | null
+  threshold: Readonly<Record<string, number>>
+  since: number | null
+  /** When the status before the current one began: a recorded start at or before it is from an older episode. */
+  previousSince: number | null
+  lastEvaluatedAt: number | null
+  lastCause: Registries.Cause | null
+}
+
+/** The provenance of the write a change comes from, as a transition's cause. */
+const causeOf = (event: ChangeEvent): Registries.Cause => ({
+  traceId: event.provenance.traceId,
+  subjectId: event.provenance.subjectId,
+  procedure: event.provenance.procedure,
+  table: event.table,
+  op: event.op,
+  rowId: event.id,
+  at: event.at
+})
+
+/** Ties between equal starts are broken by the cause, the same way on every replica. */
+const causeKey = (cause: Registries.Cause | null) => cause === null ? "" : `${cause.traceId}\u0000${cause.table}\u0000${cause.rowId}`
+
+/** A cause as recorded in the state row (JSON). */
+const asCause = (value: Readonly<Record<string, unknown>> | null): Registries.Cause | null =>
+  value === null ? null : value as unknown as Registries.Cause
+
+/** Builds the expectations of `definitions` over `store`, unknown until `boot`; `bootedAt` is when the engine started. */
+export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreShape, bootedAt: number) =>
+  Effect.gen(function*() {
+    const expectationListeners = yield* Listeners.make<Registries.ExpectationTransition>()
+    const expectations = new Map<string, ExpectationRuntime>()
+    const expectationsByTable = new Map<string, Array<ExpectationRuntime>>()
+    for (const definition of definitions) {
+      const runtime: ExpectationRuntime = {
+        definition,
+        counters: new Expectation.Counters(definition),
+        status: "unknown",
+        metric: null,
+        threshold: {},
+        since: null,
+        previousSince: null,
+        lastEvaluatedAt: null,
+        lastCause: null
+      }
+      expectations.set(definition.name, runtime)
+      const list = expectationsByTable.get(definition.table.name) ?? []
+      list.push(runtime)
+      expectationsByTable.set(definition.table.name, list)
+    }
+
+    /**
+     * Evaluates (synchronously) at `now`: `undefined` when the status stayed (most writes), else the
+     * transition the change of status makes, or null for a move into or out of `unknown`. The cause
+     * is `event`'s provenance (null without one), built only for a transition.
+     */
+    const evaluate = (runtime: ExpectationRuntime, now: number, event: ChangeEvent | null): Registries.ExpectationTransition | null | undefined => {
+      const evaluation = runtime.counters.evaluate(now)
+      runtime.metric = evaluation.metric
+      runtime.threshold = evaluation.threshold
+      runtime.lastEvaluatedAt = now
+      const previous = runtime.status
+      if (evaluation.status === previous) return undefined
+      runtime.status = evaluation.status
+      runtime.previousSince = runtime.since
+      runtime.since = now
+      if (evaluation.status !== "violated" && !(previous === "violated" && evaluation.status === "holding")) return null
+      const cause = event === null ? null : causeOf(event)
+      runtime.lastCause = cause
+      return {
+        name: runtime.definition.name,
+        transition: evaluation.status === "violated" ? "violated" : "recovered",
+        at: now,
+        cause,
+        metric: evaluation.metric,
+        threshold: evaluation.threshold,
+        severity: runtime.definition.severity
+      }
+    }
+
+    /** `a` began before `b` (ties broken by the cause), so replicas that saw different paths converge on one. */
+    const earlier = (a: { readonly since: number | null; readonly cause: Registries.Cause | null }, b: { readonly since: number | null; readonly cause: Registries.Cause | null }) =>
+      a.since !== null && (b.since === null || a.since < b.since || (a.since === b.since && causeKey(a.cause) < causeKey(b.cause)))
+
+    /** A recorded start belongs to the current episode of the status (not to an earlier one this replica saw end). */
+    const sameEpisode = (runtime: ExpectationRuntime, since: number | null) =>
+      since !== null && (runtime.previousSince === null || since > runtime.previousSince)
+
+    /** Records the state unless the row already holds this status from an earlier (or the same) start. */
+    const persist = (runtime: ExpectationRuntime) =>
+      store.transaction(Effect.gen(function*() {
+        const existing = yield* store.get(ExpectationState, runtime.definition.name)
+        const mine = { since: runtime.since, cause: runtime.lastCause }
+        if (existing._tag === "Some" && existing.value.status === runtime.status && sameEpisode(runtime, existing.value.since)) {
+          const theirs = { since: existing.value.since, cause: asCause(existing.value.cause) }
+          if (!earlier(mine, theirs)) {
+            // An earlier start is recorded (another replica saw this status first): adopt it.
+            if (earlier(theirs, mine)) {
+              runtime.since = theirs.since
+              runtime.lastCause = theirs.cause
+            }
+            return
+          }
+        }
+        yield* store.upsert(ExpectationState, {
+          id: runtime.definition.name,
+          status: runtime.status,
+          since: runtime.since,
+          cause: runtime.lastCause as unknown as Record<string, unknown> | null,
+          updatedAt: yield* Clock.currentTimeMillis
+        })
+      })).pipe(
+        Subject.asSystem,
+        Effect.catchAllCause((cause) => Effect.logWarning(`expectation "${runtime.definition.name}": state not persisted`, cause))
+      )
+
+    const observation = (runtime: ExpectationRuntime): Registries.ExpectationObservation => ({
+      name: runtime.definition.name,
+      table: runtime.definition.table.name,
+      kind: runtime.definition.invariant.kind,
+      severity: runtime.definition.severity,
+      status: runtime.status,
+      metric: runtime.metric,
+      threshold: runtime.threshold,
+      since: runtime.since,
+      lastEvaluatedAt: runtime.lastEvaluatedAt,
+      lastCause: runtime.lastCause
+    })
+
+    /** After the boot scan: status from the counters, `since` and cause from the state row when it agrees. */
+    const bootExpectations = Effect.gen(function*() {
+      const persisted = new Map(
+        (yield* store.find(ExpectationState).pipe(Subject.asSystem)).map((row) => [row.id, row] as const)
+      )
+      for (const runtime of expectations.values()) {
+        evaluate(runtime, bootedAt, null)
+        const row = persisted.get(runtime.definition.name)
+        if (row !== undefined && row.status === runtime.status) {
+          runtime.since = row.since
+          runtime.lastCause = asCause(row.cause)
+        } else {
+          // Recorded even while holding, so a replica booting later adopts the same `since`.
+          yield* persist(runtime)
+        }
+      }
+    })
+
+    /** Applies a change to the expectations on its table; the effect persists and notifies transitions (void when none). */
+    const applyExpectations = (event: ChangeEvent): Effect.Effect<void> => {
+      const runtimes = expectationsByTable.get(event.table)
+      if (runtimes === undefined) return Effect.void
+      // Allocated only when a status moves (rarely): most writes build nothing here.
+      let transitions: Array<Registries.ExpectationTransition> | undefined
+      let changed: Array<ExpectationRuntime> | undefined
+      for (const runtime of runtimes) {
+        runtime.counters.apply(event.before, event.after)
+        const outcome = evaluate(runtime, event.at, event)
+        if (outcome === undefined) continue
+        ;(changed ??= []).push(runtime)
+        if (outcome !== null) (transitions ??= []).push(outcome)
+      }
+      if (changed === undefined) return Effect.void
+      // Every replica that saw a transition records it (unless an earlier start is recorded); the
+      // others adopt the earliest start from the change tap, so all converge on one `since` and cause.
+      return Effect.zipRight(expectationListeners.notify(transitions ?? []), Effect.forEach(changed, persist, { discard: true }))
+    }
+
+    const adoptState = (event: ChangeEvent) =>
+      Effect.sync(() => {
+        const row = event.after
+        const runtime = expectations.get(event.id)
+        if (row === null || runtime === undefined) return
+        const since = typeof row["since"] === "number" ? row["since"] : null
+        const cause = asCause((row["cause"] ?? null) as Readonly<Record<string, unknown>> | null)
+        if (row["status"] !== runtime.status || since === null || !sameEpisode(runtime, since)) return
+        if (earlier({ since, cause }, { since: runtime.since, cause: runtime.lastCause })) {
+          runtime.since = since
+          runtime.lastCause = cause
+        }
+      })
+
+    /** Re-evaluates freshness on the clock; an SLA that ages out has no cause. */
+    const tick = (runtime: ExpectationRuntime) =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const outcome = evaluate(runtime, now, null)
+        // Subscribers hear transitions in the order they happen: before the (slower) state write.
+        if (outcome !== undefined && outcome !== null) yield* expectationListeners.notify([outcome])
+        if (outcome !== undefined) yield* persist(runtime)
+      })
+
+    const freshnessLoop = (runtime: ExpectationRuntime) => {
+      const invariant = runtime.definition.invariant
+      const idle = invariant.kind === "freshness" ? Math.min(invariant.maxAgeMs, 60_000) : 60_000
+      return Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const due = runtime.counters.agesOutAt()
+        const wait = runtime.status === "holding" && due !== null ? Math.max(0, due - now) : idle
+        yield* Effect.sleep(Duration.millis(wait))
+        yield* tick(runtime)
+      }).pipe(Effect.forever)
+    }
+
+    const expectationRegistry: Registries.ExpectationRegistryShape = {
+      snapshot: () => Effect.sync(() => [...expectations.values()].map(observation)),
+      get: (name) => Effect.sync(() => {
+        const runtime = expectations.get(name)
+        return runtime === undefined ? null : observation(runtime)
+      }),
+      violations: () => Effect.sync(() => [...expectations.values()].filter((r) => r.status === "violated").map(observation)),
+      subscribe: expectationListeners.subscribe
+    }
+
+    /** Boot scan: every row of an expectation's table counts, as an insert. */
+    const consumers: ReadonlyArray<Consumer> = [...expectationsByTable.values()].map((runtimes) => ({
+      table: runtimes[0]!.definition.table,
+      consume: (row) => {
+        for (const runtime of runtimes) runtime.counters.apply(null, row)
+      }
+    }))
+
+    /** The freshness loops, forked for the lifetime of the scope. */
+    const background: Effect.Effect<void, never, Scope.Scope> = Effect.gen(function*() {
+      for (const runtime of expectations.values()) {
+        if (runtime.definition.invariant.kind === "freshness") yield* Effect.forkScoped(freshnessLoop(runtime))
+      }
+    })
+
+    return {
+      /** The tables watched. */
+      tables: [...expectationsByTable.keys()],
+      consumers,
+      /** After the boot scan: evaluates every expectation and takes over (or records) its state row. */
+      boot: bootExpectations,
+      /** Counts a change of a watched table now; the effect persists and notifies what it moved. */
+      apply: applyExpectations,
+      /** Adopts another replica's earlier start from a change of the state table. */
+      adoptState,
+      background,
+      registry: expectationRegistry
+    }
+  })
