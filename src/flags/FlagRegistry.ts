@@ -4,13 +4,15 @@
  * counting and the lifecycle report. `layerMemory` keeps state in the process; `layerSql` persists
  * it in `_fw_feature_flag_state` so every replica follows it through the change tap.
  */
-import type { FiberRef, Queue, Scope } from "effect"
-import { Clock, Context, DefaultServices, Effect, Either, Exit, Layer, PubSub, Schema } from "effect"
+import type { Fiber, FiberRef, Queue, Scope } from "effect"
+import { Clock, Context, DefaultServices, Effect, Either, Layer, PubSub, Schema } from "effect"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import type { StoreShape } from "../kernel/Store.js"
 import { Store } from "../kernel/Store.js"
 import type { Subject } from "../kernel/Subject.js"
+import * as Compile from "./Compile.js"
 import * as Definition from "./Definition.js"
+import * as FiberRead from "./FiberRead.js"
 import { FlagDefinitionError, FlagNotFound, FlagStoreFailed, OverrideRefused } from "./Errors.js"
 import * as Evaluate from "./Evaluate.js"
 import * as Lifecycle from "./Lifecycle.js"
@@ -81,7 +83,19 @@ interface Entry {
   version: number
   /** Typed flags: each variant's value decoded through the schema. */
   decoded: ReadonlyMap<string, unknown>
+  /** `resolved` compiled for the hot path (recompiled with it). */
+  evaluate: Compile.Evaluator
+  /** Whether the answer depends on the time (`resolved.timed`). */
+  timed: boolean
+  /** Usage counters by source, kept here so a counted read does no lookup. */
+  readonly counters: Partial<Record<Usage.Source, Usage.Counter>>
 }
+
+/**
+ * The time of an evaluation: a time, a function reading a clock, or the fiber whose `Clock` to
+ * read (a `TestClock` under test). The clock is read only when the answer or the usage count needs it.
+ */
+export type TimeSource = number | (() => number) | Fiber.RuntimeFiber<unknown, unknown>
 
 /** The registry service. */
 export interface FlagRegistryShape {
@@ -93,14 +107,14 @@ export interface FlagRegistryShape {
   /** The flag as evaluated now (definition patched by its override); undefined for an unknown key. */
   readonly resolved: (key: string) => Definition.Resolved | undefined
   /**
-   * Synchronous evaluation at `now` (a time, or a function reading the clock, called only when the
-   * answer or the usage count needs it); counts a server-side read when `source` is given and usage is tracked.
+   * Synchronous evaluation at `now` (read only when the answer or the usage count needs it);
+   * counts a server-side read when `source` is given and usage is tracked. Unknown keys are off.
    */
-  readonly evaluateSync: (key: string, subject: Subject, now: number | (() => number), source?: Usage.Source) => boolean
+  readonly evaluateSync: (key: string, subject: Subject, now: TimeSource, source?: Usage.Source) => boolean
   /** Synchronous variant resolution at `now`. */
-  readonly variantSync: (key: string, subject: Subject, now: number, source?: Usage.Source) => Evaluate.VariantResolution | null
+  readonly variantSync: (key: string, subject: Subject, now: TimeSource, source?: Usage.Source) => Evaluate.VariantResolution | null
   /** A typed flag's value at `now`. */
-  readonly valueSync: <A, I>(flag: TypedFlag.TypedFlag<A, I>, subject: Subject, now: number, source?: Usage.Source) => A
+  readonly valueSync: <A, I>(flag: TypedFlag.TypedFlag<A, I>, subject: Subject, now: TimeSource, source?: Usage.Source) => A
   /** Whether `key` is on for `subject` on the Effect clock. Unknown keys are off. */
   readonly isEnabled: (subject: Subject, key: string, source?: Usage.Source) => Effect.Effect<boolean>
   /** The caller's whole flag set (a bulk delivery: never counted as use). */
@@ -184,9 +198,39 @@ const snapshotOf = (resolved: Definition.Resolved): Record<string, unknown> => (
   rollout: resolved.rollout
 })
 
+/** `isEnabled` of a registry: one synchronous read of the fiber that runs it (see `FiberRead`). */
+class EnabledRead extends FiberRead.FiberRead<boolean> {
+  constructor(
+    private readonly evaluate: FlagRegistryShape["evaluateSync"],
+    private readonly subject: Subject,
+    private readonly key: string,
+    private readonly source: Usage.Source | undefined
+  ) {
+    super()
+  }
+  read(fiber: FiberRead.RunningFiber) {
+    return this.evaluate(this.key, this.subject, fiber, this.source) ? FiberRead.exitTrue : FiberRead.exitFalse
+  }
+}
+
 /** The current time of the fiber's `Clock` (a `TestClock` under test), read synchronously. */
 const nowOf = (fiber: { getFiberRef<X>(ref: FiberRef.FiberRef<X>): X }) =>
   Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock).unsafeCurrentTimeMillis()
+
+const timeOf = (now: TimeSource): number => typeof now === "number" ? now : typeof now === "function" ? now() : nowOf(now)
+
+const makeEntry = (key: string, base: Definition.Flag, typed: TypedFlag.Any | undefined, resolved: Definition.Resolved): Entry => ({
+  key,
+  base,
+  typed,
+  resolved,
+  override: undefined,
+  version: 0,
+  decoded: decodeVariants(typed, resolved),
+  evaluate: Compile.compile(resolved),
+  timed: resolved.timed,
+  counters: {}
+})
 
 /**
  * Builds a registry (synchronously, so a plugin can offer it to handlers before the server starts).
@@ -197,8 +241,7 @@ export const make = (config: Config): FlagRegistryShape => {
   const usage = usageOptions(config)
   const entries = new Map<string, Entry>()
   for (const [key, flag] of Object.entries(config.flags ?? {})) {
-    const resolved = Definition.resolve(key, flag)
-    entries.set(key, { key, base: flag, typed: undefined, resolved, override: undefined, version: 0, decoded: new Map() })
+    entries.set(key, makeEntry(key, flag, undefined, Definition.resolve(key, flag)))
   }
   for (const typed of config.typedFlags ?? []) {
     if (entries.has(typed.key)) {
@@ -206,8 +249,7 @@ export const make = (config: Config): FlagRegistryShape => {
         `flag "${typed.key}" is declared both in flags and in typedFlags (or twice in typedFlags): keys share one namespace`
       )
     }
-    const resolved = Definition.resolve(typed.key, typed.definition)
-    entries.set(typed.key, { key: typed.key, base: typed.definition, typed, resolved, override: undefined, version: 0, decoded: decodeVariants(typed, resolved) })
+    entries.set(typed.key, makeEntry(typed.key, typed.definition, typed, Definition.resolve(typed.key, typed.definition)))
   }
   const keys = [...entries.keys()]
   const buffer = Usage.makeBuffer()
@@ -240,6 +282,8 @@ export const make = (config: Config): FlagRegistryShape => {
     entry.override = override
     entry.version = version
     entry.decoded = decodeVariants(entry.typed, resolved)
+    entry.evaluate = Compile.compile(resolved)
+    entry.timed = resolved.timed
   }
 
   const refuse = (flag: string, reason: string, at: number, source: Refusal["source"]) =>
@@ -254,26 +298,34 @@ export const make = (config: Config): FlagRegistryShape => {
   }
 
   const track = usage.track
-  const evaluateSync = (key: string, subject: Subject, now: number | (() => number), source?: Usage.Source): boolean => {
-    const entry = entries.get(key)
-    if (entry === undefined) return false
-    const counted = track && source !== undefined
-    const resolved = entry.resolved
-    if (!counted && !resolved.timed) return Evaluate.isOn(resolved, subject, 0)
-    const at = typeof now === "number" ? now : now()
-    if (counted) buffer.note(key, source, at)
-    return Evaluate.isOn(resolved, subject, at)
+  /** Counts a server-side read of `entry` from `source` at `now`. */
+  const count = (entry: Entry, source: Usage.Source, now: number) => {
+    let counter = entry.counters[source]
+    if (counter === undefined) counter = entry.counters[source] = buffer.counter(entry.key, source)
+    buffer.bump(counter, now)
   }
 
-  const variantSync = (key: string, subject: Subject, now: number, source?: Usage.Source) => {
+  const evaluateSync = (key: string, subject: Subject, now: TimeSource, source?: Usage.Source): boolean => {
+    const entry = entries.get(key)
+    if (entry === undefined) return false
+    if (track && source !== undefined) {
+      const at = timeOf(now)
+      count(entry, source, at)
+      return entry.evaluate(subject, at)
+    }
+    return entry.evaluate(subject, entry.timed ? timeOf(now) : 0)
+  }
+
+  const variantSync = (key: string, subject: Subject, time: TimeSource, source?: Usage.Source) => {
     const entry = entries.get(key)
     if (entry === undefined) return null
-    if (track && source !== undefined) buffer.note(key, source, now)
+    const now = timeOf(time)
+    if (track && source !== undefined) count(entry, source, now)
     const resolved = entry.resolved
     return Evaluate.variantFor(resolved, subject, Evaluate.decide(resolved, subject, now) === "on")
   }
 
-  const valueSync = <A, I>(flag: TypedFlag.TypedFlag<A, I>, subject: Subject, now: number, source?: Usage.Source): A => {
+  const valueSync = <A, I>(flag: TypedFlag.TypedFlag<A, I>, subject: Subject, now: TimeSource, source?: Usage.Source): A => {
     const entry = entries.get(flag.key)
     if (entry === undefined || entry.typed === undefined) return flag.default
     const variant = variantSync(flag.key, subject, now, source)
@@ -379,8 +431,7 @@ export const make = (config: Config): FlagRegistryShape => {
     evaluateSync,
     variantSync,
     valueSync,
-    isEnabled: (subject, key, source) =>
-      Effect.withFiberRuntime((fiber) => Exit.succeed(evaluateSync(key, subject, () => nowOf(fiber), source))),
+    isEnabled: (subject, key, source) => new EnabledRead(evaluateSync, subject, key, source),
     snapshot: (subject) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         const out: Record<string, boolean> = {}

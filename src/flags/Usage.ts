@@ -19,9 +19,10 @@ export interface Options {
 
 const dayMs = 86_400_000
 
-interface Counter {
-  flag: string
-  source: Source
+/** The count of one (flag, source) on its current UTC day. */
+export interface Counter {
+  readonly flag: string
+  readonly source: Source
   day: number
   count: number
   lastSeenAt: number
@@ -37,23 +38,35 @@ export const rowId = (flag: string, day: number, source: Source) => `${flag}|${i
 export const makeBuffer = () => {
   const live = new Map<string, Counter>()
   let closed: Array<Counter> = []
+  /** Counts one read on `counter` at `now`; a new UTC day closes the previous day's count. */
+  const bump = (counter: Counter, now: number) => {
+    const day = Math.floor(now / dayMs)
+    if (counter.day === day) {
+      counter.count++
+      if (now > counter.lastSeenAt) counter.lastSeenAt = now
+    } else {
+      if (counter.count > 0) closed.push({ ...counter })
+      counter.day = day
+      counter.count = 1
+      counter.lastSeenAt = now
+    }
+  }
+  /** The live counter of (flag, source), made on first use; it stays valid across drains. */
+  const counter = (flag: string, source: Source): Counter => {
+    const id = `${flag}|${source}`
+    let found = live.get(id)
+    if (found === undefined) {
+      found = { flag, source, day: -1, count: 0, lastSeenAt: 0 }
+      live.set(id, found)
+    }
+    return found
+  }
   return {
-    /** Counts one read (cheap: one map lookup). */
+    counter,
+    bump,
+    /** Counts one read (a map lookup; the hot path keeps `counter(flag, source)` and calls `bump`). */
     note(flag: string, source: Source, now: number) {
-      const id = `${flag}|${source}`
-      const day = Math.floor(now / dayMs)
-      const counter = live.get(id)
-      if (counter === undefined) {
-        live.set(id, { flag, source, day, count: 1, lastSeenAt: now })
-      } else if (counter.day === day) {
-        counter.count++
-        if (now > counter.lastSeenAt) counter.lastSeenAt = now
-      } else {
-        closed.push({ ...counter })
-        counter.day = day
-        counter.count = 1
-        counter.lastSeenAt = now
-      }
+      bump(counter(flag, source), now)
     },
     /** The newest unflushed read of `flag`, if any. */
     newest(flag: string): number | undefined {
