@@ -1,13 +1,23 @@
 /**
- * Usage tracking (spec 2.11): server-side reads counted in memory per (flag, source, UTC day) and
- * flushed to `_fw_feature_flag_usage` every `flushIntervalMs`; rows older than the retention are swept.
+ * Usage tracking (spec 2.11): its options (with construction refusals 2 and 3), server-side reads
+ * counted in memory per (flag, source, UTC day) and flushed to `_fw_feature_flag_usage` every
+ * `flushIntervalMs`; rows older than the retention are swept.
  */
 import { Effect } from "effect"
 import type { StoreShape } from "../kernel/Store.js"
+import { FlagDefinitionError } from "./Errors.js"
 import { FlagUsage } from "./tables.js"
 
 /** Where a server-side read came from. Client hooks and bulk `flags.evaluate` deliveries never count. */
 export type Source = "isFlagEnabled" | "requireFlag" | "flagValue" | "flagVariant" | "gatedBy"
+
+/** The `usage` options of `flagsPlugin` (spec 2.11). */
+export interface Config {
+  readonly track?: boolean
+  readonly flushIntervalMs?: number
+  readonly staleAfterDays?: number
+  readonly retentionDays?: number
+}
 
 /** Usage options, resolved. */
 export interface Options {
@@ -18,6 +28,42 @@ export interface Options {
 }
 
 const dayMs = 86_400_000
+
+/**
+ * Resolves the usage options and applies construction refusals 2 and 3 (spec 7.1): tracking on
+ * the memory store, and `staleAfterDays` greater than `retentionDays`. `FW_FLAG_USAGE_TTL_HOURS`
+ * sets the retention when the option is absent.
+ */
+export const usageOptions = (
+  config: { readonly store?: "memory" | "sql"; readonly usage?: Config },
+  env: Readonly<Record<string, string | undefined>> = process.env
+): Options => {
+  const store = config.store ?? "memory"
+  const usage = config.usage ?? {}
+  if (usage.track === true && store === "memory") {
+    throw new FlagDefinitionError("flags: usage tracking needs store: 'sql' (counts must outlive the process and be shared by replicas)")
+  }
+  const ttlHours = env.FW_FLAG_USAGE_TTL_HOURS
+  let retentionDays = usage.retentionDays ?? 90
+  if (usage.retentionDays === undefined && ttlHours !== undefined && ttlHours !== "") {
+    const hours = Number(ttlHours)
+    if (!Number.isFinite(hours) || hours <= 0) {
+      throw new FlagDefinitionError(`flags: FW_FLAG_USAGE_TTL_HOURS must be a positive number of hours, got ${JSON.stringify(ttlHours)}`)
+    }
+    retentionDays = hours / 24
+  }
+  const staleAfterDays = usage.staleAfterDays ?? 30
+  const flushIntervalMs = usage.flushIntervalMs ?? 300_000
+  for (const [name, value] of [["staleAfterDays", staleAfterDays], ["retentionDays", retentionDays], ["flushIntervalMs", flushIntervalMs]] as const) {
+    if (!Number.isFinite(value) || value <= 0) throw new FlagDefinitionError(`flags: usage.${name} must be a positive number`)
+  }
+  if (staleAfterDays > retentionDays) {
+    throw new FlagDefinitionError(
+      `flags: usage.staleAfterDays (${staleAfterDays}) is greater than retentionDays (${retentionDays}): staleness could never be proven`
+    )
+  }
+  return { track: usage.track ?? store === "sql", flushIntervalMs, staleAfterDays, retentionDays }
+}
 
 /** The count of one (flag, source) on its current UTC day. */
 export interface Counter {
