@@ -52,7 +52,11 @@ const timed = (iterations: number, loop: (iterations: number) => number): Round 
   return { opsPerSec: iterations / ((performance.now() - t0) / 1000), cpuNs: (cpu.user + cpu.system) * 1000 / iterations, on }
 }
 
-const fwEngine = (name: string, store: "memory" | "sql"): Engine => ({
+/**
+ * `yield*` (how a handler calls it) or, with `asEffect`, run as an effect by `Effect.flatMap`
+ * (a commit step and the flatMap's own), which handlers written with `pipe` pay.
+ */
+const fwEngine = (name: string, store: "memory" | "sql", asEffect = false): Engine => ({
   name,
   setup: async () => {
     const registry = FlagRegistry.make({
@@ -74,7 +78,11 @@ const fwEngine = (name: string, store: "memory" | "sql"): Engine => ({
     const loop = (iterations: number) =>
       Effect.gen(function*() {
         let on = 0
-        for (let i = 0; i < iterations; i++) if (yield* isFlagEnabled(subjects[i % N]!, FLAG)) on++
+        if (asEffect) {
+          for (let i = 0; i < iterations; i++) if (yield* Effect.flatMap(isFlagEnabled(subjects[i % N]!, FLAG), Effect.succeed)) on++
+        } else {
+          for (let i = 0; i < iterations; i++) if (yield* isFlagEnabled(subjects[i % N]!, FLAG)) on++
+        }
         return on
       }).pipe(Effect.provideService(FlagRegistry.FlagRegistry, registry))
     Effect.runSync(loop(200_000))
@@ -202,7 +210,14 @@ const flagd: Engine = {
 const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 
 export const run = async () => {
-  const all = [fwEngine("fw isFlagEnabled (memory registry)", "memory"), fwEngine("fw isFlagEnabled (usage tracked)", "sql"), plain, unleash, flagd]
+  const all = [
+    fwEngine("fw isFlagEnabled (memory registry)", "memory"),
+    fwEngine("fw isFlagEnabled (usage tracked)", "sql"),
+    fwEngine("fw isFlagEnabled run by Effect.flatMap", "memory", true),
+    plain,
+    unleash,
+    flagd
+  ]
   // `FLAGS_BENCH_ONLY=fw` keeps the engines whose name contains it (for a profile of one engine).
   const only = process.env.FLAGS_BENCH_ONLY
   const engines = only === undefined ? all : all.filter((engine) => engine.name.includes(only))
