@@ -8,8 +8,8 @@
  * computed right there (the same fiber, context and `Clock` the step would see) and handed back by
  * an iterator that is already done. A failure is yielded to the fiber as an `Exit`, and without a
  * current fiber (a generator driven by something else) the read is yielded as the effect it is.
- * A fiber step costs several times the evaluation itself (about 0.2 µs against 0.03 µs, see
- * `bench/flags/evaluate.ts`), which is what this saves.
+ * A fiber step costs more than the evaluation itself (about 0.2 µs of CPU against under 0.1 µs on
+ * the bench machine, see `bench/flags/evaluate.ts`), which is what this saves.
  */
 import { Effect, Effectable, Exit, Fiber, Option } from "effect"
 import { SingleShotGen, YieldWrap } from "effect/Utils"

@@ -1,8 +1,9 @@
 /**
  * What handlers call: `isFlagEnabled`, `requireFlag`, `flagValue`, `flagVariant`, and the pure
  * `evaluateVariant`. They find the registry in the fiber's context (the flags plugin offers it to
- * every guard and handler), so a handler's type needs no extra requirement. Each is one fiber
- * step: the evaluation itself is a synchronous function on the fiber's `Clock`.
+ * every guard and handler), so a handler's type needs no extra requirement. Each is a `FiberRead`:
+ * the evaluation is a synchronous function on the fiber's `Clock`, answered without a fiber step
+ * when yielded in `Effect.gen` and in one step when run as an effect.
  */
 import { Cause, Exit } from "effect"
 import type { Effect } from "effect"
@@ -29,7 +30,7 @@ const registryOf = (fiber: FiberRead.RunningFiber) =>
 
 const noRegistry = () => Exit.die(new Cause.RuntimeException(missing))
 
-/** `isFlagEnabled` and `requireFlag`: whether `key` is on for `subject`, counted as a read from `source`. */
+/** `isFlagEnabled`: whether `key` is on for `subject`, counted as a read from `source`. */
 class EnabledRead extends FiberRead.FiberRead<boolean> {
   constructor(private readonly subject: Subject, private readonly key: string, private readonly source: Usage.Source) {
     super()
