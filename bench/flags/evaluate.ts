@@ -6,6 +6,7 @@
  * alike: an id list, one metadata equality, two ANDed metadata equalities).
  *
  * `FLAGS_BENCH_ITER` sets evaluations per round (default 1,000,000); 5 alternating rounds, medians.
+ * `FLAGS_BENCH_ONLY` keeps only the engines whose name contains it (to profile one engine).
  */
 import { Effect } from "effect"
 import { createRequire } from "node:module"
@@ -34,9 +35,28 @@ const users = Array.from({ length: 10_000 }, (_, i) => ({
 }))
 const N = users.length
 
-type Engine = { readonly name: string; readonly setup: () => Promise<(rounds: number) => { opsPerSec: number; on: number }> }
+interface Round {
+  readonly opsPerSec: number
+  /** CPU time per evaluation: on a loaded shared machine the wall clock also counts waits for a core. */
+  readonly cpuNs: number
+  readonly on: number
+}
+type Engine = { readonly name: string; readonly setup: () => Promise<(iterations: number) => Round> }
 
-const fwEngine = (name: string, store: "memory" | "sql"): Engine => ({
+/** Runs `loop` once, on the wall clock and in CPU time. */
+const timed = (iterations: number, loop: (iterations: number) => number): Round => {
+  const t0 = performance.now()
+  const cpu0 = process.cpuUsage()
+  const on = loop(iterations)
+  const cpu = process.cpuUsage(cpu0)
+  return { opsPerSec: iterations / ((performance.now() - t0) / 1000), cpuNs: (cpu.user + cpu.system) * 1000 / iterations, on }
+}
+
+/**
+ * `yield*` (how a handler calls it) or, with `asEffect`, run as an effect by `Effect.flatMap`
+ * (a commit step and the flatMap's own), which handlers written with `pipe` pay.
+ */
+const fwEngine = (name: string, store: "memory" | "sql", asEffect = false): Engine => ({
   name,
   setup: async () => {
     const registry = FlagRegistry.make({
@@ -58,15 +78,15 @@ const fwEngine = (name: string, store: "memory" | "sql"): Engine => ({
     const loop = (iterations: number) =>
       Effect.gen(function*() {
         let on = 0
-        for (let i = 0; i < iterations; i++) if (yield* isFlagEnabled(subjects[i % N]!, FLAG)) on++
+        if (asEffect) {
+          for (let i = 0; i < iterations; i++) if (yield* Effect.flatMap(isFlagEnabled(subjects[i % N]!, FLAG), Effect.succeed)) on++
+        } else {
+          for (let i = 0; i < iterations; i++) if (yield* isFlagEnabled(subjects[i % N]!, FLAG)) on++
+        }
         return on
       }).pipe(Effect.provideService(FlagRegistry.FlagRegistry, registry))
     Effect.runSync(loop(200_000))
-    return (iterations) => {
-      const t0 = performance.now()
-      const on = Effect.runSync(loop(iterations))
-      return { opsPerSec: iterations / ((performance.now() - t0) / 1000), on }
-    }
+    return (iterations) => timed(iterations, (n) => Effect.runSync(loop(n)))
   }
 })
 
@@ -91,11 +111,7 @@ const plain: Engine = {
       return on
     }
     loop(200_000)
-    return (iterations) => {
-      const t0 = performance.now()
-      const on = loop(iterations)
-      return { opsPerSec: iterations / ((performance.now() - t0) / 1000), on }
-    }
+    return (iterations) => timed(iterations, loop)
   }
 }
 
@@ -147,11 +163,7 @@ const unleash: Engine = {
     }
     loop(200_000)
     process.on("exit", () => client.destroy())
-    return (iterations) => {
-      const t0 = performance.now()
-      const on = loop(iterations)
-      return { opsPerSec: iterations / ((performance.now() - t0) / 1000), on }
-    }
+    return (iterations) => timed(iterations, loop)
   }
 }
 
@@ -191,37 +203,49 @@ const flagd: Engine = {
       return on
     }
     loop(200_000)
-    return (iterations) => {
-      const t0 = performance.now()
-      const on = loop(iterations)
-      return { opsPerSec: iterations / ((performance.now() - t0) / 1000), on }
-    }
+    return (iterations) => timed(iterations, loop)
   }
 }
 
 const median = (values: ReadonlyArray<number>) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!
 
 export const run = async () => {
-  const engines = [fwEngine("fw isFlagEnabled (memory registry)", "memory"), fwEngine("fw isFlagEnabled (usage tracked)", "sql"), plain, unleash, flagd]
+  const all = [
+    fwEngine("fw isFlagEnabled (memory registry)", "memory"),
+    fwEngine("fw isFlagEnabled (usage tracked)", "sql"),
+    fwEngine("fw isFlagEnabled run by Effect.flatMap", "memory", true),
+    plain,
+    unleash,
+    flagd
+  ]
+  // `FLAGS_BENCH_ONLY=fw` keeps the engines whose name contains it (for a profile of one engine).
+  const only = process.env.FLAGS_BENCH_ONLY
+  const engines = only === undefined ? all : all.filter((engine) => engine.name.includes(only))
   const runners = []
   for (const engine of engines) runners.push(await engine.setup())
   const rates: Array<Array<number>> = engines.map(() => [])
+  const cpus: Array<Array<number>> = engines.map(() => [])
   const onShare: Array<number> = engines.map(() => 0)
   for (let round = 0; round < ROUNDS; round++) {
     runners.forEach((runner, i) => {
-      const { on, opsPerSec } = runner(ITER)
+      const { cpuNs, on, opsPerSec } = runner(ITER)
       rates[i]!.push(opsPerSec)
+      cpus[i]!.push(cpuNs)
       onShare[i] = on / ITER
     })
   }
   const medians = rates.map(median)
+  const cpuMedians = cpus.map(median)
   const fw = medians[0]!
+  const fwCpu = cpuMedians[0]!
   table(`flag evaluations per second (3 rules, 30 % rollout, 10,000 subjects; ${ITER.toLocaleString("en-US")} per round, medians of ${ROUNDS} alternating rounds)`, engines.map((engine, i) => ({
     engine: engine.name,
     "evals/s": perSecond(medians[i]!),
     "ns/eval": Math.round(1e9 / medians[i]!),
     "on share": onShare[i]!.toFixed(4),
-    "fw (memory) ÷ this": Number((fw / medians[i]!).toFixed(2))
+    "fw (memory) ÷ this": Number((fw / medians[i]!).toFixed(2)),
+    "CPU ns/eval": Math.round(cpuMedians[i]!),
+    "fw ÷ this (CPU)": Number((cpuMedians[i]! / fwCpu).toFixed(2))
   })))
 }
 

@@ -16,9 +16,11 @@ export const variantSeed = 86028157
 const encoder = new TextEncoder()
 let scratch = new Uint8Array(256)
 
-/** murmur3 x86 32-bit of `bytes[0..length)`. */
-export const murmur3Bytes = (bytes: Uint8Array, length: number, seed: number): number => {
-  let h = seed >>> 0
+/**
+ * murmur3 x86 32-bit, continued: mixes `bytes[0..length)` into the state `h` (the state after
+ * whole 4-byte blocks of earlier input), then finishes as if `totalLength` bytes had been hashed.
+ */
+export const murmur3Continue = (h: number, bytes: Uint8Array, length: number, totalLength: number): number => {
   const blocks = length & ~3
   let k = 0
   for (let i = 0; i < blocks; i += 4) {
@@ -41,7 +43,7 @@ export const murmur3Bytes = (bytes: Uint8Array, length: number, seed: number): n
     k = Math.imul(k, 0x1b873593)
     h ^= k
   }
-  h ^= length
+  h ^= totalLength
   h ^= h >>> 16
   h = Math.imul(h, 0x85ebca6b)
   h ^= h >>> 13
@@ -49,6 +51,10 @@ export const murmur3Bytes = (bytes: Uint8Array, length: number, seed: number): n
   h ^= h >>> 16
   return h >>> 0
 }
+
+/** murmur3 x86 32-bit of `bytes[0..length)`. */
+export const murmur3Bytes = (bytes: Uint8Array, length: number, seed: number): number =>
+  murmur3Continue(seed >>> 0, bytes, length, length)
 
 /**
  * murmur3 x86 32-bit of `text` read as bytes when every character is ASCII (its UTF-8 bytes are
@@ -111,3 +117,50 @@ export const bucketOf = (flagKey: string, unitId: string, seed: number = rollout
 
 /** How many buckets a rollout percentage admits: `round(p × 100)`, so float artefacts cannot add one. */
 export const threshold = (percentage: number): number => Math.round(percentage * 100)
+
+/**
+ * The bucket function of one flag and seed, for the hot path: `bucketer(flagKey, seed)(unitId)`
+ * equals `bucketOf(flagKey, unitId, seed)`, but the UTF-8 bytes of `flagKey:` are encoded and
+ * their whole 4-byte blocks mixed once, here; a call builds no string and only copies the unit
+ * id's bytes (behind the prefix's last 0–3 bytes) into a buffer the bucketer owns.
+ */
+export const bucketer = (flagKey: string, seed: number): (unitId: string) => number => {
+  const prefix = encoder.encode(`${flagKey}:`)
+  const whole = prefix.length & ~3
+  const rest = prefix.length - whole
+  // The murmur3 state after the prefix's whole 4-byte blocks; its last 0–3 bytes, the unit id
+  // and the finish are mixed per call.
+  let h = seed >>> 0
+  for (let i = 0; i < whole; i += 4) {
+    let k = prefix[i]! | (prefix[i + 1]! << 8) | (prefix[i + 2]! << 16) | (prefix[i + 3]! << 24)
+    k = Math.imul(k, 0xcc9e2d51)
+    k = (k << 15) | (k >>> 17)
+    k = Math.imul(k, 0x1b873593)
+    h ^= k
+    h = (h << 13) | (h >>> 19)
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0
+  }
+  const state = h
+  let buffer = new Uint8Array(64)
+  buffer.set(prefix.subarray(whole))
+  return (unitId) => {
+    const length = unitId.length
+    // UTF-8 takes at most 3 bytes per UTF-16 code unit.
+    if (rest + length * 3 > buffer.length) {
+      const grown = new Uint8Array(rest + length * 3)
+      grown.set(buffer.subarray(0, rest))
+      buffer = grown
+    }
+    let written = length
+    for (let i = 0; i < length; i++) {
+      const code = unitId.charCodeAt(i)
+      if (code > 0x7f) {
+        // Not ASCII: the UTF-8 encoder takes the whole id (what was copied is overwritten).
+        written = encoder.encodeInto(unitId, buffer.subarray(rest)).written
+        break
+      }
+      buffer[rest + i] = code
+    }
+    return murmur3Continue(state, buffer, rest + written, whole + rest + written) % buckets
+  }
+}

@@ -84,27 +84,73 @@ export interface Resolved {
   /** True when the answer depends on the time (a schedule or a ramp). */
   readonly timed: boolean
   /** The targeting rules compiled to predicates (id lists as sets), in declaration order. */
-  readonly matchers: ReadonlyArray<(subject: Subject) => boolean>
+  readonly matchers: ReadonlyArray<Matcher>
 }
 
 const hasOwn = Object.prototype.hasOwnProperty
 
-/** Compiles a rule: every key it names must hold; a key with an empty list matches no one. */
-export const compileRule = (rule: Rule): (subject: Subject) => boolean => {
-  const ids = rule.subjectIds === undefined ? undefined : new Set(rule.subjectIds)
-  const tenants = rule.tenantIds === undefined ? undefined : new Set(rule.tenantIds)
-  const types = rule.subjectTypes === undefined ? undefined : new Set(rule.subjectTypes)
-  const metadata = rule.metadata === undefined ? [] : Object.entries(rule.metadata)
+/** A compiled targeting check. */
+export type Matcher = (subject: Subject) => boolean
+
+/** The matcher of a rule `{}` (everyone); compilers recognise it by identity. */
+export const matchesEveryone: Matcher = () => true
+
+/** The matcher of a rule with an empty list (no one); compilers recognise it by identity. */
+export const matchesNoOne: Matcher = () => false
+
+/** Membership of a list: a comparison for one value, a set beyond. */
+const member = (values: ReadonlyArray<string>, read: (subject: Subject) => string | null): Matcher => {
+  if (values.length === 0) return matchesNoOne
+  if (values.length === 1) {
+    const only = values[0]!
+    return (subject) => read(subject) === only
+  }
+  const set = new Set(values)
   return (subject) => {
-    if (ids !== undefined && !ids.has(subject.id)) return false
-    if (tenants !== undefined && (subject.tenantId === null || !tenants.has(subject.tenantId))) return false
-    if (types !== undefined && !types.has(subject.type)) return false
-    for (let i = 0; i < metadata.length; i++) {
-      const [name, value] = metadata[i]!
-      if (!hasOwn.call(subject.metadata, name) || subject.metadata[name] !== value) return false
-    }
+    const value = read(subject)
+    return value !== null && set.has(value)
+  }
+}
+
+const readId = (subject: Subject) => subject.id
+const readTenant = (subject: Subject) => subject.tenantId
+const readType = (subject: Subject) => subject.type
+
+/** One metadata key: an own property holding exactly `value` (strict comparison). */
+const metadataIs = (name: string, value: MetadataValue): Matcher => (subject) => {
+  const metadata = subject.metadata
+  return metadata[name] === value && hasOwn.call(metadata, name)
+}
+
+/** ANDs checks, with no loop for the usual one or two. */
+const allOf = (checks: ReadonlyArray<Matcher>): Matcher => {
+  if (checks.includes(matchesNoOne)) return matchesNoOne
+  if (checks.length === 0) return matchesEveryone
+  if (checks.length === 1) return checks[0]!
+  if (checks.length === 2) {
+    const [first, second] = checks as readonly [Matcher, Matcher]
+    return (subject) => first(subject) && second(subject)
+  }
+  return (subject) => {
+    for (let i = 0; i < checks.length; i++) if (!checks[i]!(subject)) return false
     return true
   }
+}
+
+/**
+ * Compiles a rule once: every key it names must hold; a key with an empty list matches no one
+ * (`matchesNoOne`), a rule `{}` matches everyone (`matchesEveryone`). Id lists become one
+ * comparison or a set, each metadata key its own check.
+ */
+export const compileRule = (rule: Rule): Matcher => {
+  const checks: Array<Matcher> = []
+  if (rule.subjectIds !== undefined) checks.push(member(rule.subjectIds, readId))
+  if (rule.tenantIds !== undefined) checks.push(member(rule.tenantIds, readTenant))
+  if (rule.subjectTypes !== undefined) checks.push(member(rule.subjectTypes, readType))
+  if (rule.metadata !== undefined) {
+    for (const [name, value] of Object.entries(rule.metadata)) checks.push(metadataIs(name, value))
+  }
+  return allOf(checks)
 }
 
 const flagFields = new Set(["enabled", "rollout", "rolloutBy", "targeting", "variants", "offVariant", "schedule", "description"])

@@ -36,3 +36,6 @@ export class OverrideRefused extends Schema.TaggedError<OverrideRefused>()("Over
 export class FlagStoreFailed extends Schema.TaggedError<FlagStoreFailed>()("FlagStoreFailed", {
   message: Schema.String
 }) {}
+
+/** A store failure as the flags surface reports it. */
+export const storeFailed = (error: { readonly message: string }) => new FlagStoreFailed({ message: error.message })

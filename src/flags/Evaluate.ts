@@ -71,13 +71,16 @@ export const decide = (flag: Resolved, subject: Subject, now: number): Reason =>
 }
 
 /** The variant a unit draws (the flag being on): cumulative weights walked in declaration order. */
-export const drawVariant = (flag: Resolved, unit: string | null) => {
+export const drawVariant = (flag: Resolved, unit: string | null) =>
+  unit === null ? firstWeighted(flag) : variantAt(flag, Bucket.bucketOf(flag.key, unit, Bucket.variantSeed))
+
+/** The variant of a caller without a unit: the first with a positive weight, so the answer is still deterministic. */
+export const firstWeighted = (flag: Resolved) => flag.variants.find((variant) => variant.weight > 0)!
+
+/** The variant of variant bucket `bucket`: cumulative weights walked in declaration order. */
+export const variantAt = (flag: Resolved, bucket: number) => {
   const variants = flag.variants
-  if (unit === null) {
-    // No unit to hash: the first variant with a positive weight, so the answer is still deterministic.
-    return variants.find((variant) => variant.weight > 0)!
-  }
-  const point = (Bucket.bucketOf(flag.key, unit, Bucket.variantSeed) + 0.5) / Bucket.buckets * flag.totalWeight
+  const point = (bucket + 0.5) / Bucket.buckets * flag.totalWeight
   let cumulative = 0
   for (const variant of variants) {
     cumulative += variant.weight

@@ -1,18 +1,22 @@
 /**
  * What handlers call: `isFlagEnabled`, `requireFlag`, `flagValue`, `flagVariant`, and the pure
  * `evaluateVariant`. They find the registry in the fiber's context (the flags plugin offers it to
- * every guard and handler), so a handler's type needs no extra requirement. Each is one fiber
- * step: the evaluation itself is a synchronous function on the fiber's `Clock`.
+ * every guard and handler), so a handler's type needs no extra requirement. Each is a `FiberRead`:
+ * the evaluation is a synchronous function on the fiber's `Clock`, answered without a fiber step
+ * when yielded in `Effect.gen` and in one step when run as an effect.
  */
-import { Clock, Context, DefaultServices, Effect, Exit } from "effect"
+import { Cause, Exit } from "effect"
+import type { Effect } from "effect"
 import type { Guard } from "../app/Guard.js"
 import { FlagDisabled } from "../app/Guard.js"
 import type { Subject } from "../kernel/Subject.js"
 import * as Definition from "./Definition.js"
 import * as Evaluate from "./Evaluate.js"
+import * as FiberRead from "./FiberRead.js"
 import type { FlagRegistryShape } from "./FlagRegistry.js"
 import { FlagRegistry } from "./FlagRegistry.js"
 import type * as TypedFlag from "./TypedFlag.js"
+import type * as Usage from "./Usage.js"
 
 /** Anything that carries the caller: a handler or guard context. */
 export interface HasSubject {
@@ -21,26 +25,48 @@ export interface HasSubject {
 
 const missing = "flags: no FlagRegistry in this fiber (add flagsPlugin to the app, or provide FlagRegistry.layerMemory)"
 
-/**
- * Runs `f` with the registry and a reader of the fiber's `Clock` (a `TestClock` under test), in
- * one fiber step; the clock is read only if `f` needs the time.
- */
-const withRegistry = <A>(f: (registry: FlagRegistryShape, now: () => number) => A): Effect.Effect<A> =>
-  Effect.withFiberRuntime((fiber) => {
-    const registry = fiber.currentContext.unsafeMap.get(FlagRegistry.key) as FlagRegistryShape | undefined
-    if (registry === undefined) return Effect.dieMessage(missing)
-    return Exit.succeed(f(registry, () => Context.get(fiber.getFiberRef(DefaultServices.currentServices), Clock.Clock).unsafeCurrentTimeMillis()))
-  })
+const registryOf = (fiber: FiberRead.RunningFiber) =>
+  fiber.currentContext.unsafeMap.get(FlagRegistry.key) as FlagRegistryShape | undefined
+
+const noRegistry = () => Exit.die(new Cause.RuntimeException(missing))
+
+/** `isFlagEnabled`: whether `key` is on for `subject`, counted as a read from `source`. */
+class EnabledRead extends FiberRead.FiberRead<boolean> {
+  constructor(private readonly subject: Subject, private readonly key: string, private readonly source: Usage.Source) {
+    super()
+  }
+  read(fiber: FiberRead.RunningFiber) {
+    const registry = registryOf(fiber)
+    if (registry === undefined) return noRegistry()
+    return registry.evaluateSync(this.key, this.subject, fiber, this.source) ? FiberRead.exitTrue : FiberRead.exitFalse
+  }
+}
+
+/** `requireFlag`: void when `key` is on for `subject`, else `FlagDisabled`. */
+class RequiredRead extends FiberRead.FiberRead<void, FlagDisabled> {
+  constructor(private readonly subject: Subject, private readonly key: string) {
+    super()
+  }
+  read(fiber: FiberRead.RunningFiber) {
+    const registry = registryOf(fiber)
+    if (registry === undefined) return noRegistry()
+    return registry.evaluateSync(this.key, this.subject, fiber, "requireFlag") ? Exit.void : Exit.fail(new FlagDisabled({ flag: this.key }))
+  }
+}
+
+/** Any other read of the registry at the fiber's time. */
+class RegistryRead<A> extends FiberRead.FiberRead<A> {
+  constructor(private readonly f: (registry: FlagRegistryShape, fiber: FiberRead.RunningFiber) => A) {
+    super()
+  }
+  read(fiber: FiberRead.RunningFiber) {
+    const registry = registryOf(fiber)
+    return registry === undefined ? noRegistry() : Exit.succeed(this.f(registry, fiber))
+  }
+}
 
 /** Whether flag `key` is on for the caller (a server-side read: counted as use). Unknown keys are off. */
-export const isFlagEnabled = (ctx: HasSubject, key: string): Effect.Effect<boolean> =>
-  withRegistry((registry, now) => registry.evaluateSync(key, ctx.subject, now, "isFlagEnabled"))
-
-const check = (ctx: HasSubject, key: string) =>
-  Effect.flatMap(
-    withRegistry((registry, now) => registry.evaluateSync(key, ctx.subject, now, "requireFlag")),
-    (on) => on ? Effect.void : Effect.fail(new FlagDisabled({ flag: key }))
-  )
+export const isFlagEnabled = (ctx: HasSubject, key: string): Effect.Effect<boolean> => new EnabledRead(ctx.subject, key, "isFlagEnabled")
 
 /**
  * `requireFlag(ctx, key)` fails `FlagDisabled` when the flag is off for the caller;
@@ -49,18 +75,18 @@ const check = (ctx: HasSubject, key: string) =>
 export function requireFlag(key: string): Guard
 export function requireFlag(ctx: HasSubject, key: string): Effect.Effect<void, FlagDisabled>
 export function requireFlag(ctxOrKey: HasSubject | string, key?: string): Guard | Effect.Effect<void, FlagDisabled> {
-  if (typeof ctxOrKey === "string") return (ctx) => check(ctx, ctxOrKey)
-  return check(ctxOrKey, key!)
+  if (typeof ctxOrKey === "string") return (ctx) => new RequiredRead(ctx.subject, ctxOrKey)
+  return new RequiredRead(ctxOrKey.subject, key!)
 }
 
 /** A typed flag's value for the caller: its served variant's value, else its default. */
 export const flagValue = <A, I>(ctx: HasSubject, flag: TypedFlag.TypedFlag<A, I>): Effect.Effect<A> =>
-  withRegistry((registry, now) => registry.valueSync(flag, ctx.subject, now(), "flagValue"))
+  new RegistryRead((registry, fiber) => registry.valueSync(flag, ctx.subject, fiber, "flagValue"))
 
 /** The name of the variant a typed flag serves the caller, or null. */
 export const flagVariant = <A, I>(ctx: HasSubject, flag: TypedFlag.TypedFlag<A, I>): Effect.Effect<string | null> =>
-  withRegistry((registry, now) => {
-    const variant = registry.variantSync(flag.key, ctx.subject, now(), "flagVariant")
+  new RegistryRead((registry, fiber) => {
+    const variant = registry.variantSync(flag.key, ctx.subject, fiber, "flagVariant")
     return variant === null || registry.resolved(flag.key)?.variants.length === 0 ? null : variant.name
   })
 

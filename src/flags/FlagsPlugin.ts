@@ -122,9 +122,9 @@ export const flagsPlugin = (options: Options = {}): FlagsPlugin => {
     intercept: (call, next) => {
       const flag = flagFor(call.tag)
       if (flag === null) return next
-      return Effect.flatMap(
-        registry.isEnabled(call.subject, flag, "gatedBy"),
-        (on) => on ? next : Effect.fail(new FlagDisabled({ flag }))
+      // One fiber step: the evaluation is synchronous, on the fiber's Clock.
+      return Effect.withFiberRuntime((fiber) =>
+        registry.evaluateSync(flag, call.subject, fiber, "gatedBy") ? next : Effect.fail(new FlagDisabled({ flag }))
       )
     }
   }))

@@ -1,13 +1,23 @@
 /**
- * Usage tracking (spec 2.11): server-side reads counted in memory per (flag, source, UTC day) and
- * flushed to `_fw_feature_flag_usage` every `flushIntervalMs`; rows older than the retention are swept.
+ * Usage tracking (spec 2.11): its options (with construction refusals 2 and 3), server-side reads
+ * counted in memory per (flag, source, UTC day) and flushed to `_fw_feature_flag_usage` every
+ * `flushIntervalMs`; rows older than the retention are swept.
  */
 import { Effect } from "effect"
 import type { StoreShape } from "../kernel/Store.js"
+import { FlagDefinitionError } from "./Errors.js"
 import { FlagUsage } from "./tables.js"
 
 /** Where a server-side read came from. Client hooks and bulk `flags.evaluate` deliveries never count. */
 export type Source = "isFlagEnabled" | "requireFlag" | "flagValue" | "flagVariant" | "gatedBy"
+
+/** The `usage` options of `flagsPlugin` (spec 2.11). */
+export interface Config {
+  readonly track?: boolean
+  readonly flushIntervalMs?: number
+  readonly staleAfterDays?: number
+  readonly retentionDays?: number
+}
 
 /** Usage options, resolved. */
 export interface Options {
@@ -19,9 +29,46 @@ export interface Options {
 
 const dayMs = 86_400_000
 
-interface Counter {
-  flag: string
-  source: Source
+/**
+ * Resolves the usage options and applies construction refusals 2 and 3 (spec 7.1): tracking on
+ * the memory store, and `staleAfterDays` greater than `retentionDays`. `FW_FLAG_USAGE_TTL_HOURS`
+ * sets the retention when the option is absent.
+ */
+export const usageOptions = (
+  config: { readonly store?: "memory" | "sql"; readonly usage?: Config },
+  env: Readonly<Record<string, string | undefined>> = process.env
+): Options => {
+  const store = config.store ?? "memory"
+  const usage = config.usage ?? {}
+  if (usage.track === true && store === "memory") {
+    throw new FlagDefinitionError("flags: usage tracking needs store: 'sql' (counts must outlive the process and be shared by replicas)")
+  }
+  const ttlHours = env.FW_FLAG_USAGE_TTL_HOURS
+  let retentionDays = usage.retentionDays ?? 90
+  if (usage.retentionDays === undefined && ttlHours !== undefined && ttlHours !== "") {
+    const hours = Number(ttlHours)
+    if (!Number.isFinite(hours) || hours <= 0) {
+      throw new FlagDefinitionError(`flags: FW_FLAG_USAGE_TTL_HOURS must be a positive number of hours, got ${JSON.stringify(ttlHours)}`)
+    }
+    retentionDays = hours / 24
+  }
+  const staleAfterDays = usage.staleAfterDays ?? 30
+  const flushIntervalMs = usage.flushIntervalMs ?? 300_000
+  for (const [name, value] of [["staleAfterDays", staleAfterDays], ["retentionDays", retentionDays], ["flushIntervalMs", flushIntervalMs]] as const) {
+    if (!Number.isFinite(value) || value <= 0) throw new FlagDefinitionError(`flags: usage.${name} must be a positive number`)
+  }
+  if (staleAfterDays > retentionDays) {
+    throw new FlagDefinitionError(
+      `flags: usage.staleAfterDays (${staleAfterDays}) is greater than retentionDays (${retentionDays}): staleness could never be proven`
+    )
+  }
+  return { track: usage.track ?? store === "sql", flushIntervalMs, staleAfterDays, retentionDays }
+}
+
+/** The count of one (flag, source) on its current UTC day. */
+export interface Counter {
+  readonly flag: string
+  readonly source: Source
   day: number
   count: number
   lastSeenAt: number
@@ -37,23 +84,35 @@ export const rowId = (flag: string, day: number, source: Source) => `${flag}|${i
 export const makeBuffer = () => {
   const live = new Map<string, Counter>()
   let closed: Array<Counter> = []
+  /** Counts one read on `counter` at `now`; a new UTC day closes the previous day's count. */
+  const bump = (counter: Counter, now: number) => {
+    const day = Math.floor(now / dayMs)
+    if (counter.day === day) {
+      counter.count++
+      if (now > counter.lastSeenAt) counter.lastSeenAt = now
+    } else {
+      if (counter.count > 0) closed.push({ ...counter })
+      counter.day = day
+      counter.count = 1
+      counter.lastSeenAt = now
+    }
+  }
+  /** The live counter of (flag, source), made on first use; it stays valid across drains. */
+  const counter = (flag: string, source: Source): Counter => {
+    const id = `${flag}|${source}`
+    let found = live.get(id)
+    if (found === undefined) {
+      found = { flag, source, day: -1, count: 0, lastSeenAt: 0 }
+      live.set(id, found)
+    }
+    return found
+  }
   return {
-    /** Counts one read (cheap: one map lookup). */
+    counter,
+    bump,
+    /** Counts one read (a map lookup; the hot path keeps `counter(flag, source)` and calls `bump`). */
     note(flag: string, source: Source, now: number) {
-      const id = `${flag}|${source}`
-      const day = Math.floor(now / dayMs)
-      const counter = live.get(id)
-      if (counter === undefined) {
-        live.set(id, { flag, source, day, count: 1, lastSeenAt: now })
-      } else if (counter.day === day) {
-        counter.count++
-        if (now > counter.lastSeenAt) counter.lastSeenAt = now
-      } else {
-        closed.push({ ...counter })
-        counter.day = day
-        counter.count = 1
-        counter.lastSeenAt = now
-      }
+      bump(counter(flag, source), now)
     },
     /** The newest unflushed read of `flag`, if any. */
     newest(flag: string): number | undefined {
