@@ -76,12 +76,12 @@ describe.skipIf(Pg.serverUrl === null)("aggregate refresh: two replica processes
         // The schema first (two processes creating the same tables at once would race in the catalog).
         await promisify(execFile)(process.execPath, [bin, "db", "apply", entry], { env: { ...process.env, FW_TEST_REPLICA_PG: url } })
         await Promise.all([startReplica("one", url, children), startReplica("two", url, children)])
-        // Until both have booted (one boot build each) and four slots have passed since.
+        // Until both have booted (one boot build each) and six slots have passed since.
         const deadline = Date.now() + 120_000
         for (;;) {
           const all = await builds(url)
           const bootOfTwo = all.find((b) => b.replica === "two")
-          if (bootOfTwo !== undefined && all.filter((b) => b.at >= bootOfTwo.at + slotMs).length >= 4) break
+          if (bootOfTwo !== undefined && all.filter((b) => b.at >= bootOfTwo.at + slotMs).length >= 6) break
           if (Date.now() > deadline) throw new Error(`not enough builds within two minutes: ${JSON.stringify(all)}`)
           await new Promise((resolve) => setTimeout(resolve, 500))
         }
@@ -89,15 +89,16 @@ describe.skipIf(Pg.serverUrl === null)("aggregate refresh: two replica processes
       for (const child of children) child.kill("SIGTERM")
       const all = yield* Effect.promise(() => builds(url))
       // Each replica's first build is its boot refresh (not claimed: every replica's own); the rest
-      // are scheduled triggers, run just after their slot (a multiple of the interval).
+      // are scheduled triggers.
       const boots = new Set(["one", "two"].map((replica) => all.find((b) => b.replica === replica)))
       const scheduled = all.filter((b) => !boots.has(b))
-      const perSlot = new Map<number, Array<string>>()
-      for (const build of scheduled) {
-        const slot = Math.floor(build.at / slotMs)
-        perSlot.set(slot, [...(perSlot.get(slot) ?? []), build.replica])
-      }
-      assert.isAtLeast(perSlot.size, 4)
-      for (const [slot, replicas] of perSlot) assert.strictEqual(replicas.length, 1, `slot ${slot * slotMs} refreshed by ${replicas.join(" and ")}`)
+      // A build runs at or after its slot's start, late under load (even into the next slot), so
+      // builds are not bucketed by time: the slots from the first scheduled build's to the last's
+      // bound their count (with two slots of slack for a late first build). Triggers run by both
+      // replicas would double it: six builds in three slots.
+      const first = Math.floor(scheduled[0]!.at / slotMs)
+      const last = Math.floor(scheduled[scheduled.length - 1]!.at / slotMs)
+      assert.isAtLeast(scheduled.length, 6)
+      assert.isAtMost(scheduled.length, last - first + 2, `${scheduled.length} scheduled builds over slots ${first}..${last}: ${JSON.stringify(scheduled)}`)
     }), 180_000)
 })
