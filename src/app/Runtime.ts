@@ -6,7 +6,7 @@
  */
 import type { Headers } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
-import { Cause, Chunk, Context, Effect, Exit, Layer, Option, Queue, Ref, Schema, Scope, Stream } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, Queue, Ref, Schema, Scope, Stream } from "effect"
 import * as AuthStrategy from "./AuthStrategy.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
@@ -17,6 +17,7 @@ import * as Subject from "../kernel/Subject.js"
 import type { App } from "./App.js"
 import * as Errors from "./Errors.js"
 import * as Guard from "./Guard.js"
+import * as LiveGroups from "./LiveGroups.js"
 import type { LivePush } from "./Plugin.js"
 import * as PluginServices from "./PluginServices.js"
 import type * as Procedure from "./Procedure.js"
@@ -57,50 +58,6 @@ export interface RuntimeShape {
    * flags registry `requireFlag` reads) to `effect`: hand-written routes run under it too.
    */
   readonly withHandlerContext: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E>
-}
-
-/** A plugin's live source changed (see `Plugin.LiveSource`). */
-interface SourceSignal {
-  readonly _tag: "SourceSignal"
-  readonly name: string
-}
-
-/** One shared re-run of a live query's handler: its outcome, and its encoded result once a member needed it. */
-interface SharedRun {
-  readonly exit: Exit.Exit<unknown, unknown>
-  readonly tables: ReadonlySet<string>
-  encoded: string | undefined
-}
-
-/**
- * Identical live subscriptions (same procedure, input and subject: hence tenant and scopes) share
- * one change subscription and one handler re-run per relevant change; each member still
- * re-resolves its caller and re-runs the guards and interceptors before every push.
- */
-interface LiveGroup {
-  members: number
-  readonly scope: Scope.CloseableScope
-  /** Tables read by the handler, or by any member's guards: a change to one of them is relevant. */
-  readonly tables: Set<string>
-  /** False until the first member's first run told which tables matter: every change counts till then. */
-  known: boolean
-  latest: SharedRun | undefined
-  /** Each member's wake-up, opened when `latest` changes. */
-  readonly waiting: Set<Effect.Latch>
-}
-
-/**
- * What makes two live subscriptions identical: the procedure, the decoded input (encoded back, so
- * excess properties and spellings do not split groups) and the whole subject the handler sees.
- * `undefined` when the input or subject cannot be keyed (the subscription runs on its own).
- */
-const shareKey = (procedure: Procedure.Any, subject: Subject.Subject, input: unknown): string | undefined => {
-  try {
-    const encodedInput = Schema.encodeUnknownSync(procedure.input)(input)
-    return JSON.stringify([procedure.tag, encodedInput, subject.type, subject.id, subject.tenantId, [...subject.scopes].sort(), subject.metadata])
-  } catch {
-    return undefined
-  }
 }
 
 /** The procedure runtime of the served app. */
@@ -282,13 +239,13 @@ export const make = (app: App) =>
      * Committed changes, merged with the plugins' live sources when there are any (the common case
      * without them reads the tap's queue directly).
      */
-    const subscribeChanges: Effect.Effect<Queue.Dequeue<ChangeEvent | SourceSignal>, never, Scope.Scope> =
+    const subscribeChanges: Effect.Effect<Queue.Dequeue<ChangeEvent | LiveGroups.SourceSignal>, never, Scope.Scope> =
       liveSources.length === 0 ? tap.events : Effect.gen(function*() {
-        const merged = yield* Queue.unbounded<ChangeEvent | SourceSignal>()
+        const merged = yield* Queue.unbounded<ChangeEvent | LiveGroups.SourceSignal>()
         const events = yield* tap.events
         yield* Queue.take(events).pipe(Effect.flatMap((event) => Queue.offer(merged, event)), Effect.forever, Effect.forkScoped)
         for (const source of liveSources) {
-          const signal: SourceSignal = { _tag: "SourceSignal", name: source.name }
+          const signal: LiveGroups.SourceSignal = { _tag: "SourceSignal", name: source.name }
           const changes = yield* source.changes
           yield* Queue.take(changes).pipe(Effect.zipRight(Queue.offer(merged, signal)), Effect.forever, Effect.forkScoped)
         }
@@ -296,102 +253,7 @@ export const make = (app: App) =>
       })
 
     const open = yield* Ref.make(0)
-    const groups = new Map<string, LiveGroup>()
-
-    /** Starts a group: its change subscription and the fiber that re-runs the handler, both in the group's scope. */
-    const startGroup = (
-      group: LiveGroup,
-      scope: Scope.CloseableScope,
-      procedure: Procedure.Any,
-      subject: Subject.Subject,
-      input: unknown,
-      headers: Headers.Headers,
-      traceId: string
-    ) =>
-      Effect.gen(function*() {
-          // Subscribe before any member's first run, so a change committed during it is not missed.
-          const changes = yield* Scope.extend(subscribeChanges, scope)
-          // A change concerns the group's tenant when the row belongs to it after the write, or
-          // did before (a row moved to another tenant must leave this tenant's result).
-          const relevant = (event: ChangeEvent | SourceSignal) => {
-            if (!group.known) return true
-            if ("_tag" in event) return group.tables.has(event.name)
-            if (!group.tables.has(event.table)) return false
-            const tenant = subject.tenantId
-            if (event.tenantId === null || event.tenantId === tenant) return true
-            const field = tenantFields.get(event.table)
-            return field !== undefined && event.before !== null && event.before[field] === tenant
-          }
-          // Changes are drained as they come, whether or not the members take their pushes: they
-          // only mark the result stale, so a slow member holds one flag, never a queue of events.
-          const stale = yield* Effect.makeLatch(false)
-          yield* Queue.takeBetween(changes, 1, Number.MAX_SAFE_INTEGER).pipe(
-            Effect.flatMap((batch) => Chunk.some(batch, relevant) ? stale.open : Effect.void),
-            Effect.forever,
-            Effect.forkIn(scope)
-          )
-          const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers, traceId }
-          const rerun = acting(procedure, subject, traceId, trackReads(withHandlerContext(
-            Effect.suspend(() => procedure.handler(input, ctx))
-          ))).pipe(Effect.exit)
-          yield* Effect.gen(function*() {
-            yield* stale.await
-            yield* stale.close
-            const exit = yield* rerun
-            const tables = Exit.isSuccess(exit) ? exit.value[1] : new Set<string>()
-            for (const table of tables) group.tables.add(table)
-            group.latest = { exit: Exit.map(exit, ([result]) => result), tables, encoded: undefined }
-            for (const wake of group.waiting) yield* wake.open
-          }).pipe(Effect.forever, Effect.forkIn(scope))
-      })
-
-    /**
-     * Joins (or starts) the group of identical subscriptions under `key`: one change subscription
-     * and one handler re-run per relevant change, shared by every member. Released with the scope;
-     * the last member out closes the group.
-     */
-    const joinGroup = (
-      key: string,
-      procedure: Procedure.Any,
-      subject: Subject.Subject,
-      input: unknown,
-      headers: Headers.Headers,
-      traceId: string
-    ): Effect.Effect<LiveGroup, never, Scope.Scope> =>
-      Effect.acquireRelease(
-        Effect.gen(function*() {
-          const existing = groups.get(key)
-          if (existing !== undefined) {
-            existing.members += 1
-            return existing
-          }
-          const scope = yield* Scope.make()
-          const group: LiveGroup = {
-            members: 1,
-            scope,
-            tables: new Set(),
-            known: false,
-            latest: undefined,
-            waiting: new Set()
-          }
-          groups.set(key, group)
-          yield* Effect.interruptible(startGroup(group, scope, procedure, subject, input, headers, traceId)).pipe(
-            // An interrupted start leaves nothing behind.
-            Effect.onInterrupt(() => Effect.suspend(() => {
-              groups.delete(key)
-              return Scope.close(scope, Exit.void)
-            }))
-          )
-          return group
-        }),
-        (group) =>
-          Effect.suspend(() => {
-            group.members -= 1
-            if (group.members > 0) return Effect.void
-            groups.delete(key)
-            return Scope.close(group.scope, Exit.void)
-          })
-      )
+    const groups = LiveGroups.make(subscribeChanges, tenantFields)
 
     const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.WireError> => {
       const traceId = Provenance.traceIdOf(invocation.headers)
@@ -409,8 +271,13 @@ export const make = (app: App) =>
         yield* Effect.acquireRelease(Ref.update(open, (n) => n + 1), () => Ref.update(open, (n) => n - 1))
         const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
         const input = yield* decodeInput(procedure, invocation.input)
-        const key = shareKey(procedure, subject, input)
-        const group = yield* joinGroup(key ?? crypto.randomUUID(), procedure, subject, input, invocation.headers, traceId)
+        const key = LiveGroups.shareKey(procedure, subject, input)
+        // The shared re-run acts as the first member (its headers and trace id).
+        const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers: invocation.headers, traceId }
+        const rerun = acting(procedure, subject, traceId, trackReads(withHandlerContext(
+          Effect.suspend(() => procedure.handler(input, ctx))
+        ))).pipe(Effect.exit)
+        const group = yield* groups.join(key ?? crypto.randomUUID(), subject.tenantId, rerun)
         const wake = yield* Effect.makeLatch(false)
         yield* Effect.acquireRelease(
           Effect.sync(() => group.waiting.add(wake)),
@@ -427,9 +294,9 @@ export const make = (app: App) =>
          * guards and interceptors run as for a call, around the shared handler result. A caller that
          * now resolves to another subscription (other tenant or scopes) runs the handler itself.
          */
-        const check = (shared: SharedRun) =>
+        const check = (shared: LiveGroups.SharedRun) =>
           prepare(procedure, invocation, traceId, (subject) =>
-            key !== undefined && shareKey(procedure, subject, input) === key ? shared.exit : undefined
+            key !== undefined && LiveGroups.shareKey(procedure, subject, input) === key ? shared.exit : undefined
           ).pipe(
             Effect.flatMap(({ run, subject }) =>
               acting(procedure, subject, traceId, trackReads(run)).pipe(
