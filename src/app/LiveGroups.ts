@@ -15,11 +15,14 @@ export interface SourceSignal {
   readonly name: string
 }
 
-/** One shared re-run of a live query's handler: its outcome, and its encoded result once a member needed it. */
+/**
+ * One shared re-run of a live query's handler: its outcome, and its encoded result (and that
+ * result's JSON) once a member needed it. Its identity is what members share work by.
+ */
 export interface SharedRun {
   readonly exit: Exit.Exit<unknown, unknown>
   readonly tables: ReadonlySet<string>
-  encoded: string | undefined
+  encoded: { readonly value: unknown; readonly json: string } | undefined
 }
 
 /**
@@ -40,14 +43,26 @@ export interface LiveGroup {
 }
 
 /**
- * What makes two live subscriptions identical: the procedure, the decoded input (encoded back, so
- * excess properties and spellings do not split groups) and the whole subject the handler sees.
- * `undefined` when the input or subject cannot be keyed (the subscription runs on its own).
+ * The input's part of a share key: the procedure and the decoded input encoded back (so excess
+ * properties and spellings do not split groups). `undefined` when the input cannot be encoded.
  */
-export const shareKey = (procedure: Procedure.Any, subject: Subject.Subject, input: unknown): string | undefined => {
+export const inputKey = (procedure: Procedure.Any, input: unknown): string | undefined => {
   try {
-    const encodedInput = Schema.encodeUnknownSync(procedure.input)(input)
-    return JSON.stringify([procedure.tag, encodedInput, subject.type, subject.id, subject.tenantId, [...subject.scopes].sort(), subject.metadata])
+    return JSON.stringify([procedure.tag, Schema.encodeUnknownSync(procedure.input)(input)])
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * What makes two live subscriptions identical: the procedure and input (`inputKey`) and the whole
+ * subject the handler sees. `undefined` when the input or subject cannot be keyed (the
+ * subscription runs on its own).
+ */
+export const shareKey = (inputKey: string | undefined, subject: Subject.Subject): string | undefined => {
+  if (inputKey === undefined) return undefined
+  try {
+    return JSON.stringify([inputKey, subject.type, subject.id, subject.tenantId, [...subject.scopes].sort(), subject.metadata])
   } catch {
     return undefined
   }
@@ -106,7 +121,8 @@ export const make = (
         const tables = Exit.isSuccess(exit) ? exit.value[1] : new Set<string>()
         for (const table of tables) group.tables.add(table)
         group.latest = { exit: Exit.map(exit, ([result]) => result), tables, encoded: undefined }
-        for (const wake of group.waiting) yield* wake.open
+        // Woken in one synchronous pass: a thousand members cost a thousand latch flips, not effects.
+        for (const wake of group.waiting) wake.unsafeOpen()
       }).pipe(Effect.forever, Effect.forkIn(scope))
     })
 

@@ -32,6 +32,28 @@ export interface Invocation {
   readonly crossTenant?: boolean
 }
 
+/** One value of a live subscription: the result, its encoded form and that form's JSON. */
+export interface LiveValue {
+  readonly result: unknown
+  readonly encoded: unknown
+  readonly json: string
+  /** The group's shared re-run, when this value is its result passed through the member's checks unchanged. */
+  readonly shared: LiveGroups.SharedRun | undefined
+}
+
+/** An open live subscription (see `RuntimeShape.subscribe`). */
+export interface LiveSubscription {
+  readonly first: LiveValue
+  /**
+   * Waits for a wake-up (a new shared re-run, or `nudge`), then re-checks the caller: the changed
+   * value, or `undefined` when nothing changed for this subscriber. Fails with the refusal or error
+   * that ends the subscription.
+   */
+  readonly poll: Effect.Effect<LiveValue | undefined, Errors.WireError>
+  /** Wakes a pending `poll` (it answers `undefined` unless a result changed): a keep-alive's turn. */
+  readonly nudge: () => void
+}
+
 /** The runtime service. */
 export interface RuntimeShape {
   readonly app: App
@@ -51,6 +73,13 @@ export interface RuntimeShape {
    * caller, guards and interceptors are still re-checked before every push.
    */
   readonly live: (procedure: Procedure.Any, invocation: Invocation) => Stream.Stream<unknown, Errors.WireError>
+  /**
+   * The subscription under `live`, for transports that frame pushes themselves: the first value,
+   * then `poll` for each change. A value that is a group's shared re-run passed through unchanged
+   * carries that run (`shared`), so work per re-run (framing, encoding) can be shared by its members.
+   * Released with the scope.
+   */
+  readonly subscribe: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<LiveSubscription, Errors.WireError, Scope.Scope>
   /** How many live subscriptions are open (each is released when its client unsubscribes or disconnects). */
   readonly liveSubscriptions: Effect.Effect<number>
   /**
@@ -255,9 +284,13 @@ export const make = (app: App) =>
     const open = yield* Ref.make(0)
     const groups = LiveGroups.make(subscribeChanges, tenantFields)
 
-    const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.WireError> => {
+    const subscribe = (
+      procedure: Procedure.Any,
+      invocation: Invocation
+    ): Effect.Effect<LiveSubscription, Errors.WireError, Scope.Scope> => {
       const traceId = Provenance.traceIdOf(invocation.headers)
       const encodeOutput = Schema.encodeUnknownSync(procedure.output)
+      const toWire = (cause: Cause.Cause<unknown>) => toProcedureError(cause, traceId, procedure.tag, isAreaError)
       // The caller is re-resolved and the guards re-run before every push, so a revoked scope ends the stream.
       const first = (invocation: Invocation) => prepare(procedure, invocation, traceId).pipe(
         Effect.flatMap(({ run, subject }) =>
@@ -267,11 +300,12 @@ export const make = (app: App) =>
         ),
         Telemetry.procedure(procedure.tag, procedure.kind, traceId)
       )
-      return Stream.unwrapScoped(Effect.gen(function*() {
+      return Effect.gen(function*() {
         yield* Effect.acquireRelease(Ref.update(open, (n) => n + 1), () => Ref.update(open, (n) => n - 1))
         const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
         const input = yield* decodeInput(procedure, invocation.input)
-        const key = LiveGroups.shareKey(procedure, subject, input)
+        const ofInput = LiveGroups.inputKey(procedure, input)
+        const key = LiveGroups.shareKey(ofInput, subject)
         // The shared re-run acts as the first member (its headers and trace id).
         const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers: invocation.headers, traceId }
         const rerun = acting(procedure, subject, traceId, trackReads(withHandlerContext(
@@ -285,18 +319,20 @@ export const make = (app: App) =>
         )
         // A re-run published from here on may postdate the first run: it is compared, not skipped.
         let seen = group.latest
-        let current = yield* first({ ...invocation, subject })
-        for (const table of current.tables) group.tables.add(table)
+        const initial = yield* first({ ...invocation, subject })
+        for (const table of initial.tables) group.tables.add(table)
         group.known = true
-        let last = JSON.stringify(encodeOutput(current.result))
+        const encoded = encodeOutput(initial.result)
+        const firstValue: LiveValue = { result: initial.result, encoded, json: JSON.stringify(encoded), shared: undefined }
+        let last = firstValue.json
         /**
          * The member's own check of a shared re-run: the caller re-resolved, the input decoded, the
          * guards and interceptors run as for a call, around the shared handler result. A caller that
          * now resolves to another subscription (other tenant or scopes) runs the handler itself.
          */
-        const check = (shared: LiveGroups.SharedRun) =>
+        const guarded = (shared: LiveGroups.SharedRun) =>
           prepare(procedure, invocation, traceId, (subject) =>
-            key !== undefined && LiveGroups.shareKey(procedure, subject, input) === key ? shared.exit : undefined
+            key !== undefined && LiveGroups.shareKey(ofInput, subject) === key ? shared.exit : undefined
           ).pipe(
             Effect.flatMap(({ run, subject }) =>
               acting(procedure, subject, traceId, trackReads(run)).pipe(
@@ -304,44 +340,66 @@ export const make = (app: App) =>
               )
             )
           )
-        const next = Effect.gen(function*() {
-          while (true) {
-            yield* wake.await
-            yield* wake.close
-            const shared = group.latest
-            if (shared === undefined || shared === seen) continue
-            seen = shared
-            const checked = yield* check(shared)
-            for (const table of checked.tables) group.tables.add(table)
-            current = { ...checked, tables: new Set([...shared.tables, ...checked.tables]) }
-            const encoded = Exit.isSuccess(shared.exit) && shared.exit.value === current.result
-              ? (shared.encoded ??= JSON.stringify(encodeOutput(current.result)))
-              : JSON.stringify(encodeOutput(current.result))
-            if (encoded === last) continue
-            last = encoded
-            return current.result
-          }
-        })
-        const subscriptionId = crypto.randomUUID()
-        const pushes = pushObservers.length === 0 ? Stream.repeatEffect(next) : Stream.repeatEffect(next).pipe(
-          Stream.tap(() =>
-            observePush({
-              procedure: procedure.tag,
-              subscriptionId,
-              subjectId: current.subject.id,
-              tenantId: current.subject.tenantId,
-              traceId,
-              tables: current.tables
-            })
+        // Without guards or interceptors there is nothing to run around a shared result: the
+        // re-resolved caller still belongs to the group, so the shared exit is the answer (no
+        // acting context, no read tracking, the input already decoded once).
+        const plain = key !== undefined && procedure.guards.length === 0 &&
+          !interceptors.some(({ interceptor }) => interceptor.kind === procedure.kind)
+        const noTables: ReadonlySet<string> = new Set()
+        const check = (shared: LiveGroups.SharedRun) =>
+          !plain ? guarded(shared) : Effect.flatMap(
+            invocation.subject === undefined ? resolveSubject(invocation.headers) : Effect.succeed(invocation.subject),
+            (subject) =>
+              LiveGroups.shareKey(ofInput, subject) === key
+                ? Effect.map(shared.exit, (result) => ({ result, tables: noTables, subject }))
+                : guarded(shared)
           )
-        )
-        return Stream.concat(Stream.succeed(current.result), pushes)
-      })).pipe(
-        Stream.catchAllCause((cause) => Stream.fromEffect(toProcedureError(cause, traceId, procedure.tag, isAreaError)))
-      )
+        const subscriptionId = crypto.randomUUID()
+        const pushed = (shared: LiveGroups.SharedRun, checked: Effect.Effect.Success<ReturnType<typeof check>>) => {
+          for (const table of checked.tables) group.tables.add(table)
+          let value: LiveValue
+          if (Exit.isSuccess(shared.exit) && shared.exit.value === checked.result) {
+            // The shared result passed through this member's checks unchanged: encoded once per re-run.
+            if (shared.encoded === undefined) {
+              const encoded = encodeOutput(checked.result)
+              shared.encoded = { value: encoded, json: JSON.stringify(encoded) }
+            }
+            value = { result: checked.result, encoded: shared.encoded.value, json: shared.encoded.json, shared }
+          } else {
+            const encoded = encodeOutput(checked.result)
+            value = { result: checked.result, encoded, json: JSON.stringify(encoded), shared: undefined }
+          }
+          if (value.json === last) return Effect.succeed(undefined)
+          last = value.json
+          if (pushObservers.length === 0) return Effect.succeed(value)
+          return Effect.as(observePush({
+            procedure: procedure.tag,
+            subscriptionId,
+            subjectId: checked.subject.id,
+            tenantId: checked.subject.tenantId,
+            traceId,
+            tables: new Set([...shared.tables, ...checked.tables])
+          }), value)
+        }
+        // Plain effects rather than a generator: this runs per subscriber per change.
+        const poll: Effect.Effect<LiveValue | undefined, Errors.WireError> = Effect.flatMap(wake.await, () => {
+          wake.unsafeClose()
+          const shared = group.latest
+          if (shared === undefined || shared === seen) return Effect.succeed(undefined)
+          seen = shared
+          return Effect.flatMap(check(shared), (checked) => pushed(shared, checked))
+        }).pipe(Effect.catchAllCause(toWire))
+        return { first: firstValue, poll, nudge: () => wake.unsafeOpen() }
+      }).pipe(Effect.catchAllCause(toWire))
     }
 
-    return Runtime.of({ app, resolveSubject, authorize, call, live, liveSubscriptions: Ref.get(open), withHandlerContext })
+    const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.WireError> =>
+      Stream.unwrapScoped(Effect.map(subscribe(procedure, invocation), ({ first, poll }) => {
+        const next: Effect.Effect<unknown, Errors.WireError> = Effect.flatMap(poll, (value) => value === undefined ? next : Effect.succeed(value.result))
+        return Stream.concat(Stream.succeed(first.result), Stream.repeatEffect(next))
+      }))
+
+    return Runtime.of({ app, resolveSubject, authorize, call, live, subscribe, liveSubscriptions: Ref.get(open), withHandlerContext })
   })
 
 /** The runtime layer of `app`. */
