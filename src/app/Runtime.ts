@@ -181,8 +181,10 @@ export const make = (app: App) =>
           Effect.catchAllCause((cause) => Effect.logWarning(`plugin "${name}" failed to observe a live push`, cause))
         ), { discard: true })
 
-    const resolveSubject = (headers: Headers.Headers) =>
-      strategy.authenticate({ headers }).pipe(
+    const anonymous = Effect.succeed(Subject.anonymous)
+    // Without strategies every caller is anonymous: no strategy run per call (or per live push).
+    const resolveSubject = (headers: Headers.Headers): Effect.Effect<Subject.Subject, Errors.Unauthenticated> =>
+      app.auth.length === 0 ? anonymous : strategy.authenticate({ headers }).pipe(
         Effect.provideService(HttpClient.HttpClient, httpClient),
         Effect.flatMap((verdict) => {
           switch (verdict._tag) {
