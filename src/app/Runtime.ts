@@ -342,19 +342,27 @@ export const make = (app: App) =>
               )
             )
           )
-        // Without guards or interceptors there is nothing to run around a shared result: the
-        // re-resolved caller still belongs to the group, so the shared exit is the answer (no
-        // acting context, no read tracking, the input already decoded once).
-        const plain = key !== undefined && procedure.guards.length === 0 &&
-          !interceptors.some(({ interceptor }) => interceptor.kind === procedure.kind)
+        // Without interceptors, a member whose re-resolved caller still belongs to the group needs
+        // only its guards around the shared result. Guards that answer synchronously (the common
+        // case: scopes, roles) read nothing through the store, so they run here without the acting
+        // context or read tracking (and the input was decoded once); the first effectful guard
+        // sends the member down the full path.
+        const direct = key !== undefined && !interceptors.some(({ interceptor }) => interceptor.kind === procedure.kind)
+        const store = storeOf(procedure)
         const noTables: ReadonlySet<string> = new Set()
         const check = (shared: LiveGroups.SharedRun) =>
-          !plain ? guarded(shared) : Effect.flatMap(
+          !direct ? guarded(shared) : Effect.flatMap(
             invocation.subject === undefined ? resolveSubject(invocation.headers) : Effect.succeed(invocation.subject),
-            (subject) =>
-              LiveGroups.shareKey(ofInput, subject) === key
-                ? Effect.map(shared.exit, (result) => ({ result, tables: noTables, subject }))
-                : guarded(shared)
+            (subject) => {
+              if (LiveGroups.shareKey(ofInput, subject) !== key) return guarded(shared)
+              const ctx: Procedure.HandlerContext = { subject, store, headers: invocation.headers, traceId }
+              for (const guard of procedure.guards) {
+                const verdict = guard(ctx)
+                if (Effect.isEffect(verdict)) return guarded(shared)
+                if (verdict) return Effect.fail(new Guard.GuardRefused({ status: verdict.status, message: verdict.message }))
+              }
+              return Effect.map(shared.exit, (result) => ({ result, tables: noTables, subject }))
+            }
           )
         const subscriptionId = crypto.randomUUID()
         const pushed = (shared: LiveGroups.SharedRun, checked: Effect.Effect.Success<ReturnType<typeof check>>) => {
