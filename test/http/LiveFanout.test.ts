@@ -1,8 +1,8 @@
 /**
  * SSE fan-out of a projected live query: the members of one group (identical subscriptions) share
  * the work of a re-run — the result is encoded once and the delta frame is built once, every member
- * sending the same bytes — and every open stream gets its keep-alive from the one shared timer
- * while pushes keep flowing.
+ * sending the same bytes — while each member's guards still run per push (an effectful guard too);
+ * and every open stream gets its keep-alive from the one shared timer while pushes keep flowing.
  */
 import { FetchHttpClient, Headers } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
@@ -37,7 +37,20 @@ const latest = query("fanout.latest", {
     Effect.map(store.find(Ticks, { orderBy: "n", direction: "desc", limit: 1 }), (rows) => rows[0]?.n ?? 0)
 })
 
-const app = defineApp({ name: "live-fanout", tables: [Ticks], procedures: [latest] })
+const Bans = defineTable("fanout_bans", { fields: { seat: Schema.String } })
+
+/** The same query behind a guard that reads the store: it takes the members' full check path. */
+const banned = query("fanout.banned", {
+  input: Schema.Struct({}),
+  output: Schema.Number,
+  guards: [(ctx) =>
+    Effect.map(ctx.store.find(Bans, {}), (rows) =>
+      rows.some((row) => row.seat === ctx.headers["x-seat"]) ? { status: 403, message: "banned" } : undefined)],
+  handler: (_, { store }) =>
+    Effect.map(store.find(Ticks, { orderBy: "n", direction: "desc", limit: 1 }), (rows) => rows[0]?.n ?? 0)
+})
+
+const app = defineApp({ name: "live-fanout", tables: [Ticks, Bans], procedures: [latest, banned] })
 
 const stack = Runtime.layer(app).pipe(
   Layer.provideMerge(Store.layerMemory),
@@ -48,12 +61,13 @@ const stack = Runtime.layer(app).pipe(
 const decoder = new TextDecoder()
 
 /** Opens `count` SSE answers of the live query; each collects its body's frames (as bytes) in order. */
-const openStreams = (count: number) =>
+const openStreams = (count: number, procedure: typeof latest | typeof banned = latest) =>
   Effect.gen(function*() {
     const runtime = yield* Runtime.Runtime
-    return yield* Effect.forEach(Array.from({ length: count }), () =>
+    return yield* Effect.forEach(Array.from({ length: count }, (_, i) => i), (seat) =>
       Effect.gen(function*() {
-        const response = yield* LiveQuery.answer(runtime, latest, { input: {}, headers: Headers.empty }, Effect.void)
+        const headers = Headers.fromInput({ "x-seat": String(seat) })
+        const response = yield* LiveQuery.answer(runtime, procedure, { input: {}, headers }, Effect.void)
         assert.strictEqual(response.body._tag, "Stream")
         const frames: Array<Uint8Array> = []
         if (response.body._tag === "Stream") {
@@ -109,5 +123,21 @@ describe("SSE fan-out of a live query", () => {
       yield* TestClock.adjust("15 seconds")
       yield* framesReach(streams, 5)
       for (const frames of streams) assert.strictEqual(decoder.decode(frames[4]), Sse.keepAliveFrame)
+    }).pipe(Effect.provide(stack)))
+
+  it.scopedLive("an effectful guard is still run per member around the shared result: a write it reads ends that member only", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const streams = yield* openStreams(3, banned)
+      yield* framesReach(streams, 2)
+      yield* store.insert(Bans, { seat: "1" }).pipe(Subject.asSystem)
+      yield* framesReach([streams[1]!], 3)
+      assert.strictEqual(decoder.decode(streams[1]![2]), `id: 2\nevent: error\ndata: {"_tag":"GuardRefused","message":"banned"}\n\n`)
+      yield* store.insert(Ticks, { n: 5 }).pipe(Subject.asSystem)
+      yield* framesReach([streams[0]!, streams[2]!], 3)
+      for (const frames of [streams[0]!, streams[2]!]) {
+        assert.strictEqual(decoder.decode(frames[2]), `id: 2\nevent: delta\ndata: {"data":5}\n\n`)
+      }
+      assert.strictEqual(streams[1]!.length, 3, "the refused member's stream ended with its error event")
     }).pipe(Effect.provide(stack)))
 })
