@@ -44,7 +44,7 @@ const banned = query("fanout.banned", {
   input: Schema.Struct({}),
   output: Schema.Number,
   guards: [(ctx) =>
-    Effect.map(ctx.store.find(Bans, {}), (rows) =>
+    Effect.map(Effect.orDie(ctx.store.find(Bans, {})), (rows) =>
       rows.some((row) => row.seat === ctx.headers["x-seat"]) ? { status: 403, message: "banned" } : undefined)],
   handler: (_, { store }) =>
     Effect.map(store.find(Ticks, { orderBy: "n", direction: "desc", limit: 1 }), (rows) => rows[0]?.n ?? 0)
