@@ -6,7 +6,8 @@
  * server's own CPU time per commit, for the projected live query and, as the floor, a bare SSE
  * route that forwards the change with no query re-run, measured in the same run.
  *
- * `npx tsx bench/http/sse.ts` (`SSE_CLIENTS=n` client processes, default 4)
+ * `npx tsx bench/http/sse.ts` (`SSE_CLIENTS=n` client processes, default 4; `SSE_PROF=dir` profiles the
+ * whole server run, `SSE_PROF_DIR=dir` only the commits of each stream kind)
  */
 import { fork } from "node:child_process"
 import * as path from "node:path"
@@ -50,6 +51,9 @@ const measure = async (server: ServerProcess, streamPath: string, firstValue: nu
     })))
   const last: Array<number> = []
   const each: Array<number> = []
+  const profile = (what: string) =>
+    process.env["SSE_PROF_DIR"] === undefined ? Promise.resolve() : fetch(`http://127.0.0.1:${server.port}/bench/profile/${what}`, { method: "POST" }).then(() => undefined)
+  await profile("start")
   const cpuBefore = server.cpuMicros()
   for (let n = firstValue; n < firstValue + COMMITS; n++) {
     const done = new Promise<void>((resolve) => (wanted = { n, resolve }))
@@ -67,6 +71,7 @@ const measure = async (server: ServerProcess, streamPath: string, firstValue: nu
     last.push(Math.max(...times))
   }
   const cpuMsPerCommit = (server.cpuMicros() - cpuBefore) / 1000 / COMMITS
+  await profile(`stop?name=${streamPath.split("/").join("_")}`)
   for (const client of clients) client.disconnect()
   return { last, each, cpuMsPerCommit }
 }

@@ -3,10 +3,13 @@
  * a projected mutation (`POST /v1/ticks/add`), and a bare SSE route that forwards every committed
  * change from the change tap with no query re-run (the floor). Prints its port.
  */
-import { HttpLayerRouter, HttpServer, HttpServerResponse } from "@effect/platform"
+import { HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer, PubSub, Schema, Stream } from "effect"
+import { writeFileSync } from "node:fs"
 import { createServer } from "node:http"
+import { Session } from "node:inspector/promises"
+import * as path from "node:path"
 import { defineApp } from "../../src/app/App.js"
 import { mutation, query } from "../../src/app/Procedure.js"
 import * as Server from "../../src/server/Server.js"
@@ -31,6 +34,30 @@ const add = mutation("ticks.add", {
 })
 const app = defineApp({ name: "sse-bench", tables: [Ticks], procedures: [latest, add] })
 
+/**
+ * With `SSE_PROF_DIR` set: `POST /bench/profile/start` and `/bench/profile/stop?name=...` profile the
+ * server's CPU between the two calls (the commits, not the connection setup) into that folder.
+ */
+const profiling = HttpLayerRouter.use((router) =>
+  Effect.gen(function*() {
+    const dir = process.env["SSE_PROF_DIR"]
+    if (dir === undefined) return
+    const session = new Session()
+    session.connect()
+    yield* router.add("POST", "/bench/profile/start", Effect.promise(async () => {
+      await session.post("Profiler.enable")
+      await session.post("Profiler.start")
+      return HttpServerResponse.empty()
+    }))
+    yield* router.add("POST", "/bench/profile/stop", Effect.flatMap(HttpServerRequest.ParsedSearchParams, (params) =>
+      Effect.promise(async () => {
+        const { profile } = await session.post("Profiler.stop")
+        writeFileSync(path.join(dir, `${String(params["name"] ?? "phase")}.cpuprofile`), JSON.stringify(profile))
+        return HttpServerResponse.empty()
+      })))
+  })
+)
+
 /** Every committed change, framed as SSE, with no query re-run and no guards. */
 const bare = HttpLayerRouter.use((router) =>
   Effect.gen(function*() {
@@ -53,7 +80,7 @@ const bare = HttpLayerRouter.use((router) =>
 )
 
 Layer.launch(Layer.mergeAll(
-  Server.layer(app, { routes: bare, announce: false }),
+  Server.layer(app, { routes: Layer.mergeAll(bare, profiling), announce: false }),
   Layer.effectDiscard(Effect.map(HttpServer.HttpServer, (server) => {
     if (server.address._tag === "TcpAddress") console.log(`PORT ${server.address.port}`)
   }))

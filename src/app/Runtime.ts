@@ -6,7 +6,7 @@
  */
 import type { Headers } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
-import { Cause, Chunk, Context, Effect, Exit, Layer, Option, Queue, Ref, Schema, Scope, Stream } from "effect"
+import { Cause, Context, Effect, Exit, Layer, Option, Queue, Ref, Schema, Scope, Stream } from "effect"
 import * as AuthStrategy from "./AuthStrategy.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
@@ -17,6 +17,7 @@ import * as Subject from "../kernel/Subject.js"
 import type { App } from "./App.js"
 import * as Errors from "./Errors.js"
 import * as Guard from "./Guard.js"
+import * as LiveGroups from "./LiveGroups.js"
 import type { LivePush } from "./Plugin.js"
 import * as PluginServices from "./PluginServices.js"
 import type * as Procedure from "./Procedure.js"
@@ -29,6 +30,28 @@ export interface Invocation {
   readonly subject?: Subject.Subject
   /** Run as the system, across tenants (inspect invocations without a tenant). Never set from a request. */
   readonly crossTenant?: boolean
+}
+
+/** One value of a live subscription: the result, its encoded form and that form's JSON. */
+export interface LiveValue {
+  readonly result: unknown
+  readonly encoded: unknown
+  readonly json: string
+  /** The group's shared re-run, when this value is its result passed through the member's checks unchanged. */
+  readonly shared: LiveGroups.SharedRun | undefined
+}
+
+/** An open live subscription (see `RuntimeShape.subscribe`). */
+export interface LiveSubscription {
+  readonly first: LiveValue
+  /**
+   * Waits for a wake-up (a new shared re-run, or `nudge`), then re-checks the caller: the changed
+   * value, or `undefined` when nothing changed for this subscriber. Fails with the refusal or error
+   * that ends the subscription.
+   */
+  readonly poll: Effect.Effect<LiveValue | undefined, Errors.WireError>
+  /** Wakes a pending `poll` (it answers `undefined` unless a result changed): a keep-alive's turn. */
+  readonly nudge: () => void
 }
 
 /** The runtime service. */
@@ -50,6 +73,13 @@ export interface RuntimeShape {
    * caller, guards and interceptors are still re-checked before every push.
    */
   readonly live: (procedure: Procedure.Any, invocation: Invocation) => Stream.Stream<unknown, Errors.WireError>
+  /**
+   * The subscription under `live`, for transports that frame pushes themselves: the first value,
+   * then `poll` for each change. A value that is a group's shared re-run passed through unchanged
+   * carries that run (`shared`), so work per re-run (framing, encoding) can be shared by its members.
+   * Released with the scope.
+   */
+  readonly subscribe: (procedure: Procedure.Any, invocation: Invocation) => Effect.Effect<LiveSubscription, Errors.WireError, Scope.Scope>
   /** How many live subscriptions are open (each is released when its client unsubscribes or disconnects). */
   readonly liveSubscriptions: Effect.Effect<number>
   /**
@@ -57,50 +87,6 @@ export interface RuntimeShape {
    * flags registry `requireFlag` reads) to `effect`: hand-written routes run under it too.
    */
   readonly withHandlerContext: <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E>
-}
-
-/** A plugin's live source changed (see `Plugin.LiveSource`). */
-interface SourceSignal {
-  readonly _tag: "SourceSignal"
-  readonly name: string
-}
-
-/** One shared re-run of a live query's handler: its outcome, and its encoded result once a member needed it. */
-interface SharedRun {
-  readonly exit: Exit.Exit<unknown, unknown>
-  readonly tables: ReadonlySet<string>
-  encoded: string | undefined
-}
-
-/**
- * Identical live subscriptions (same procedure, input and subject: hence tenant and scopes) share
- * one change subscription and one handler re-run per relevant change; each member still
- * re-resolves its caller and re-runs the guards and interceptors before every push.
- */
-interface LiveGroup {
-  members: number
-  readonly scope: Scope.CloseableScope
-  /** Tables read by the handler, or by any member's guards: a change to one of them is relevant. */
-  readonly tables: Set<string>
-  /** False until the first member's first run told which tables matter: every change counts till then. */
-  known: boolean
-  latest: SharedRun | undefined
-  /** Each member's wake-up, opened when `latest` changes. */
-  readonly waiting: Set<Effect.Latch>
-}
-
-/**
- * What makes two live subscriptions identical: the procedure, the decoded input (encoded back, so
- * excess properties and spellings do not split groups) and the whole subject the handler sees.
- * `undefined` when the input or subject cannot be keyed (the subscription runs on its own).
- */
-const shareKey = (procedure: Procedure.Any, subject: Subject.Subject, input: unknown): string | undefined => {
-  try {
-    const encodedInput = Schema.encodeUnknownSync(procedure.input)(input)
-    return JSON.stringify([procedure.tag, encodedInput, subject.type, subject.id, subject.tenantId, [...subject.scopes].sort(), subject.metadata])
-  } catch {
-    return undefined
-  }
 }
 
 /** The procedure runtime of the served app. */
@@ -195,8 +181,10 @@ export const make = (app: App) =>
           Effect.catchAllCause((cause) => Effect.logWarning(`plugin "${name}" failed to observe a live push`, cause))
         ), { discard: true })
 
-    const resolveSubject = (headers: Headers.Headers) =>
-      strategy.authenticate({ headers }).pipe(
+    const anonymous = Effect.succeed(Subject.anonymous)
+    // Without strategies every caller is anonymous: no strategy run per call (or per live push).
+    const resolveSubject = (headers: Headers.Headers): Effect.Effect<Subject.Subject, Errors.Unauthenticated> =>
+      app.auth.length === 0 ? anonymous : strategy.authenticate({ headers }).pipe(
         Effect.provideService(HttpClient.HttpClient, httpClient),
         Effect.flatMap((verdict) => {
           switch (verdict._tag) {
@@ -282,13 +270,13 @@ export const make = (app: App) =>
      * Committed changes, merged with the plugins' live sources when there are any (the common case
      * without them reads the tap's queue directly).
      */
-    const subscribeChanges: Effect.Effect<Queue.Dequeue<ChangeEvent | SourceSignal>, never, Scope.Scope> =
+    const subscribeChanges: Effect.Effect<Queue.Dequeue<ChangeEvent | LiveGroups.SourceSignal>, never, Scope.Scope> =
       liveSources.length === 0 ? tap.events : Effect.gen(function*() {
-        const merged = yield* Queue.unbounded<ChangeEvent | SourceSignal>()
+        const merged = yield* Queue.unbounded<ChangeEvent | LiveGroups.SourceSignal>()
         const events = yield* tap.events
         yield* Queue.take(events).pipe(Effect.flatMap((event) => Queue.offer(merged, event)), Effect.forever, Effect.forkScoped)
         for (const source of liveSources) {
-          const signal: SourceSignal = { _tag: "SourceSignal", name: source.name }
+          const signal: LiveGroups.SourceSignal = { _tag: "SourceSignal", name: source.name }
           const changes = yield* source.changes
           yield* Queue.take(changes).pipe(Effect.zipRight(Queue.offer(merged, signal)), Effect.forever, Effect.forkScoped)
         }
@@ -296,106 +284,15 @@ export const make = (app: App) =>
       })
 
     const open = yield* Ref.make(0)
-    const groups = new Map<string, LiveGroup>()
+    const groups = LiveGroups.make(subscribeChanges, tenantFields)
 
-    /** Starts a group: its change subscription and the fiber that re-runs the handler, both in the group's scope. */
-    const startGroup = (
-      group: LiveGroup,
-      scope: Scope.CloseableScope,
+    const subscribe = (
       procedure: Procedure.Any,
-      subject: Subject.Subject,
-      input: unknown,
-      headers: Headers.Headers,
-      traceId: string
-    ) =>
-      Effect.gen(function*() {
-          // Subscribe before any member's first run, so a change committed during it is not missed.
-          const changes = yield* Scope.extend(subscribeChanges, scope)
-          // A change concerns the group's tenant when the row belongs to it after the write, or
-          // did before (a row moved to another tenant must leave this tenant's result).
-          const relevant = (event: ChangeEvent | SourceSignal) => {
-            if (!group.known) return true
-            if ("_tag" in event) return group.tables.has(event.name)
-            if (!group.tables.has(event.table)) return false
-            const tenant = subject.tenantId
-            if (event.tenantId === null || event.tenantId === tenant) return true
-            const field = tenantFields.get(event.table)
-            return field !== undefined && event.before !== null && event.before[field] === tenant
-          }
-          // Changes are drained as they come, whether or not the members take their pushes: they
-          // only mark the result stale, so a slow member holds one flag, never a queue of events.
-          const stale = yield* Effect.makeLatch(false)
-          yield* Queue.takeBetween(changes, 1, Number.MAX_SAFE_INTEGER).pipe(
-            Effect.flatMap((batch) => Chunk.some(batch, relevant) ? stale.open : Effect.void),
-            Effect.forever,
-            Effect.forkIn(scope)
-          )
-          const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers, traceId }
-          const rerun = acting(procedure, subject, traceId, trackReads(withHandlerContext(
-            Effect.suspend(() => procedure.handler(input, ctx))
-          ))).pipe(Effect.exit)
-          yield* Effect.gen(function*() {
-            yield* stale.await
-            yield* stale.close
-            const exit = yield* rerun
-            const tables = Exit.isSuccess(exit) ? exit.value[1] : new Set<string>()
-            for (const table of tables) group.tables.add(table)
-            group.latest = { exit: Exit.map(exit, ([result]) => result), tables, encoded: undefined }
-            for (const wake of group.waiting) yield* wake.open
-          }).pipe(Effect.forever, Effect.forkIn(scope))
-      })
-
-    /**
-     * Joins (or starts) the group of identical subscriptions under `key`: one change subscription
-     * and one handler re-run per relevant change, shared by every member. Released with the scope;
-     * the last member out closes the group.
-     */
-    const joinGroup = (
-      key: string,
-      procedure: Procedure.Any,
-      subject: Subject.Subject,
-      input: unknown,
-      headers: Headers.Headers,
-      traceId: string
-    ): Effect.Effect<LiveGroup, never, Scope.Scope> =>
-      Effect.acquireRelease(
-        Effect.gen(function*() {
-          const existing = groups.get(key)
-          if (existing !== undefined) {
-            existing.members += 1
-            return existing
-          }
-          const scope = yield* Scope.make()
-          const group: LiveGroup = {
-            members: 1,
-            scope,
-            tables: new Set(),
-            known: false,
-            latest: undefined,
-            waiting: new Set()
-          }
-          groups.set(key, group)
-          yield* Effect.interruptible(startGroup(group, scope, procedure, subject, input, headers, traceId)).pipe(
-            // An interrupted start leaves nothing behind.
-            Effect.onInterrupt(() => Effect.suspend(() => {
-              groups.delete(key)
-              return Scope.close(scope, Exit.void)
-            }))
-          )
-          return group
-        }),
-        (group) =>
-          Effect.suspend(() => {
-            group.members -= 1
-            if (group.members > 0) return Effect.void
-            groups.delete(key)
-            return Scope.close(group.scope, Exit.void)
-          })
-      )
-
-    const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.WireError> => {
+      invocation: Invocation
+    ): Effect.Effect<LiveSubscription, Errors.WireError, Scope.Scope> => {
       const traceId = Provenance.traceIdOf(invocation.headers)
       const encodeOutput = Schema.encodeUnknownSync(procedure.output)
+      const toWire = (cause: Cause.Cause<unknown>) => toProcedureError(cause, traceId, procedure.tag, isAreaError)
       // The caller is re-resolved and the guards re-run before every push, so a revoked scope ends the stream.
       const first = (invocation: Invocation) => prepare(procedure, invocation, traceId).pipe(
         Effect.flatMap(({ run, subject }) =>
@@ -405,12 +302,18 @@ export const make = (app: App) =>
         ),
         Telemetry.procedure(procedure.tag, procedure.kind, traceId)
       )
-      return Stream.unwrapScoped(Effect.gen(function*() {
+      return Effect.gen(function*() {
         yield* Effect.acquireRelease(Ref.update(open, (n) => n + 1), () => Ref.update(open, (n) => n - 1))
         const subject = invocation.subject ?? (yield* resolveSubject(invocation.headers))
         const input = yield* decodeInput(procedure, invocation.input)
-        const key = shareKey(procedure, subject, input)
-        const group = yield* joinGroup(key ?? crypto.randomUUID(), procedure, subject, input, invocation.headers, traceId)
+        const ofInput = LiveGroups.inputKey(procedure, input)
+        const key = LiveGroups.shareKey(ofInput, subject)
+        // The shared re-run acts as the first member (its headers and trace id).
+        const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers: invocation.headers, traceId }
+        const rerun = acting(procedure, subject, traceId, trackReads(withHandlerContext(
+          Effect.suspend(() => procedure.handler(input, ctx))
+        ))).pipe(Effect.exit)
+        const group = yield* groups.join(key ?? crypto.randomUUID(), subject.tenantId, rerun)
         const wake = yield* Effect.makeLatch(false)
         yield* Effect.acquireRelease(
           Effect.sync(() => group.waiting.add(wake)),
@@ -418,18 +321,20 @@ export const make = (app: App) =>
         )
         // A re-run published from here on may postdate the first run: it is compared, not skipped.
         let seen = group.latest
-        let current = yield* first({ ...invocation, subject })
-        for (const table of current.tables) group.tables.add(table)
+        const initial = yield* first({ ...invocation, subject })
+        for (const table of initial.tables) group.tables.add(table)
         group.known = true
-        let last = JSON.stringify(encodeOutput(current.result))
+        const encoded = encodeOutput(initial.result)
+        const firstValue: LiveValue = { result: initial.result, encoded, json: JSON.stringify(encoded), shared: undefined }
+        let last = firstValue.json
         /**
          * The member's own check of a shared re-run: the caller re-resolved, the input decoded, the
          * guards and interceptors run as for a call, around the shared handler result. A caller that
          * now resolves to another subscription (other tenant or scopes) runs the handler itself.
          */
-        const check = (shared: SharedRun) =>
+        const guarded = (shared: LiveGroups.SharedRun) =>
           prepare(procedure, invocation, traceId, (subject) =>
-            key !== undefined && shareKey(procedure, subject, input) === key ? shared.exit : undefined
+            key !== undefined && LiveGroups.shareKey(ofInput, subject) === key ? shared.exit : undefined
           ).pipe(
             Effect.flatMap(({ run, subject }) =>
               acting(procedure, subject, traceId, trackReads(run)).pipe(
@@ -437,44 +342,74 @@ export const make = (app: App) =>
               )
             )
           )
-        const next = Effect.gen(function*() {
-          while (true) {
-            yield* wake.await
-            yield* wake.close
-            const shared = group.latest
-            if (shared === undefined || shared === seen) continue
-            seen = shared
-            const checked = yield* check(shared)
-            for (const table of checked.tables) group.tables.add(table)
-            current = { ...checked, tables: new Set([...shared.tables, ...checked.tables]) }
-            const encoded = Exit.isSuccess(shared.exit) && shared.exit.value === current.result
-              ? (shared.encoded ??= JSON.stringify(encodeOutput(current.result)))
-              : JSON.stringify(encodeOutput(current.result))
-            if (encoded === last) continue
-            last = encoded
-            return current.result
-          }
-        })
-        const subscriptionId = crypto.randomUUID()
-        const pushes = pushObservers.length === 0 ? Stream.repeatEffect(next) : Stream.repeatEffect(next).pipe(
-          Stream.tap(() =>
-            observePush({
-              procedure: procedure.tag,
-              subscriptionId,
-              subjectId: current.subject.id,
-              tenantId: current.subject.tenantId,
-              traceId,
-              tables: current.tables
-            })
+        // Without interceptors, a member whose re-resolved caller still belongs to the group needs
+        // only its guards around the shared result. Guards that answer synchronously (the common
+        // case: scopes, roles) read nothing through the store, so they run here without the acting
+        // context or read tracking (and the input was decoded once); the first effectful guard
+        // sends the member down the full path.
+        const direct = key !== undefined && !interceptors.some(({ interceptor }) => interceptor.kind === procedure.kind)
+        const store = storeOf(procedure)
+        const noTables: ReadonlySet<string> = new Set()
+        const check = (shared: LiveGroups.SharedRun) =>
+          !direct ? guarded(shared) : Effect.flatMap(
+            invocation.subject === undefined ? resolveSubject(invocation.headers) : Effect.succeed(invocation.subject),
+            (subject) => {
+              if (LiveGroups.shareKey(ofInput, subject) !== key) return guarded(shared)
+              const ctx: Procedure.HandlerContext = { subject, store, headers: invocation.headers, traceId }
+              for (const guard of procedure.guards) {
+                const verdict = guard(ctx)
+                if (Effect.isEffect(verdict)) return guarded(shared)
+                if (verdict) return Effect.fail(new Guard.GuardRefused({ status: verdict.status, message: verdict.message }))
+              }
+              return Effect.map(shared.exit, (result) => ({ result, tables: noTables, subject }))
+            }
           )
-        )
-        return Stream.concat(Stream.succeed(current.result), pushes)
-      })).pipe(
-        Stream.catchAllCause((cause) => Stream.fromEffect(toProcedureError(cause, traceId, procedure.tag, isAreaError)))
-      )
+        const subscriptionId = crypto.randomUUID()
+        const pushed = (shared: LiveGroups.SharedRun, checked: Effect.Effect.Success<ReturnType<typeof check>>) => {
+          for (const table of checked.tables) group.tables.add(table)
+          let value: LiveValue
+          if (Exit.isSuccess(shared.exit) && shared.exit.value === checked.result) {
+            // The shared result passed through this member's checks unchanged: encoded once per re-run.
+            if (shared.encoded === undefined) {
+              const encoded = encodeOutput(checked.result)
+              shared.encoded = { value: encoded, json: JSON.stringify(encoded) }
+            }
+            value = { result: checked.result, encoded: shared.encoded.value, json: shared.encoded.json, shared }
+          } else {
+            const encoded = encodeOutput(checked.result)
+            value = { result: checked.result, encoded, json: JSON.stringify(encoded), shared: undefined }
+          }
+          if (value.json === last) return Effect.succeed(undefined)
+          last = value.json
+          if (pushObservers.length === 0) return Effect.succeed(value)
+          return Effect.as(observePush({
+            procedure: procedure.tag,
+            subscriptionId,
+            subjectId: checked.subject.id,
+            tenantId: checked.subject.tenantId,
+            traceId,
+            tables: new Set([...shared.tables, ...checked.tables])
+          }), value)
+        }
+        // Plain effects rather than a generator: this runs per subscriber per change.
+        const poll: Effect.Effect<LiveValue | undefined, Errors.WireError> = Effect.flatMap(wake.await, () => {
+          wake.unsafeClose()
+          const shared = group.latest
+          if (shared === undefined || shared === seen) return Effect.succeed(undefined)
+          seen = shared
+          return Effect.flatMap(check(shared), (checked) => pushed(shared, checked))
+        }).pipe(Effect.catchAllCause(toWire))
+        return { first: firstValue, poll, nudge: () => wake.unsafeOpen() }
+      }).pipe(Effect.catchAllCause(toWire))
     }
 
-    return Runtime.of({ app, resolveSubject, authorize, call, live, liveSubscriptions: Ref.get(open), withHandlerContext })
+    const live = (procedure: Procedure.Any, invocation: Invocation): Stream.Stream<unknown, Errors.WireError> =>
+      Stream.unwrapScoped(Effect.map(subscribe(procedure, invocation), ({ first, poll }) => {
+        const next: Effect.Effect<unknown, Errors.WireError> = Effect.flatMap(poll, (value) => value === undefined ? next : Effect.succeed(value.result))
+        return Stream.concat(Stream.succeed(first.result), Stream.repeatEffect(next))
+      }))
+
+    return Runtime.of({ app, resolveSubject, authorize, call, live, subscribe, liveSubscriptions: Ref.get(open), withHandlerContext })
   })
 
 /** The runtime layer of `app`. */

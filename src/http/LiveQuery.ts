@@ -12,11 +12,12 @@
 import type { Headers } from "@effect/platform"
 import { HttpServerResponse } from "@effect/platform"
 import type { Scope } from "effect"
-import { Chunk, Effect, Option, Schema, Stream } from "effect"
+import { Effect, Either } from "effect"
 import type * as Errors from "../app/Errors.js"
 import * as HttpResponses from "../app/HttpResponses.js"
+import type * as LiveGroups from "../app/LiveGroups.js"
 import type * as Procedure from "../app/Procedure.js"
-import type { RuntimeShape } from "../app/Runtime.js"
+import type * as Runtime from "../app/Runtime.js"
 import * as Sse from "./Sse.js"
 
 type Keyed = ReadonlyArray<{ readonly id: string }>
@@ -49,41 +50,71 @@ export const errorFrame = (error: Errors.WireError, id: string) =>
   )
 
 /**
+ * The `event: delta` and `data:` lines of a delta, per shared re-run and per previous result (by its
+ * JSON): subscribers whose last push was the same result share the bytes; each adds its own `id:`.
+ */
+const deltaBodies = new WeakMap<LiveGroups.SharedRun, Map<string, Uint8Array>>()
+
+/** `id: <id>\n` followed by `body`, in one buffer (one write per subscriber). */
+const withId = (id: number, body: Uint8Array): Uint8Array => {
+  const head = Sse.encode(`id: ${id}\n`)
+  const frame = new Uint8Array(head.length + body.length)
+  frame.set(head)
+  frame.set(body, head.length)
+  return frame
+}
+
+/** The delta frame of `next` after `previous`, its bytes shared with the other members of the re-run. */
+const deltaFrame = (previous: Runtime.LiveValue, next: Runtime.LiveValue, id: number): Uint8Array => {
+  if (next.shared === undefined) return Sse.encode(Sse.sseFrame("delta", delta(previous.encoded, next.encoded), String(id)))
+  let byPrevious = deltaBodies.get(next.shared)
+  if (byPrevious === undefined) deltaBodies.set(next.shared, byPrevious = new Map())
+  let body = byPrevious.get(previous.json)
+  if (body === undefined) {
+    body = Sse.encode(Sse.sseFrame("delta", delta(previous.encoded, next.encoded)))
+    byPrevious.set(previous.json, body)
+  }
+  return withId(id, body)
+}
+
+/**
  * Answers a live query. `recheck` runs before every delta (extra scopes of the projection); its
  * failure ends the stream with an `error` event. Needs the request scope: the subscription is
  * released when it closes (the client disconnected, even during the first run).
  */
 export const answer = (
-  runtime: RuntimeShape,
+  runtime: Runtime.RuntimeShape,
   procedure: Procedure.Any,
   invocation: { readonly input: unknown; readonly headers: Headers.Headers },
   recheck: Effect.Effect<void, Errors.WireError>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope> =>
   Effect.gen(function*() {
-    const encode = Schema.encodeUnknownSync(procedure.output)
-    const pull = yield* Stream.toPull(runtime.live(procedure, invocation))
-    const first = yield* Effect.either(pull)
-    if (first._tag === "Left") {
-      return Option.match(first.left, {
-        onNone: () => HttpResponses.error(500, "InternalError", "the live query ended before its first result"),
-        onSome: HttpResponses.procedureError
-      })
-    }
-    let sequence = 0
-    let previous: unknown = undefined
-    const frame = (result: unknown) => {
-      const encoded = encode(result)
+    const subscribed = yield* Effect.either(runtime.subscribe(procedure, invocation))
+    if (Either.isLeft(subscribed)) return HttpResponses.procedureError(subscribed.left)
+    const { first, nudge, poll } = subscribed.right
+    let sequence = 1
+    let previous = first
+    let snapshot: Uint8Array | undefined = Sse.encode(Sse.sseFrame("snapshot", { data: first.encoded }, "1"))
+    let ended = false
+    const push = (value: Runtime.LiveValue | undefined) => {
+      if (value === undefined) return null
       sequence += 1
-      const text = sequence === 1
-        ? Sse.sseFrame("snapshot", { data: encoded }, String(sequence))
-        : Sse.sseFrame("delta", delta(previous, encoded), String(sequence))
-      previous = encoded
-      return text
+      const frame = deltaFrame(previous, value, sequence)
+      previous = value
+      return frame
     }
-    const rest = Stream.repeatEffectChunkOption(pull).pipe(
-      Stream.mapEffect((result) => Effect.zipRight(recheck, Effect.sync(() => frame(result)))),
-      Stream.catchAll((error) => Stream.succeed(errorFrame(error, String(sequence + 1))))
-    )
-    const frames = Stream.concat(Stream.fromIterable(Chunk.toReadonlyArray(first.right).map(frame)), rest)
-    return Sse.response(frames)
+    const next: Effect.Effect<Uint8Array | null | undefined> = Effect.suspend(() => {
+      if (snapshot !== undefined) {
+        const frame = snapshot
+        snapshot = undefined
+        return Effect.succeed(frame)
+      }
+      if (ended) return Effect.succeed(undefined)
+      const pushed = Effect.flatMap(poll, (value) => value === undefined ? Effect.succeed(null) : Effect.as(recheck, push(value)))
+      return Effect.catchAll(pushed, (error) => {
+        ended = true
+        return Effect.succeed(Sse.encode(errorFrame(error, String(sequence + 1))))
+      })
+    })
+    return Sse.responseOf({ next, nudge })
   })

@@ -12,8 +12,8 @@
  * ```
  */
 import { HttpServerResponse } from "@effect/platform"
-import type { Duration } from "effect"
-import { Effect, Predicate, Schedule, Stream } from "effect"
+import type { Clock, Scope } from "effect"
+import { Channel, Chunk, Duration, Effect, Fiber, Option, Predicate, Queue, Stream } from "effect"
 
 /** Sends one framed event (a string made by `sseFrame`). */
 export type Emit = (frame: string) => void
@@ -90,24 +90,144 @@ export const headers: Readonly<Record<string, string>> = {
 
 const encoder = new TextEncoder()
 
+/** UTF-8 bytes of a frame. */
+export const encode = (frame: string): Uint8Array => encoder.encode(frame)
+
+const keepAliveBytes = encode(keepAliveFrame)
+const retryBytes = encode(retryFrame())
+
+/**
+ * Where frames come from for `fromSource`. `next` answers the next frame, `null` when woken with no
+ * frame (a keep-alive may be due), `undefined` when the stream ends; `nudge` wakes a pending
+ * `next` (the shared keep-alive timer calls it).
+ */
+export interface Source {
+  readonly next: Effect.Effect<Uint8Array | null | undefined>
+  readonly nudge: () => void
+}
+
+/** The streams that want a keep-alive on one clock and interval, and the one fiber that ticks for them all. */
+interface Ticker {
+  readonly streams: Set<() => void>
+  fiber: Fiber.RuntimeFiber<never> | undefined
+}
+
+/**
+ * One keep-alive timer per clock and interval, shared by every open stream (a timer per stream
+ * costs a fiber and a timer each). Keyed by the clock so a test clock drives its own streams.
+ */
+const tickers = new WeakMap<Clock.Clock, Map<number, Ticker>>()
+
+/**
+ * Calls `tick` every `interval` while the scope is open, on the timer shared by all streams. The
+ * first tick of a stream comes at most one interval after it registered (the timer does not
+ * restart per stream).
+ */
+const keepAliveTicks = (interval: Duration.DurationInput, tick: () => void): Effect.Effect<void, never, Scope.Scope> => {
+  const millis = Duration.toMillis(interval)
+  return Effect.clockWith((clock) => {
+    let byInterval = tickers.get(clock)
+    if (byInterval === undefined) tickers.set(clock, byInterval = new Map())
+    const intervals = byInterval
+    return Effect.acquireRelease(
+      Effect.suspend(() => {
+        let ticker = intervals.get(millis)
+        if (ticker === undefined) intervals.set(millis, ticker = { streams: new Set(), fiber: undefined })
+        ticker.streams.add(tick)
+        if (ticker.fiber !== undefined) return Effect.succeed(ticker)
+        const running = ticker
+        return Effect.sleep(millis).pipe(
+          Effect.zipRight(Effect.sync(() => {
+            for (const stream of running.streams) stream()
+          })),
+          Effect.forever,
+          Effect.forkDaemon,
+          Effect.map((fiber) => {
+            running.fiber = fiber
+            return running
+          })
+        )
+      }),
+      (ticker) =>
+        Effect.suspend(() => {
+          ticker.streams.delete(tick)
+          if (ticker.streams.size > 0 || ticker.fiber === undefined) return Effect.void
+          const fiber = ticker.fiber
+          ticker.fiber = undefined
+          intervals.delete(millis)
+          return Fiber.interruptFork(fiber)
+        })
+    )
+  })
+}
+
+/**
+ * The body of an SSE response pulled from `source`: the retry hint, then the source's frames, with
+ * a keep-alive comment every `keepAlive` (on the shared timer) while it lasts. Each frame is pulled
+ * when the previous one was written, so a slow client is asked for frames less often; a source
+ * that keeps only its latest state (a live query) never queues for it.
+ */
+export const fromSource = (
+  source: Source,
+  keepAlive: Duration.DurationInput = keepAliveInterval
+): Stream.Stream<Uint8Array> =>
+  Stream.unwrapScoped(Effect.gen(function*() {
+    let due = false
+    yield* keepAliveTicks(keepAlive, () => {
+      due = true
+      source.nudge()
+    })
+    // One channel step per frame (no Option wrapping, no unwrap): this runs per subscriber per push.
+    const pull: Effect.Effect<Chunk.Chunk<Uint8Array> | undefined> = Effect.suspend(() => {
+      if (due) {
+        due = false
+        return Effect.succeed(Chunk.of(keepAliveBytes))
+      }
+      return Effect.flatMap(source.next, (frame) =>
+        frame === undefined ? Effect.succeed(undefined) : frame === null ? pull : Effect.succeed(Chunk.of(frame)))
+    })
+    const loop: Channel.Channel<Chunk.Chunk<Uint8Array>> = Channel.flatMap(
+      Channel.fromEffect(pull),
+      (chunk) => chunk === undefined ? Channel.void : Channel.flatMap(Channel.write(chunk), () => loop)
+    )
+    return Stream.fromChannel(Channel.flatMap(Channel.write(Chunk.of(retryBytes)), () => loop))
+  }))
+
 /**
  * The body of an SSE response: the retry hint, then `frames` with a keep-alive comment every
- * `keepAlive` while the frames last.
+ * `keepAlive` while the frames last. The frames are run ahead of the socket by up to 16.
  */
 export const body = (
   frames: Stream.Stream<string>,
   keepAlive: Duration.DurationInput = keepAliveInterval
 ): Stream.Stream<Uint8Array> =>
-  Stream.concat(Stream.succeed(retryFrame()), frames).pipe(
-    Stream.merge(Stream.fromSchedule(Schedule.spaced(keepAlive)).pipe(Stream.as(keepAliveFrame)), {
-      haltStrategy: "left"
-    }),
-    Stream.map((text) => encoder.encode(text))
-  )
+  Stream.unwrapScoped(Effect.gen(function*() {
+    // `null` is a wake-up: a keep-alive's turn, or the end of the frames.
+    const queue = yield* Effect.acquireRelease(Queue.bounded<Uint8Array | null>(16), Queue.shutdown)
+    let ended = false
+    // A wake-up is dropped when the queue is full: the reader is not waiting then.
+    const nudge = () => void queue.unsafeOffer(null)
+    yield* frames.pipe(
+      Stream.runForEach((frame) => Queue.offer(queue, encode(frame))),
+      Effect.ensuring(Effect.sync(() => {
+        ended = true
+        nudge()
+      })),
+      Effect.forkScoped
+    )
+    const next = Effect.suspend(() =>
+      ended && Option.getOrElse(queue.unsafeSize(), () => 0) === 0 ? Effect.succeed(undefined) : Queue.take(queue)
+    )
+    return fromSource({ next, nudge }, keepAlive)
+  }))
 
 /** A `200 text/event-stream` response over `frames`. */
 export const response = (frames: Stream.Stream<string>): HttpServerResponse.HttpServerResponse =>
   HttpServerResponse.stream(body(frames), { contentType: "text/event-stream", headers })
+
+/** A `200 text/event-stream` response pulled from `source` (see `fromSource`). */
+export const responseOf = (source: Source): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.stream(fromSource(source), { contentType: "text/event-stream", headers })
 
 /** The head of an SSE response without opening the stream (HEAD requests). */
 export const head = (): HttpServerResponse.HttpServerResponse =>

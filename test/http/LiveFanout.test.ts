@@ -1,0 +1,143 @@
+/**
+ * SSE fan-out of a projected live query: the members of one group (identical subscriptions) share
+ * the work of a re-run — the result is encoded once and the delta frame is built once, every member
+ * sending the same bytes — while each member's guards still run per push (an effectful guard too);
+ * and every open stream gets its keep-alive from the one shared timer while pushes keep flowing.
+ */
+import { FetchHttpClient, Headers } from "@effect/platform"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema, Stream, TestClock } from "effect"
+import { defineApp } from "../../src/app/App.js"
+import { query } from "../../src/app/Procedure.js"
+import * as Runtime from "../../src/app/Runtime.js"
+import * as LiveQuery from "../../src/http/LiveQuery.js"
+import * as Sse from "../../src/http/Sse.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as Store from "../../src/kernel/Store.js"
+import * as Subject from "../../src/kernel/Subject.js"
+import { defineTable } from "../../src/kernel/Table.js"
+
+const Ticks = defineTable("fanout_ticks", { fields: { n: Schema.Number } })
+
+/** Encodings of the output, counted: what sharing saves. */
+let encodes = 0
+const CountedNumber = Schema.transform(Schema.Number, Schema.Number, {
+  strict: true,
+  decode: (n) => n,
+  encode: (n) => {
+    encodes += 1
+    return n
+  }
+})
+
+const latest = query("fanout.latest", {
+  input: Schema.Struct({}),
+  output: CountedNumber,
+  handler: (_, { store }) =>
+    Effect.map(store.find(Ticks, { orderBy: "n", direction: "desc", limit: 1 }), (rows) => rows[0]?.n ?? 0)
+})
+
+const Bans = defineTable("fanout_bans", { fields: { seat: Schema.String } })
+
+/** The same query behind a guard that reads the store: it takes the members' full check path. */
+const banned = query("fanout.banned", {
+  input: Schema.Struct({}),
+  output: Schema.Number,
+  guards: [(ctx) =>
+    Effect.map(Effect.orDie(ctx.store.find(Bans, {})), (rows) =>
+      rows.some((row) => row.seat === ctx.headers["x-seat"]) ? { status: 403, message: "banned" } : undefined)],
+  handler: (_, { store }) =>
+    Effect.map(store.find(Ticks, { orderBy: "n", direction: "desc", limit: 1 }), (rows) => rows[0]?.n ?? 0)
+})
+
+const app = defineApp({ name: "live-fanout", tables: [Ticks, Bans], procedures: [latest, banned] })
+
+const stack = Runtime.layer(app).pipe(
+  Layer.provideMerge(Store.layerMemory),
+  Layer.provideMerge(ChangeTap.layerLocal),
+  Layer.provide(FetchHttpClient.layer)
+)
+
+const decoder = new TextDecoder()
+
+/** Opens `count` SSE answers of the live query; each collects its body's frames (as bytes) in order. */
+const openStreams = (count: number, procedure: typeof latest | typeof banned = latest) =>
+  Effect.gen(function*() {
+    const runtime = yield* Runtime.Runtime
+    return yield* Effect.forEach(Array.from({ length: count }, (_, i) => i), (seat) =>
+      Effect.gen(function*() {
+        const headers = Headers.fromInput({ "x-seat": String(seat) })
+        const response = yield* LiveQuery.answer(runtime, procedure, { input: {}, headers }, Effect.void)
+        assert.strictEqual(response.body._tag, "Stream")
+        const frames: Array<Uint8Array> = []
+        if (response.body._tag === "Stream") {
+          yield* response.body.stream.pipe(
+            Stream.runForEach((bytes) => Effect.sync(() => void frames.push(bytes))),
+            Effect.forkScoped
+          )
+        }
+        return frames
+      }))
+  })
+
+/** Waits (yielding to the other fibers) until every stream holds `n` frames. */
+const framesReach = (streams: ReadonlyArray<Array<Uint8Array>>, n: number) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 1_000 && streams.some((frames) => frames.length < n); i++) yield* Effect.yieldNow()
+    for (const frames of streams) assert.strictEqual(frames.length, n)
+  })
+
+describe("SSE fan-out of a live query", () => {
+  it.scopedLive("the members of a group share one encoding of the result and the same delta bytes", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const streams = yield* openStreams(20)
+      yield* framesReach(streams, 2)
+      for (const frames of streams) {
+        assert.strictEqual(decoder.decode(frames[0]), `retry: ${Sse.retryMillis}\n\n`)
+        assert.strictEqual(decoder.decode(frames[1]), `id: 1\nevent: snapshot\ndata: {"data":0}\n\n`)
+      }
+      // From here on a change is one re-run, one encoding and one delta frame for all 20.
+      encodes = 0
+      yield* store.insert(Ticks, { n: 7 }).pipe(Subject.asSystem)
+      yield* framesReach(streams, 3)
+      assert.strictEqual(encodes, 1, "the shared result is encoded once, not once per subscriber")
+      for (const frames of streams) {
+        assert.strictEqual(decoder.decode(frames[2]), `id: 2\nevent: delta\ndata: {"data":7}\n\n`)
+      }
+    }).pipe(Effect.provide(stack)))
+
+  it.scoped("every stream gets a keep-alive every 15 seconds from the shared timer, and pushes still follow", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const streams = yield* openStreams(3)
+      yield* framesReach(streams, 2)
+      yield* TestClock.adjust("14 seconds")
+      yield* framesReach(streams, 2)
+      yield* TestClock.adjust("1 second")
+      yield* framesReach(streams, 3)
+      for (const frames of streams) assert.strictEqual(decoder.decode(frames[2]), Sse.keepAliveFrame)
+      yield* store.insert(Ticks, { n: 3 }).pipe(Subject.asSystem)
+      yield* framesReach(streams, 4)
+      for (const frames of streams) assert.strictEqual(decoder.decode(frames[3]), `id: 2\nevent: delta\ndata: {"data":3}\n\n`)
+      yield* TestClock.adjust("15 seconds")
+      yield* framesReach(streams, 5)
+      for (const frames of streams) assert.strictEqual(decoder.decode(frames[4]), Sse.keepAliveFrame)
+    }).pipe(Effect.provide(stack)))
+
+  it.scopedLive("an effectful guard is still run per member around the shared result: a write it reads ends that member only", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const streams = yield* openStreams(3, banned)
+      yield* framesReach(streams, 2)
+      yield* store.insert(Bans, { seat: "1" }).pipe(Subject.asSystem)
+      yield* framesReach([streams[1]!], 3)
+      assert.strictEqual(decoder.decode(streams[1]![2]), `id: 2\nevent: error\ndata: {"_tag":"GuardRefused","message":"banned"}\n\n`)
+      yield* store.insert(Ticks, { n: 5 }).pipe(Subject.asSystem)
+      yield* framesReach([streams[0]!, streams[2]!], 3)
+      for (const frames of [streams[0]!, streams[2]!]) {
+        assert.strictEqual(decoder.decode(frames[2]), `id: 2\nevent: delta\ndata: {"data":5}\n\n`)
+      }
+      assert.strictEqual(streams[1]!.length, 3, "the refused member's stream ended with its error event")
+    }).pipe(Effect.provide(stack)))
+})
