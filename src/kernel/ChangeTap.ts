@@ -9,7 +9,7 @@ import type { PgClient } from "@effect/sql-pg"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
 import type { Cause } from "effect"
-import { Clock, Context, Deferred, Effect, Exit, Fiber, FiberId, Layer, PubSub, Queue, Ref, Schedule, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, FiberId, Layer, PubSub, Queue, Ref, Schedule, Stream } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
 import { StoreUnavailable } from "./Errors.js"
 import type { StoreError } from "./Errors.js"
@@ -296,7 +296,7 @@ export const fleetChannel = "fw_changes"
 
 /** Options of `layerFleet`. */
 export interface FleetOptions {
-  /** Outbox rows older than this are pruned (default 1 hour). */
+  /** Outbox rows older than this, by the database's clock, are pruned (default 1 hour). */
   readonly retainMs?: number
   /** A catch-up read runs this often even without a notification (default 5 s). */
   readonly pollMs?: number
@@ -325,6 +325,13 @@ export const parseSnapshot = (text: string): Snapshot => {
 /** True when `xid` had finished (committed or aborted) when `snapshot` was taken. */
 export const finishedIn = (snapshot: Snapshot, xid: bigint) =>
   xid < snapshot.xmin || (xid < snapshot.xmax && !snapshot.inProgress.has(xid))
+
+/**
+ * The database's wall clock in milliseconds. Outbox rows are stamped and pruned by it, not by a
+ * replica's `Clock`: a replica whose clock runs ahead (skew, or a test clock) would otherwise
+ * prune rows other replicas have not read yet.
+ */
+const databaseNowMs = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
 
 /** The advisory lock that serialises the outbox's DDL across starting replicas. */
 const outboxDdlLock = 0x66775f6f // "fw_o"
@@ -355,17 +362,24 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
       yield* pg.withTransaction(Effect.gen(function*() {
         yield* pg`SELECT pg_advisory_xact_lock(${outboxDdlLock})`
         yield* pg`CREATE TABLE IF NOT EXISTS _fw_change_outbox (
-          id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL, created_at BIGINT NOT NULL,
+          id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL,
+          created_at BIGINT NOT NULL DEFAULT ${pg.literal(databaseNowMs)},
           xid XID8 NOT NULL DEFAULT pg_current_xact_id())`
         // Outboxes created before the transaction id was recorded gain it (old rows: the ALTER's id).
         // Checked first: ALTER and CREATE INDEX lock the table even when there is nothing to do,
         // and would wait for every transaction writing to it (a replica starting mid-commit).
-        const [shape] = yield* pg<{ readonly xid: boolean; readonly indexed: boolean }>`SELECT
+        const [shape] = yield* pg<{ readonly xid: boolean; readonly stamped: boolean; readonly indexed: boolean }>`SELECT
           EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = '_fw_change_outbox' AND column_name = 'xid'
             AND table_schema = current_schema()) AS xid,
+          EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = '_fw_change_outbox' AND column_name = 'created_at'
+            AND table_schema = current_schema() AND column_default IS NOT NULL) AS stamped,
           EXISTS (SELECT 1 FROM pg_indexes WHERE indexname = '_fw_change_outbox_xid' AND schemaname = current_schema()) AS indexed`
         if (shape?.xid !== true) {
           yield* pg`ALTER TABLE _fw_change_outbox ADD COLUMN IF NOT EXISTS xid XID8 NOT NULL DEFAULT pg_current_xact_id()`
+        }
+        // Outboxes whose rows were stamped with the writer's clock gain the database's.
+        if (shape?.stamped !== true) {
+          yield* pg`ALTER TABLE _fw_change_outbox ALTER COLUMN created_at SET DEFAULT ${pg.literal(databaseNowMs)}`
         }
         if (shape?.indexed !== true) yield* pg`CREATE INDEX IF NOT EXISTS _fw_change_outbox_xid ON _fw_change_outbox (xid)`
       }))
@@ -494,10 +508,7 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
       yield* Queue.offer(wake, undefined).pipe(Effect.repeat(Schedule.spaced(options.pollMs ?? 5_000)), Effect.forkScoped)
       yield* Effect.delay(checkListener, options.listenCheckMs ?? 10_000).pipe(Effect.forever, Effect.forkScoped)
       const retainMs = options.retainMs ?? 3_600_000
-      yield* Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        yield* pg`DELETE FROM _fw_change_outbox WHERE created_at < ${now - retainMs}`
-      }).pipe(Effect.ignore, Effect.repeat(Schedule.spaced(Math.max(1_000, retainMs / 4))), Effect.forkScoped)
+      yield* pg`DELETE FROM _fw_change_outbox WHERE created_at < ${pg.literal(databaseNowMs)} - ${retainMs}`.pipe(Effect.ignore, Effect.repeat(Schedule.spaced(Math.max(1_000, retainMs / 4))), Effect.forkScoped)
 
       // The announcement is sent after commit, outside the transaction, coalesced: PostgreSQL
       // serialises the commits of transactions that NOTIFY (a database-wide lock held through the
@@ -515,9 +526,8 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
         scope: "fleet",
         stage: (changes) =>
           Effect.gen(function*() {
-            const now = yield* Clock.currentTimeMillis
-            const [row] = yield* pg<{ readonly id: string; readonly xid: string }>`INSERT INTO _fw_change_outbox (origin, changes, created_at)
-              VALUES (${origin}, ${JSON.stringify(changes)}, ${now}) RETURNING id::text AS id, xid::text AS xid`
+            const [row] = yield* pg<{ readonly id: string; readonly xid: string }>`INSERT INTO _fw_change_outbox (origin, changes)
+              VALUES (${origin}, ${JSON.stringify(changes)}) RETURNING id::text AS id, xid::text AS xid`
             if (row !== undefined) staged.set(changes, { id: row.id, xid: BigInt(row.xid) })
           }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
         ...delivery,
