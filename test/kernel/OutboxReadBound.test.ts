@@ -70,10 +70,10 @@ describe.skipIf(Pg.serverUrl === null)("ChangeTap fleet outbox read", () => {
       yield* Effect.promise(() =>
         writer.query(
           `DO $$ BEGIN FOR g IN 1..${rows} LOOP
-             INSERT INTO _fw_change_outbox (origin, changes, created_at)
+             INSERT INTO _fw_change_outbox (origin, changes)
              SELECT 'elsewhere', jsonb_build_array(jsonb_build_object('table', 'notes', 'op', 'insert', 'id', 'bulk-' || g,
                'tenantId', null, 'before', null, 'after', jsonb_build_object('id', 'bulk-' || g), 'at', 0,
-               'provenance', jsonb_build_object('traceId', 'bound', 'subjectId', null, 'procedure', null))), 0;
+               'provenance', jsonb_build_object('traceId', 'bound', 'subjectId', null, 'procedure', null)));
              COMMIT;
            END LOOP; END $$`
         )
@@ -83,7 +83,7 @@ describe.skipIf(Pg.serverUrl === null)("ChangeTap fleet outbox read", () => {
       // Later changes still arrive, one each, while the old transaction stays open.
       for (const id of ["after-1", "after-2"]) {
         yield* Effect.promise(() =>
-          writer.query(`INSERT INTO _fw_change_outbox (origin, changes, created_at) VALUES ('elsewhere', $1, 0)`, [JSON.stringify([change(id)])])
+          writer.query(`INSERT INTO _fw_change_outbox (origin, changes) VALUES ('elsewhere', $1)`, [JSON.stringify([change(id)])])
         )
         assert.deepStrictEqual(yield* take(received, 1), [id])
       }
