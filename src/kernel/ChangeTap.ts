@@ -9,10 +9,11 @@ import type { PgClient } from "@effect/sql-pg"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
 import type { Cause } from "effect"
-import { Context, Deferred, Effect, Exit, Fiber, FiberId, Layer, PubSub, Queue, Ref, Schedule, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, FiberId, Layer, PubSub, Queue, Schedule } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
 import { StoreUnavailable } from "./Errors.js"
 import type { StoreError } from "./Errors.js"
+import * as ListenWatchdog from "./ListenWatchdog.js"
 import * as Subject from "./Subject.js"
 
 /** A change recorded inside a transaction, before commit gives it a `seq`. */
@@ -301,8 +302,11 @@ export interface FleetOptions {
   /** A catch-up read runs this often even without a notification (default 5 s). */
   readonly pollMs?: number
   /**
-   * How often the LISTEN connection is checked with a ping to itself (default 10 s). A connection
-   * that no longer hears it (a PostgreSQL restart, a failover, an idle kill) is replaced.
+   * How often the LISTEN connection (a connection of its own, not from the pool) is checked with a
+   * heartbeat notification sent through the pool (default 10 s). A connection that does not hear it
+   * within 2 s (deaf: a half-dead network path, a server gone without closing the socket) or that
+   * closed (a PostgreSQL restart, a failover, an idle kill) is dropped without waiting on it, a read
+   * runs at once, and a fresh connection LISTENs. See ListenWatchdog.
    */
   readonly listenCheckMs?: number
   /** Most outbox rows one catch-up read returns (default 500); a longer backlog is read in pages. */
@@ -459,54 +463,25 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
       const wake = yield* Queue.sliding<void>(1)
       yield* Effect.forever(Effect.zipRight(Queue.take(wake), catchUp)).pipe(Effect.forkScoped)
 
-      // LISTEN starts when the stream runs: the layer is ready only once its own ping came back.
-      const listening = yield* Deferred.make<void>()
-      const ping = `ready:${origin}`
-      const heartbeat = `alive:${origin}`
-      const heard = yield* Ref.make(0)
-      const listen = pg.listen(fleetChannel).pipe(
-        Stream.runForEach((from) =>
-          from === ping
-            ? Deferred.succeed(listening, undefined)
-            : from === heartbeat
-            ? Ref.update(heard, (n) => n + 1)
-            // Our own commits, and other replicas' pings, announce nothing to read.
-            : from === origin || from.startsWith("ready:") || from.startsWith("alive:")
+      // LISTEN on a connection of its own, checked by a heartbeat and replaced when it goes deaf
+      // (see ListenWatchdog): the layer is ready once the server confirmed the first LISTEN.
+      yield* ListenWatchdog.make({
+        config: pg.config,
+        channel: fleetChannel,
+        heartbeat: `alive:${origin}`,
+        notify: (payload) => pg`SELECT pg_notify(${fleetChannel}, ${payload})`,
+        onPayload: (from) =>
+          // Our own commits, and other replicas' heartbeats (and the `ready:` pings of replicas of
+          // earlier versions, during a rolling deploy), announce nothing to read.
+          from === origin || from.startsWith("alive:") || from.startsWith("ready:")
             ? Effect.void
-            : Queue.offer(wake, undefined)
-        ),
-        Effect.catchAll((error) => Effect.logError("fleet change listener stopped", error))
-      )
-      const listener = yield* Ref.make(yield* Effect.forkScoped(listen))
-      // The pg driver swallows the LISTEN connection's errors, so a dead connection looks like a
-      // quiet one: ping it, and replace it (then catch up) when the ping does not come back.
-      const hears = Effect.gen(function*() {
-        const before = yield* Ref.get(heard)
-        yield* pg`SELECT pg_notify(${fleetChannel}, ${heartbeat})`
-        return yield* Ref.get(heard).pipe(
-          Effect.repeat({ until: (n) => n > before, schedule: Schedule.spaced("20 millis") }),
-          Effect.timeout("2 seconds"),
-          Effect.isSuccess
-        )
+            : Queue.offer(wake, undefined),
+        onMissed: Queue.offer(wake, undefined),
+        checkMs: options.listenCheckMs ?? 10_000
       })
-      const checkListener = Effect.gen(function*() {
-        if (yield* hears) return
-        yield* Effect.logWarning("fleet change listener went deaf; reconnecting")
-        yield* Effect.flatMap(Ref.get(listener), (fiber) => Fiber.interrupt(fiber).pipe(Effect.ignore))
-        yield* Ref.set(listener, yield* Effect.forkScoped(listen))
-        // Read what was announced while deaf once the new connection listens (it may take a few tries).
-        yield* hears.pipe(Effect.repeat({ until: (ok) => ok, times: 5 }))
-        yield* Queue.offer(wake, undefined)
-      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("fleet change listener check failed", cause)))
-      yield* pg`SELECT pg_notify(${fleetChannel}, ${ping})`.pipe(
-        Effect.zipRight(Deferred.await(listening).pipe(Effect.timeout("100 millis"))),
-        Effect.retry({ times: 50 }),
-        Effect.catchAll((error) => Effect.logWarning("fleet change listener not confirmed; catch-up polling covers it", error))
-      )
       // A commit between the first snapshot and LISTEN announced itself to no one: read now.
       yield* Queue.offer(wake, undefined)
       yield* Queue.offer(wake, undefined).pipe(Effect.repeat(Schedule.spaced(options.pollMs ?? 5_000)), Effect.forkScoped)
-      yield* Effect.delay(checkListener, options.listenCheckMs ?? 10_000).pipe(Effect.forever, Effect.forkScoped)
       const retainMs = options.retainMs ?? 3_600_000
       yield* pg`DELETE FROM _fw_change_outbox WHERE created_at < ${pg.literal(databaseNowMs)} - ${retainMs}`.pipe(Effect.ignore, Effect.repeat(Schedule.spaced(Math.max(1_000, retainMs / 4))), Effect.forkScoped)
 
