@@ -419,13 +419,17 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
         readonly origin: string | null
         readonly changes: ReadonlyArray<PendingChange> | null
       }
+      // Not visible in `seen` means begun at or after its xmax, or in progress then: asked as those
+      // two ranges of the xid index. (`xid >= xmin` read every row written since the oldest
+      // transaction open in the whole cluster, any database's, on every read: with a long report
+      // or a stuck session elsewhere, each notification scanned the outbox.)
       const page = (after: string) =>
         pg<Row>`SELECT s.snap, o.id, o.xid, o.origin, o.changes
           FROM (SELECT pg_current_snapshot()::text AS snap) s
           LEFT JOIN LATERAL ( -- ordered by the number, not by its text form
 
             SELECT id::text AS id, xid::text AS xid, origin, changes FROM _fw_change_outbox
-            WHERE xid >= pg_snapshot_xmin(${seen}::pg_snapshot)
+            WHERE (xid >= pg_snapshot_xmax(${seen}::pg_snapshot) OR xid = ANY(ARRAY(SELECT pg_snapshot_xip(${seen}::pg_snapshot))))
               AND NOT pg_visible_in_snapshot(xid, ${seen}::pg_snapshot)
               AND id > ${after}::bigint
             ORDER BY _fw_change_outbox.id LIMIT ${readBatch}

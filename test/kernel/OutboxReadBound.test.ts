@@ -1,0 +1,120 @@
+/**
+ * The fleet outbox read examines only what it may deliver (real PostgreSQL). A transaction left
+ * open anywhere in the cluster (a long report, a stuck session, another database's) holds the
+ * snapshots' xmin back; a read bounded below by that xmin examined every outbox row written since,
+ * on every notification. Checked through the work PostgreSQL reports for the reader's own
+ * statement (rows examined, never a duration), and through delivery while the xmin is held back.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Queue, Redacted } from "effect"
+import pg from "pg"
+import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as Pg from "../support/Pg.js"
+
+/** A connection of its own, ended with the scope. */
+const connection = (url: string) =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = new pg.Client({ connectionString: url })
+      await client.connect()
+      return client
+    }),
+    (client) => Effect.promise(() => client.end().catch(() => undefined))
+  )
+
+const change = (id: string) => ({
+  table: "notes", op: "insert", id, tenantId: null, before: null, after: { id }, at: 0,
+  provenance: { traceId: "bound", subjectId: null, procedure: null }
+})
+
+/** Takes `n` events (20 s at most), returning their ids. */
+const take = (queue: Queue.Queue<ChangeEvent>, n: number) =>
+  Effect.gen(function*() {
+    const ids: Array<string> = []
+    while (ids.length < n) ids.push((yield* Queue.take(queue).pipe(Effect.timeout("20 seconds"))).id)
+    return ids
+  })
+
+/** Rows a plan node and its children read from tables: returned plus removed by a filter or recheck. */
+const examined = (node: Record<string, unknown>): number => {
+  const own = typeof node["Relation Name"] === "string"
+    ? Number(node["Actual Rows"] ?? 0) + Number(node["Rows Removed by Filter"] ?? 0) + Number(node["Rows Removed by Index Recheck"] ?? 0)
+    : 0
+  const children = (node["Plans"] as ReadonlyArray<Record<string, unknown>> | undefined) ?? []
+  return children.reduce((sum, child) => sum + examined(child), own)
+}
+
+describe.skipIf(Pg.serverUrl === null)("ChangeTap fleet outbox read", () => {
+  it.scopedLive("while an old transaction holds the xmin back, a read examines only rows not yet read, and delivers them", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const applicationName = "fw_outbox_bound"
+      const context = yield* Layer.build(
+        ChangeTap.layerFleet({ pollMs: 200 }).pipe(
+          Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), applicationName, maxConnections: 2 }))
+        )
+      )
+      const received = yield* Queue.unbounded<ChangeEvent>()
+      yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.subscribe({ name: "collect", onEvent: (e) => Queue.offer(received, e) })).pipe(
+        Effect.provide(context)
+      )
+      // A transaction with an id, left open: every snapshot's xmin stays at or below it.
+      const old = yield* connection(url)
+      yield* Effect.promise(() => old.query("BEGIN").then(() => old.query("SELECT pg_current_xact_id()")))
+      const writer = yield* connection(url)
+      const rows = 2_000
+      // One transaction per row, as writes are (a DO block commits each; no flush wait per commit).
+      yield* Effect.promise(() => writer.query("SET synchronous_commit = off"))
+      yield* Effect.promise(() =>
+        writer.query(
+          `DO $$ BEGIN FOR g IN 1..${rows} LOOP
+             INSERT INTO _fw_change_outbox (origin, changes)
+             SELECT 'elsewhere', jsonb_build_array(jsonb_build_object('table', 'notes', 'op', 'insert', 'id', 'bulk-' || g,
+               'tenantId', null, 'before', null, 'after', jsonb_build_object('id', 'bulk-' || g), 'at', 0,
+               'provenance', jsonb_build_object('traceId', 'bound', 'subjectId', null, 'procedure', null)));
+             COMMIT;
+           END LOOP; END $$`
+        )
+      )
+      const bulk = yield* take(received, rows)
+      assert.strictEqual(new Set(bulk).size, rows)
+      // Later changes still arrive, one each, while the old transaction stays open.
+      for (const id of ["after-1", "after-2"]) {
+        yield* Effect.promise(() =>
+          writer.query(`INSERT INTO _fw_change_outbox (origin, changes) VALUES ('elsewhere', $1)`, [JSON.stringify([change(id)])])
+        )
+        assert.deepStrictEqual(yield* take(received, 1), [id])
+      }
+      // The reader's statement as it ran (its pool connections keep their last query's text),
+      // explained with a snapshot taken now, whose xmin the old transaction holds back.
+      const lookup = Effect.promise(() =>
+        writer.query<{ query: string }>(
+          `SELECT query FROM pg_stat_activity WHERE application_name = $1 AND query LIKE '%pg_visible_in_snapshot%' LIMIT 1`,
+          [applicationName]
+        )
+      ).pipe(Effect.map((result) => result.rows[0]?.query))
+      let text = yield* lookup
+      for (let attempt = 0; text === undefined && attempt < 50; attempt++) text = yield* Effect.zipRight(Effect.sleep("100 millis"), lookup)
+      assert.isDefined(text, "the reader's statement was not found")
+      const parameters = [...new Set(text!.match(/\$\d+/g) ?? [])].length
+      const snapshot = (yield* Effect.promise(() => writer.query<{ snap: string }>("SELECT pg_current_snapshot()::text AS snap"))).rows[0]!.snap
+      assert.isBelow(Number(snapshot.split(":")[0]), Number(snapshot.split(":")[1]), "the xmin is held back")
+      // Parameters in order: the snapshot (each use), then the id to read after, then the page size.
+      const values = [...Array.from({ length: parameters - 2 }, () => snapshot), "0", "500"]
+      // Planned on statistics, as autovacuum keeps them for a table in use (a never-analyzed table
+      // is planned on guesses, whatever the predicate).
+      yield* Effect.promise(() => writer.query("ANALYZE _fw_change_outbox"))
+      yield* Effect.promise(() => writer.query(`PREPARE outbox_read AS ${text}`))
+      const plan = yield* Effect.promise(() =>
+        writer.query<{ "QUERY PLAN": ReadonlyArray<{ Plan: Record<string, unknown> }> }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE outbox_read(${values.map((v) => `'${v}'`).join(", ")})`
+        )
+      )
+      const work = examined(plan.rows[0]!["QUERY PLAN"][0]!.Plan)
+      // Nothing is left to deliver: the read finds (and examines) next to nothing, not the bulk.
+      assert.isBelow(work, 100, `the read examined ${work} outbox rows`)
+      yield* Effect.promise(() => old.query("ROLLBACK"))
+    }))
+})
