@@ -217,6 +217,9 @@ export const make = (config: Config): FlagRegistryShape => {
   let bound: StoreShape | undefined
   const sourceName = "_fw_feature_flags"
 
+  /** A stored override; an empty one is a cleared override (the code definition stands). */
+  const overrideOf = (override: Readonly<Record<string, unknown>>) => Object.keys(override).length === 0 ? undefined : override
+
   /** Patches the code definition with `override`; Left: why it is refused. */
   type Built = { readonly resolved: Definition.Resolved; readonly override: Readonly<Record<string, unknown>> | undefined }
   const candidate = (entry: Entry, override: Readonly<Record<string, unknown>> | undefined): Either.Either<Built, string> => {
@@ -312,7 +315,7 @@ export const make = (config: Config): FlagRegistryShape => {
       // this one and builds on it (read committed would otherwise let both read the same version).
       const result = yield* store.transaction(Effect.gen(function*() {
         const row = yield* store.get(FlagState, entry.key, { forUpdate: true })
-        const stored = row._tag === "Some" ? row.value.override : undefined
+        const stored = row._tag === "Some" ? overrideOf(row.value.override) : undefined
         const version = row._tag === "Some" ? row.value.version : 0
         // A stored override that no longer fits was refused when read: the change builds on the code definition.
         const fits = candidate(entry, stored)
@@ -321,14 +324,13 @@ export const make = (config: Config): FlagRegistryShape => {
         const override = next(current, currentResolved)
         const built = candidate(entry, override)
         if (Either.isLeft(built)) return Either.left(built.left)
-        if (built.right.override === undefined) {
-          if (row._tag === "Some") yield* store.delete(FlagState, entry.key)
-        } else {
-          const state = { id: entry.key, override: built.right.override, version: version + 1, updatedAt: now, updatedBy: actor }
-          // No row to lock: a concurrent first writer makes this insert fail `DuplicateRow`, and the
-          // whole change is retried on the row that writer committed.
-          yield* row._tag === "Some" ? store.upsert(FlagState, state) : store.insert(FlagState, state)
-        }
+        // A cleared override keeps its row (an empty override): deleting it would restart the
+        // flag's version at 1, and every replica (this one included) would take the next change for
+        // one older than the version it holds and ignore it.
+        const state = { id: entry.key, override: built.right.override ?? {}, version: version + 1, updatedAt: now, updatedBy: actor }
+        // No row to lock: a concurrent first writer makes this insert fail `DuplicateRow`, and the
+        // whole change is retried on the row that writer committed.
+        yield* row._tag === "Some" ? store.upsert(FlagState, state) : store.insert(FlagState, state)
         const before = snapshotOf(currentResolved)
         const after = snapshotOf(built.right.resolved)
         yield* store.insert(FlagAudit, {
@@ -442,7 +444,7 @@ export const make = (config: Config): FlagRegistryShape => {
         bound = store
         const rows = yield* store.find(FlagState).pipe(Effect.mapError(storeFailed))
         const now = yield* Clock.currentTimeMillis
-        for (const row of rows) yield* applyStored(row.id, row.override, row.version, now)
+        for (const row of rows) yield* applyStored(row.id, overrideOf(row.override), row.version, now)
       }),
     applyChange: (event) =>
       Effect.gen(function*() {
@@ -456,7 +458,7 @@ export const make = (config: Config): FlagRegistryShape => {
         const row = StateRow(event.after)
         if (Either.isLeft(row)) return yield* Effect.logWarning(`flags: unreadable state row for "${event.id}"`)
         if (row.right.version < entry.version) return
-        yield* applyStored(event.id, row.right.override, row.right.version, event.at)
+        yield* applyStored(event.id, overrideOf(row.right.override), row.right.version, event.at)
       }),
     flushUsage: Effect.suspend(() =>
       bound === undefined || !track ? Effect.succeed(0) : Usage.flush(bound, buffer).pipe(Effect.mapError(storeFailed))

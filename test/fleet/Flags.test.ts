@@ -3,6 +3,7 @@
  * scope): a toggle through replica A's inspect route is honoured on replica B — B's gated
  * `beta.report` answers `FlagDisabled`, then succeeds again after a toggle back on B — and B's live
  * `flags.evaluate` subscriber (WebSocket) receives each new set; A's subscriber sees B's toggle too.
+ * A toggle after the override was cleared is honoured on both.
  * Without the fleet scope (each replica's changes its own) B would keep serving the old state.
  */
 import { assert, describe, it } from "@effect/vitest"
@@ -31,6 +32,17 @@ const toggle = (url: string, flag: string, actor: string) =>
     const body = await response.text()
     if (response.status !== 200) throw new Error(`toggle on ${url}: ${response.status} ${body}`)
     return (JSON.parse(body) as { readonly after: { readonly enabled: boolean } }).after.enabled
+  })
+
+/** Clears `flag`'s override through `url`'s inspect route (back to the code definition). */
+const clear = (url: string, flag: string) =>
+  Effect.promise(async () => {
+    const response = await fetch(`${url}/_fw/inspect/plugins/flags/override`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${inspectToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ flag, actor: "ops", override: null })
+    })
+    if (response.status !== 200) throw new Error(`clear on ${url}: ${response.status} ${await response.text()}`)
   })
 
 /** A replica's clients: `report` over HTTP (its answer or its error's tag) and `flags.evaluate` live over WebSocket. */
@@ -69,8 +81,19 @@ describe.skipIf(Pg.serverUrl === null)("flag toggles across replicas (real proce
       const pushedA = yield* onA.next
       const gatedA = yield* Fleet.eventually(onA.gated, (answer) => answer === "ok")
       assert.deepStrictEqual([pushedA, gatedA, yield* onB.next, yield* onB.gated], [true, "ok", true, "ok"])
-      console.log(`fleet flags: 2 replicas, 2 toggles (off on A, on on B): each honoured by the other's gate and pushed to its live flags.evaluate`)
-    }), { timeout: 60_000 })
+
+      // The override cleared on A (beta back to its code definition, on), then toggled off on A:
+      // both replicas follow the toggle (the clear must not reset the flag's version, or the
+      // toggle after it would look older than what the replicas hold and be ignored).
+      yield* clear(a.url, "beta")
+      assert.isFalse(yield* toggle(a.url, "beta", "ops-a"))
+      const afterClear = yield* Effect.all([
+        Fleet.eventually(onA.gated, (answer) => answer === "FlagDisabled"),
+        Fleet.eventually(onB.gated, (answer) => answer === "FlagDisabled")
+      ], { concurrency: "unbounded" })
+      assert.deepStrictEqual(afterClear, ["FlagDisabled", "FlagDisabled"], "a toggle after a clear is honoured on both replicas")
+      console.log(`fleet flags: 2 replicas, 3 toggles and a clear: each honoured by the other's gate and pushed to its live flags.evaluate`)
+    }), { timeout: 90_000 })
 })
 
 if (Pg.serverUrl === null) console.warn(Pg.skipReason)
