@@ -50,6 +50,10 @@ export interface Writer {
  * The writer of a registry kept in `mode`: `store` is the bound SQL store (undefined until the
  * plugin attaches it), `notify` tells live subscribers the state changed.
  */
+/** A stored override; an empty one is a cleared override (the code definition stands). */
+export const storedOverride = (override: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> | undefined =>
+  Object.keys(override).length === 0 ? undefined : override
+
 export const makeWriter = (options: {
   readonly mode: "memory" | "sql"
   readonly store: () => StoreShape | undefined
@@ -95,7 +99,7 @@ export const makeWriter = (options: {
       // this one and builds on it (read committed would otherwise let both read the same version).
       const result = yield* store.transaction(Effect.gen(function*() {
         const row = yield* store.get(FlagState, entry.key, { forUpdate: true })
-        const stored = row._tag === "Some" ? row.value.override : undefined
+        const stored = row._tag === "Some" ? storedOverride(row.value.override) : undefined
         const version = row._tag === "Some" ? row.value.version : 0
         // A stored override that no longer fits was refused when read: the change builds on the code definition.
         const fits = Entry.candidate(entry, stored)
@@ -104,14 +108,13 @@ export const makeWriter = (options: {
         const override = next(current, currentResolved)
         const built = Entry.candidate(entry, override)
         if (Either.isLeft(built)) return Either.left(built.left)
-        if (built.right.override === undefined) {
-          if (row._tag === "Some") yield* store.delete(FlagState, entry.key)
-        } else {
-          const state = { id: entry.key, override: built.right.override, version: version + 1, updatedAt: now, updatedBy: actor }
-          // No row to lock: a concurrent first writer makes this insert fail `DuplicateRow`, and the
-          // whole change is retried on the row that writer committed.
-          yield* row._tag === "Some" ? store.upsert(FlagState, state) : store.insert(FlagState, state)
-        }
+        // A cleared override keeps its row (an empty override): deleting it would restart the
+        // flag's version at 1, and every replica (this one included) would take the next change for
+        // one older than the version it holds and ignore it.
+        const state = { id: entry.key, override: built.right.override ?? {}, version: version + 1, updatedAt: now, updatedBy: actor }
+        // No row to lock: a concurrent first writer makes this insert fail `DuplicateRow`, and the
+        // whole change is retried on the row that writer committed.
+        yield* row._tag === "Some" ? store.upsert(FlagState, state) : store.insert(FlagState, state)
         const before = Entry.snapshotOf(currentResolved)
         const after = Entry.snapshotOf(built.right.resolved)
         yield* store.insert(FlagAudit, {

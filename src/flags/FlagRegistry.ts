@@ -242,7 +242,7 @@ export const make = (config: Config): FlagRegistryShape => {
         const now = yield* Clock.currentTimeMillis
         for (const row of rows) {
           const entry = entries.get(row.id)
-          if (entry !== undefined) yield* writer.applyStored(entry, row.override, row.version, now)
+          if (entry !== undefined) yield* writer.applyStored(entry, Commit.storedOverride(row.override), row.version, now)
         }
       }),
     applyChange: (event) =>
@@ -257,7 +257,7 @@ export const make = (config: Config): FlagRegistryShape => {
         const row = StateRow(event.after)
         if (Either.isLeft(row)) return yield* Effect.logWarning(`flags: unreadable state row for "${event.id}"`)
         if (row.right.version < entry.version) return
-        yield* writer.applyStored(entry, row.right.override, row.right.version, event.at)
+        yield* writer.applyStored(entry, Commit.storedOverride(row.right.override), row.right.version, event.at)
       }),
     flushUsage: Effect.suspend(() =>
       bound === undefined || !track ? Effect.succeed(0) : Usage.flush(bound, buffer).pipe(Effect.mapError(storeFailed))

@@ -151,3 +151,22 @@ describe.skipIf(Pg.serverUrl === null)("concurrent toggles (PostgreSQL, read com
       }
     }))
 })
+
+describe.skipIf(Pg.serverUrl === null)("a cleared override (PostgreSQL)", () => {
+  it.scopedLive("a toggle after a clear is honoured by the replica that made it and by the others; the version keeps counting", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      yield* SchemaDiffer.apply([...flagTables.all]).pipe(Effect.provide(Pg.layerClient(url)), Effect.orDie)
+      const a = yield* registryOn(url)
+      const enabled = (registry: FlagRegistry.FlagRegistryShape) => Effect.map(registry.list, (list) => list.find((e) => e.key === "beta")!)
+      yield* a.toggle("beta", "ops")
+      yield* a.clearOverride("beta", "ops")
+      assert.deepStrictEqual(Object.values(yield* Effect.map(enabled(a), (e) => [e.enabled, e.version])), [true, 2])
+      const flipped = yield* a.toggle("beta", "ops")
+      assert.deepStrictEqual([flipped.after.enabled, flipped.version], [false, 3])
+      assert.isFalse((yield* enabled(a)).enabled, "the replica that toggled")
+      // Another replica reading the stored state (at start, as after a restart) sees the toggle.
+      const b = yield* registryOn(url)
+      assert.deepStrictEqual(Object.values(yield* Effect.map(enabled(b), (e) => [e.enabled, e.version])), [false, 3])
+    }))
+})

@@ -3,6 +3,7 @@
  * fw app on PostgreSQL with the fleet change scope and row history, served over HTTP. It records
  * every change event it receives and shows them on `GET /_events`. Prints `PORT <n>` once it answers
  * HTTP (printed earlier, a first request could reach the socket before its routes and hang).
+ * `docs.list` is the live query the harness follows over WebSocket on several replicas.
  * `POST /jobs` is an idempotent REST route whose handler records its run, then waits while a row
  * of `job_gates` names its job (the test's way of holding a handler in flight), then records the job.
  *
@@ -19,7 +20,7 @@ import { Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import { createServer } from "node:http"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
-import { mutation } from "../../src/app/Procedure.js"
+import { mutation, query } from "../../src/app/Procedure.js"
 import { rowHistoryPlugin } from "../../src/history/index.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
@@ -43,6 +44,14 @@ export const retitle = mutation("docs.retitle", {
   input: Schema.Struct({ id: Schema.String, title: Schema.String }),
   output: Schema.Struct({ id: Schema.String }),
   handler: (input, { store }) => Effect.map(store.update(Docs, input.id, { title: input.title }), (row) => ({ id: row.id }))
+})
+
+/** Every doc, by id: the harness subscribes to it live on several replicas. */
+export const list = query("docs.list", {
+  input: Schema.Struct({}),
+  output: Schema.Array(Schema.Struct({ id: Schema.String, title: Schema.String })),
+  handler: (_input, { store }) =>
+    Effect.map(store.find(Docs, { orderBy: "id" }), (rows) => rows.map((row) => ({ id: row.id, title: row.title })))
 })
 
 /** One row per run of a job's handler (committed as the handler starts). */
@@ -79,7 +88,7 @@ const bearer: AuthStrategy.AuthStrategy = {
 /** The app: the same definition in every replica and in the harness's clients. */
 export const app = defineApp({
   tables: [Docs, JobRuns, Jobs, JobGates],
-  procedures: [create, retitle],
+  procedures: [create, retitle, list],
   restRoutes: [runJob],
   auth: [bearer],
   plugins: [rowHistoryPlugin()],
