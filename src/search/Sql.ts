@@ -51,7 +51,8 @@ const filterSql = (filter: Filter, param: (value: unknown) => string): string =>
   const elements = `jsonb_array_elements(${wrap(`d.doc #> ${path}`)}) e`
   if (isOrdered(filter)) {
     const op = filter.op === "gt" ? ">" : filter.op === "gte" ? ">=" : filter.op === "lt" ? "<" : "<="
-    return `EXISTS (SELECT 1 FROM ${elements} WHERE jsonb_typeof(e) = 'number' AND e::numeric ${op} ${param(filter.value)}::numeric)`
+    // PostgreSQL may evaluate the cast before the type test of an AND: the CASE guards it.
+    return `EXISTS (SELECT 1 FROM ${elements} WHERE (CASE WHEN jsonb_typeof(e) = 'number' THEN e::numeric END) ${op} ${param(filter.value)}::numeric)`
   }
   const values = (Array.isArray(filter.value) ? filter.value : [filter.value]).map((value) => JSON.stringify(value))
   const any = `EXISTS (SELECT 1 FROM ${elements} WHERE e = ANY(${param(values)}::text[]::jsonb[]))`
