@@ -10,7 +10,6 @@ import { Effect, Layer, Redacted, Schema } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import pg from "pg"
 import * as PluginHost from "../src/server/PluginHost.js"
 import { rowAsOf, rowHistoryPlugin, RowHistory } from "../src/history/index.js"
 import type { RowHistoryPlugin } from "../src/history/index.js"
@@ -18,12 +17,12 @@ import * as ChangeTap from "../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../src/kernel/SchemaDiffer.js"
 import * as Store from "../src/kernel/Store.js"
 import { defineTable } from "../src/kernel/Table.js"
+import { scratchDatabase } from "./pgDatabase.js"
 import { perSecond, table } from "./support.js"
 
 const Docs = defineTable("docs", { fields: { title: Schema.String, n: Schema.Number } })
 const N = 1_000
 const VERSIONS = 10_000
-const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 
 const stack = (client: Layer.Layer<SqlClient.SqlClient, unknown>, history: RowHistoryPlugin | null) =>
   (history !== null ? Layer.scopedDiscard(PluginHost.start(history)) : Layer.empty).pipe(
@@ -74,25 +73,6 @@ const asOfLatency = Effect.gen(function*() {
   return { p50: samples[100]!, p99: samples[197]! }
 })
 
-const freshPg = async () => {
-  const name = `fw_bench_h_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
-  const admin = new pg.Client({ connectionString: pgUrl })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  const url = new URL(pgUrl)
-  url.pathname = `/${name}`
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const again = new pg.Client({ connectionString: pgUrl })
-      await again.connect()
-      await again.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      await again.end()
-    }
-  }
-}
-
 export const run = async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "fw-bench-history-"))
   const rows: Array<Record<string, string | number>> = []
@@ -118,7 +98,7 @@ export const run = async () => {
   await measure("sqlite (file)", () => SqliteClient.layer({ filename: path.join(dir, `h${n++}.db`) }))
   try {
     const dbs: Array<{ drop: () => Promise<void> }> = []
-    const urls = await Promise.all([freshPg(), freshPg(), freshPg(), freshPg()])
+    const urls = await Promise.all([scratchDatabase("h"), scratchDatabase("h"), scratchDatabase("h"), scratchDatabase("h")])
     dbs.push(...urls)
     let i = 0
     await measure("postgresql", () => PgClient.layer({ url: Redacted.make(urls[i++]!.url) }))

@@ -10,36 +10,19 @@ import type { Scope } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import pg from "pg"
 import type * as Aggregate from "../../src/aggregates/Aggregate.js"
 import { AggregateScheduler, layerMemory, layerSql, tables as aggregateTables } from "../../src/aggregates/index.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
 import type * as Table from "../../src/kernel/Table.js"
-
-export const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+import { scratchDatabase } from "../pgDatabase.js"
 
 /** A fresh PostgreSQL database for the run, dropped at the end of the scope. */
 export const freshPg: Effect.Effect<string, never, Scope.Scope> = Effect.acquireRelease(
-  Effect.promise(async () => {
-    const name = `fw_bench_agg_${Date.now().toString(36)}`
-    const admin = new pg.Client({ connectionString: pgUrl })
-    await admin.connect()
-    await admin.query(`CREATE DATABASE ${name}`)
-    await admin.end()
-    const url = new URL(pgUrl)
-    url.pathname = `/${name}`
-    return url.toString()
-  }),
-  (url) =>
-    Effect.promise(async () => {
-      const admin = new pg.Client({ connectionString: pgUrl })
-      await admin.connect()
-      await admin.query(`DROP DATABASE IF EXISTS ${new URL(url).pathname.slice(1)} WITH (FORCE)`)
-      await admin.end()
-    })
-)
+  Effect.promise(() => scratchDatabase("agg")),
+  (database) => Effect.promise(database.drop)
+).pipe(Effect.map((database) => database.url))
 
 export type Tier = "memory" | "sqlite" | "pg"
 

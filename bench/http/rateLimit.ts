@@ -10,7 +10,6 @@
 import { FetchHttpClient, HttpLayerRouter } from "@effect/platform"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
-import pg from "pg"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import * as Runtime from "../../src/app/Runtime.js"
@@ -19,6 +18,7 @@ import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import * as Server from "../../src/server/Server.js"
+import { pgReachable, pgUrl, scratchDatabase as scratch } from "../pgDatabase.js"
 import { perSecond, table } from "./harness.js"
 
 const subject = Subject.make({ type: "user", id: "bench", tenantId: "acme" })
@@ -101,31 +101,8 @@ const measure = async (
   }
 }
 
-const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-
 /** A scratch database for the PostgreSQL run, or `undefined` when PostgreSQL is not reachable. */
-const scratchDatabase = async (): Promise<{ readonly url: string; readonly drop: () => Promise<void> } | undefined> => {
-  const admin = new pg.Client({ connectionString: pgUrl })
-  try {
-    await admin.connect()
-  } catch {
-    return undefined
-  }
-  const name = `fw_bench_rl_${Date.now().toString(36)}`
-  await admin.query(`CREATE DATABASE ${name}`)
-  await admin.end()
-  const url = new URL(pgUrl)
-  url.pathname = `/${name}`
-  return {
-    url: url.toString(),
-    drop: async () => {
-      const c = new pg.Client({ connectionString: pgUrl })
-      await c.connect()
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-      await c.end()
-    }
-  }
-}
+const scratchDatabase = async () => await pgReachable() ? await scratch("rl") : undefined
 
 export const run = async () => {
   const memory = () => Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))

@@ -11,7 +11,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import type { Queue } from "effect"
-import { Cause, PubSub, Scope, Clock, Context, Cron, Effect, Either, Fiber, Layer, Option, ParseResult, Ref, Schema } from "effect"
+import { PubSub, Scope, Clock, Context, Cron, Effect, Either, Fiber, Layer, Option, Ref, Schema } from "effect"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import type { PendingChange } from "../kernel/ChangeTap.js"
 import type { StoreUnavailable } from "../kernel/Errors.js"
@@ -26,6 +26,9 @@ import { AggregateBootFailed, AggregateNotFound, AggregateStale } from "./Errors
 import * as Incremental from "./Incremental.js"
 import * as Storage from "./Storage.js"
 import * as Triggers from "./Triggers.js"
+import { errorText, mismatch, runBuild } from "./Build.js"
+import type { ReadOptions } from "./Read.js"
+import { comparable, select } from "./Read.js"
 import type { StorageShape } from "./Storage.js"
 
 /** An aggregate's metadata (spec 2.13). */
@@ -35,19 +38,6 @@ export interface Meta {
   readonly durationMs: number | null
   readonly lastError: string | null
   readonly nextRefreshAt: Date | null
-}
-
-/** Options of `read` (spec 2.13). */
-export interface ReadOptions {
-  /** Field to a value or a list of values (any of them), ANDed. */
-  readonly where?: Readonly<Record<string, unknown>>
-  readonly limit?: number
-  readonly offset?: number
-  /** Any output column; default: build order (merge: mergeKey order; incremental: group order). */
-  readonly orderBy?: string
-  readonly direction?: "asc" | "desc"
-  /** Fail `AggregateStale` when the last refresh is older than this. */
-  readonly maxAgeMs?: number
 }
 
 /** What a refresh did: ran and succeeded, ran and failed (rows kept, `lastError` set), or was skipped (one already running, or another replica took the trigger). */
@@ -89,67 +79,6 @@ export interface Options {
   readonly tables?: ReadonlyArray<Table.Any>
 }
 
-/** The text `lastError` holds for a failed build. */
-const errorText = (cause: Cause.Cause<unknown>): string => {
-  const failure = Cause.failureOption(cause)
-  const error = Option.isSome(failure) ? failure.value : Option.getOrUndefined(Cause.dieOption(cause))
-  if (error === undefined) return Cause.pretty(cause).split("\n")[0] ?? "refresh failed"
-  if (typeof error === "object" && error !== null && "_tag" in error && "message" in error) {
-    return `${String(error._tag)}: ${String(error.message)}`
-  }
-  if (error instanceof Error) return error.message
-  return String(error)
-}
-
-/** `output schema mismatch: row[N] failed output-schema decode at <path>: <issue>` (spec 3.7). */
-const mismatch = (index: number, error: ParseResult.ParseError): string => {
-  const [issue] = ParseResult.ArrayFormatter.formatErrorSync(error)
-  const path = issue === undefined || issue.path.length === 0 ? "(root)" : issue.path.map(String).join(".")
-  return `output schema mismatch: row[${index}] failed output-schema decode at ${path}: ${issue?.message ?? error.message}`
-}
-
-const runBuild = (aggregate: Aggregate.Any, ctx: Aggregate.BuildContext): Effect.Effect<ReadonlyArray<unknown>, unknown> =>
-  Effect.suspend(() => {
-    const result = aggregate.build!(ctx)
-    if (Effect.isEffect(result)) return result
-    if (result instanceof Promise) return Effect.tryPromise({ try: () => result, catch: (error) => error })
-    return Effect.succeed(result)
-  })
-
-const comparable = (value: unknown): unknown => value instanceof Date ? value.getTime() : value
-
-const compare = (a: unknown, b: unknown): number => {
-  const x = comparable(a)
-  const y = comparable(b)
-  if (x === y) return 0
-  if (x === null || x === undefined) return -1
-  if (y === null || y === undefined) return 1
-  return (x as number) < (y as number) ? -1 : 1
-}
-
-const matches = (row: Readonly<Record<string, unknown>>, where: Readonly<Record<string, unknown>>) =>
-  Object.entries(where).every(([field, condition]) => {
-    if (condition === undefined) return true
-    const value = comparable(row[field])
-    return Array.isArray(condition) ? condition.some((c) => comparable(c) === value) : comparable(condition) === value
-  })
-
-/** Applies the read options to decoded rows. */
-export const select = (rows: ReadonlyArray<unknown>, options: ReadOptions): ReadonlyArray<unknown> => {
-  let out = options.where === undefined ? [...rows] : rows.filter((row) => matches(row as Record<string, unknown>, options.where!))
-  if (options.orderBy !== undefined) {
-    const field = options.orderBy
-    const sign = options.direction === "desc" ? -1 : 1
-    out = out.map((row, i) => [row, i] as const)
-      .sort(([a, i], [b, j]) => sign * compare((a as Record<string, unknown>)[field], (b as Record<string, unknown>)[field]) || i - j)
-      .map(([row]) => row)
-  } else if (options.direction === "desc") {
-    out.reverse()
-  }
-  const offset = Math.max(0, Math.floor(options.offset ?? 0))
-  const limit = options.limit === undefined ? undefined : Math.max(0, Math.floor(options.limit))
-  return out.slice(offset, limit === undefined ? undefined : offset + limit)
-}
 
 /** How the tier runs incremental maintenance. */
 interface Backend {

@@ -5,7 +5,8 @@ import { Effect } from "effect"
 import type { StoreUnavailable } from "../kernel/Errors.js"
 import type * as Aggregate from "./Aggregate.js"
 import { AggregateScheduler } from "./AggregateScheduler.js"
-import type { Meta, Outcome, ReadOptions } from "./AggregateScheduler.js"
+import type { Meta, Outcome } from "./AggregateScheduler.js"
+import type { ReadOptions } from "./Read.js"
 import type { AggregateNotFound, AggregateStale } from "./Errors.js"
 
 /** The handle of one aggregate. */

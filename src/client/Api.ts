@@ -9,31 +9,16 @@
  * whose values win. When the socket drops, calls in flight fail with `Disconnected` and live
  * queries keep their last value, reconnect with exponential backoff and resubscribe.
  */
-import type { Schema } from "effect"
 import { Cause, Either, Option, Schema as S } from "effect"
 import { liveSuffix } from "../app/App.js"
 import type { AreaError, AreaErrorClass } from "../app/Errors.js"
 import { describeParseError, InputInvalid, wireError } from "../app/Errors.js"
-import type * as Procedure from "../app/Procedure.js"
+import type { Contract, Input, Output } from "./Contract.js"
 import type { ClientError } from "./Errors.js"
 import { ClientClosed, Disconnected, HeadersFailed, ProtocolError } from "./Errors.js"
-
-/**
- * What the client needs of a procedure: its tag, kind and schemas. A procedure value is one, and
- * so is a handler-less `{tag, kind, input, output}` object shared with the browser (so that
- * handler code, and what it imports, never reaches the bundle).
- */
-export interface Contract {
-  readonly tag: string
-  readonly kind: Procedure.Kind
-  readonly input: Schema.Schema.AnyNoContext
-  readonly output: Schema.Schema.AnyNoContext
-}
-
-/** The input type of a procedure or contract. */
-export type Input<P extends Contract> = Schema.Schema.Type<P["input"]>
-/** The output type of a procedure or contract. */
-export type Output<P extends Contract> = Schema.Schema.Type<P["output"]>
+import type { ReconnectOptions, SocketConstructor, SocketLike } from "./Socket.js"
+import { socketUrl } from "./Socket.js"
+import type { ConnectionState, LiveQuery, LiveState, Mutation, MutationState, Readable } from "./Stores.js"
 
 /** A header set, as an object (names are sent lower-cased). */
 export type HeaderRecord = Readonly<Record<string, string>>
@@ -52,25 +37,6 @@ export interface ApiConfig {
   readonly authHeaders?: () => Promise<HeaderRecord>
 }
 
-/** Reconnect backoff: `initialDelayMs * 2^attempt`, capped at `maxDelayMs`, with jitter. */
-export interface ReconnectOptions {
-  readonly initialDelayMs?: number
-  readonly maxDelayMs?: number
-}
-
-/** The subset of the WebSocket API the client uses (the browser's, or the `ws` package's in Node). */
-export interface SocketLike {
-  onopen: ((event: unknown) => void) | null
-  onmessage: ((event: { readonly data: unknown }) => void) | null
-  onclose: ((event: { readonly code: number; readonly reason: string }) => void) | null
-  onerror: ((event: unknown) => void) | null
-  send(data: string): void
-  close(code?: number, reason?: string): void
-}
-
-/** A WebSocket constructor. */
-export type SocketConstructor = new(url: string) => SocketLike
-
 /** Options shared by every api of a mount. */
 export interface ApiOptions {
   /** The WebSocket implementation; defaults to `globalThis.WebSocket` (browsers, Node 22+). */
@@ -84,52 +50,6 @@ export interface ApiOptions {
    * `ProtocolError` naming its tag.
    */
   readonly errors?: ReadonlyArray<AreaErrorClass>
-}
-
-/** A readable, subscribable piece of state. `getSnapshot` returns the same object until it changes. */
-export interface Readable<A> {
-  readonly getSnapshot: () => A
-  readonly subscribe: (listener: () => void) => () => void
-}
-
-/** The connection of one api. */
-export interface ConnectionState {
-  readonly status: "idle" | "connecting" | "open" | "reconnecting" | "closed"
-  /** Failed connects since the last successful one. */
-  readonly attempt: number
-  /** Why the last connect failed or the connection dropped. */
-  readonly error: ClientError | undefined
-}
-
-/** The state of a live query (`E`: the area errors the client was given). */
-export interface LiveState<O, E = never> {
-  /**
-   * `connecting` until the first result; `live` while results stream; `reconnecting` while the
-   * connection is re-established (the last data is kept); `error` after a refusal (retried on the
-   * next connect).
-   */
-  readonly status: "connecting" | "live" | "reconnecting" | "error"
-  readonly data: O | undefined
-  readonly error: ClientError<E> | undefined
-}
-
-/** A live query: its state, subscribed while it has listeners. */
-export interface LiveQuery<O, E = never> extends Readable<LiveState<O, E>> {
-  readonly key: string
-}
-
-/** The state of a mutation store. */
-export interface MutationState<O, E = never> {
-  readonly status: "idle" | "pending" | "success" | "error"
-  readonly data: O | undefined
-  readonly error: ClientError<E> | undefined
-}
-
-/** A mutation (or action) with its last run's state. */
-export interface Mutation<I, O, E = never> extends Readable<MutationState<O, E>> {
-  /** Runs it; resolves with the output or rejects with a `ClientError` (also kept in the state). */
-  readonly run: (input: I) => Promise<O>
-  readonly reset: () => void
 }
 
 type Pending =
@@ -166,15 +86,6 @@ const lowerCased = (headers: HeaderRecord): Array<[string, string]> =>
   Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value])
 
 const reasonOf = (error: unknown) => error instanceof Error ? error.message : String(error)
-
-/** The WebSocket URL of an api's `url`. */
-export const socketUrl = (url: string): string => {
-  const base = (globalThis as { readonly location?: { readonly href: string } }).location?.href
-  const resolved = base === undefined ? new URL(url) : new URL(url, base)
-  if (resolved.protocol === "http:") resolved.protocol = "ws:"
-  else if (resolved.protocol === "https:") resolved.protocol = "wss:"
-  return resolved.toString()
-}
 
 /** One api of a mount; `E` is the area errors it was given (`ApiOptions.errors`). */
 export class Api<E = never> {

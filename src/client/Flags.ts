@@ -12,7 +12,8 @@
  * ```
  */
 import { Either, Schema } from "effect"
-import type { Api, LiveQuery, LiveState } from "./Api.js"
+import type { Api } from "./Api.js"
+import type { LiveQuery, LiveState } from "./Stores.js"
 
 /** The handler-less contract of the flags plugin's `flags.evaluate` query. */
 export const evaluate = {

@@ -15,7 +15,8 @@
  * `searchErrors` from `@fw/framework/search/errors`.
  */
 import { Schema } from "effect"
-import type { Api, Readable } from "./Api.js"
+import type { Api } from "./Api.js"
+import type { Readable } from "./Stores.js"
 import type { ClientError } from "./Errors.js"
 
 // The wire schemas of `search.query`, as the server declares them in src/search/Query.ts (the

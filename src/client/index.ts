@@ -5,24 +5,12 @@
  */
 export { mount } from "./Mount.js"
 export type { MountConfig, Mounted } from "./Mount.js"
-export { Api, socketUrl } from "./Api.js"
-export type {
-  ApiConfig,
-  ApiOptions,
-  ConnectionState,
-  Contract,
-  HeaderRecord,
-  Input,
-  LiveQuery,
-  LiveState,
-  Mutation,
-  MutationState,
-  Output,
-  Readable,
-  ReconnectOptions,
-  SocketConstructor,
-  SocketLike
-} from "./Api.js"
+export { Api } from "./Api.js"
+export type { ApiConfig, ApiOptions, HeaderRecord } from "./Api.js"
+export type { Contract, Input, Output } from "./Contract.js"
+export { socketUrl } from "./Socket.js"
+export type { ReconnectOptions, SocketConstructor, SocketLike } from "./Socket.js"
+export type { ConnectionState, LiveQuery, LiveState, Mutation, MutationState, Readable } from "./Stores.js"
 export { ClientClosed, Disconnected, HeadersFailed, ProtocolError } from "./Errors.js"
 export type { ClientError } from "./Errors.js"
 export {

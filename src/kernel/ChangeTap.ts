@@ -10,11 +10,12 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
 import type { Cause } from "effect"
-import { Clock, Context, Deferred, Effect, Exit, Fiber, FiberId, Layer, PubSub, Queue, Ref, Schedule, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, FiberId, Layer, PubSub, Queue, Schedule } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
 import * as DdlLock from "./DdlLock.js"
 import { StoreUnavailable } from "./Errors.js"
 import type { StoreError } from "./Errors.js"
+import * as ListenWatchdog from "./ListenWatchdog.js"
 import * as Subject from "./Subject.js"
 
 /** A change recorded inside a transaction, before commit gives it a `seq`. */
@@ -298,13 +299,16 @@ export const fleetChannel = "fw_changes"
 
 /** Options of `layerFleet`. */
 export interface FleetOptions {
-  /** Outbox rows older than this are pruned (default 1 hour). */
+  /** Outbox rows older than this, by the database's clock, are pruned (default 1 hour). */
   readonly retainMs?: number
   /** A catch-up read runs this often even without a notification (default 5 s). */
   readonly pollMs?: number
   /**
-   * How often the LISTEN connection is checked with a ping to itself (default 10 s). A connection
-   * that no longer hears it (a PostgreSQL restart, a failover, an idle kill) is replaced.
+   * How often the LISTEN connection (a connection of its own, not from the pool) is checked with a
+   * heartbeat notification sent through the pool (default 10 s). A connection that does not hear it
+   * within 2 s (deaf: a half-dead network path, a server gone without closing the socket) or that
+   * closed (a PostgreSQL restart, a failover, an idle kill) is dropped without waiting on it, a read
+   * runs at once, and a fresh connection LISTENs. See ListenWatchdog.
    */
   readonly listenCheckMs?: number
   /** Most outbox rows one catch-up read returns (default 500); a longer backlog is read in pages. */
@@ -327,6 +331,13 @@ export const parseSnapshot = (text: string): Snapshot => {
 /** True when `xid` had finished (committed or aborted) when `snapshot` was taken. */
 export const finishedIn = (snapshot: Snapshot, xid: bigint) =>
   xid < snapshot.xmin || (xid < snapshot.xmax && !snapshot.inProgress.has(xid))
+
+/**
+ * The database's wall clock in milliseconds. Outbox rows are stamped and pruned by it, not by a
+ * replica's `Clock`: a replica whose clock runs ahead (skew, or a test clock) would otherwise
+ * prune rows other replicas have not read yet.
+ */
+const databaseNowMs = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
 
 /**
  * Fleet change scope on PostgreSQL: each transaction's changes are written as one outbox row,
@@ -353,17 +364,24 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
       // CREATE … IF NOT EXISTS is not safe against a concurrent create): one at a time, under a lock.
       yield* DdlLock.withDdlLock(DdlLock.keys.outbox)(Effect.gen(function*() {
         yield* pg`CREATE TABLE IF NOT EXISTS _fw_change_outbox (
-          id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL, created_at BIGINT NOT NULL,
+          id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL,
+          created_at BIGINT NOT NULL DEFAULT ${pg.literal(databaseNowMs)},
           xid XID8 NOT NULL DEFAULT pg_current_xact_id())`
         // Outboxes created before the transaction id was recorded gain it (old rows: the ALTER's id).
         // Checked first: ALTER and CREATE INDEX lock the table even when there is nothing to do,
         // and would wait for every transaction writing to it (a replica starting mid-commit).
-        const [shape] = yield* pg<{ readonly xid: boolean; readonly indexed: boolean }>`SELECT
+        const [shape] = yield* pg<{ readonly xid: boolean; readonly stamped: boolean; readonly indexed: boolean }>`SELECT
           EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = '_fw_change_outbox' AND column_name = 'xid'
             AND table_schema = current_schema()) AS xid,
+          EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = '_fw_change_outbox' AND column_name = 'created_at'
+            AND table_schema = current_schema() AND column_default IS NOT NULL) AS stamped,
           EXISTS (SELECT 1 FROM pg_indexes WHERE indexname = '_fw_change_outbox_xid' AND schemaname = current_schema()) AS indexed`
         if (shape?.xid !== true) {
           yield* pg`ALTER TABLE _fw_change_outbox ADD COLUMN IF NOT EXISTS xid XID8 NOT NULL DEFAULT pg_current_xact_id()`
+        }
+        // Outboxes whose rows were stamped with the writer's clock gain the database's.
+        if (shape?.stamped !== true) {
+          yield* pg`ALTER TABLE _fw_change_outbox ALTER COLUMN created_at SET DEFAULT ${pg.literal(databaseNowMs)}`
         }
         if (shape?.indexed !== true) yield* pg`CREATE INDEX IF NOT EXISTS _fw_change_outbox_xid ON _fw_change_outbox (xid)`
       })).pipe(Effect.provideService(SqlClient.SqlClient, pg))
@@ -439,59 +457,27 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
       const wake = yield* Queue.sliding<void>(1)
       yield* Effect.forever(Effect.zipRight(Queue.take(wake), catchUp)).pipe(Effect.forkScoped)
 
-      // LISTEN starts when the stream runs: the layer is ready only once its own ping came back.
-      const listening = yield* Deferred.make<void>()
-      const ping = `ready:${origin}`
-      const heartbeat = `alive:${origin}`
-      const heard = yield* Ref.make(0)
-      const listen = pg.listen(fleetChannel).pipe(
-        Stream.runForEach((from) =>
-          from === ping
-            ? Deferred.succeed(listening, undefined)
-            : from === heartbeat
-            ? Ref.update(heard, (n) => n + 1)
-            // Our own commits, and other replicas' pings, announce nothing to read.
-            : from === origin || from.startsWith("ready:") || from.startsWith("alive:")
+      // LISTEN on a connection of its own, checked by a heartbeat and replaced when it goes deaf
+      // (see ListenWatchdog): the layer is ready once the server confirmed the first LISTEN.
+      yield* ListenWatchdog.make({
+        config: pg.config,
+        channel: fleetChannel,
+        heartbeat: `alive:${origin}`,
+        notify: (payload) => pg`SELECT pg_notify(${fleetChannel}, ${payload})`,
+        onPayload: (from) =>
+          // Our own commits, and other replicas' heartbeats (and the `ready:` pings of replicas of
+          // earlier versions, during a rolling deploy), announce nothing to read.
+          from === origin || from.startsWith("alive:") || from.startsWith("ready:")
             ? Effect.void
-            : Queue.offer(wake, undefined)
-        ),
-        Effect.catchAll((error) => Effect.logError("fleet change listener stopped", error))
-      )
-      const listener = yield* Ref.make(yield* Effect.forkScoped(listen))
-      // The pg driver swallows the LISTEN connection's errors, so a dead connection looks like a
-      // quiet one: ping it, and replace it (then catch up) when the ping does not come back.
-      const hears = Effect.gen(function*() {
-        const before = yield* Ref.get(heard)
-        yield* pg`SELECT pg_notify(${fleetChannel}, ${heartbeat})`
-        return yield* Ref.get(heard).pipe(
-          Effect.repeat({ until: (n) => n > before, schedule: Schedule.spaced("20 millis") }),
-          Effect.timeout("2 seconds"),
-          Effect.isSuccess
-        )
+            : Queue.offer(wake, undefined),
+        onMissed: Queue.offer(wake, undefined),
+        checkMs: options.listenCheckMs ?? 10_000
       })
-      const checkListener = Effect.gen(function*() {
-        if (yield* hears) return
-        yield* Effect.logWarning("fleet change listener went deaf; reconnecting")
-        yield* Effect.flatMap(Ref.get(listener), (fiber) => Fiber.interrupt(fiber).pipe(Effect.ignore))
-        yield* Ref.set(listener, yield* Effect.forkScoped(listen))
-        // Read what was announced while deaf once the new connection listens (it may take a few tries).
-        yield* hears.pipe(Effect.repeat({ until: (ok) => ok, times: 5 }))
-        yield* Queue.offer(wake, undefined)
-      }).pipe(Effect.catchAllCause((cause) => Effect.logWarning("fleet change listener check failed", cause)))
-      yield* pg`SELECT pg_notify(${fleetChannel}, ${ping})`.pipe(
-        Effect.zipRight(Deferred.await(listening).pipe(Effect.timeout("100 millis"))),
-        Effect.retry({ times: 50 }),
-        Effect.catchAll((error) => Effect.logWarning("fleet change listener not confirmed; catch-up polling covers it", error))
-      )
       // A commit between the first snapshot and LISTEN announced itself to no one: read now.
       yield* Queue.offer(wake, undefined)
       yield* Queue.offer(wake, undefined).pipe(Effect.repeat(Schedule.spaced(options.pollMs ?? 5_000)), Effect.forkScoped)
-      yield* Effect.delay(checkListener, options.listenCheckMs ?? 10_000).pipe(Effect.forever, Effect.forkScoped)
       const retainMs = options.retainMs ?? 3_600_000
-      yield* Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        yield* pg`DELETE FROM _fw_change_outbox WHERE created_at < ${now - retainMs}`
-      }).pipe(Effect.ignore, Effect.repeat(Schedule.spaced(Math.max(1_000, retainMs / 4))), Effect.forkScoped)
+      yield* pg`DELETE FROM _fw_change_outbox WHERE created_at < ${pg.literal(databaseNowMs)} - ${retainMs}`.pipe(Effect.ignore, Effect.repeat(Schedule.spaced(Math.max(1_000, retainMs / 4))), Effect.forkScoped)
 
       // The announcement is sent after commit, outside the transaction, coalesced: PostgreSQL
       // serialises the commits of transactions that NOTIFY (a database-wide lock held through the
@@ -509,9 +495,8 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
         scope: "fleet",
         stage: (changes) =>
           Effect.gen(function*() {
-            const now = yield* Clock.currentTimeMillis
-            const [row] = yield* pg<{ readonly id: string; readonly xid: string }>`INSERT INTO _fw_change_outbox (origin, changes, created_at)
-              VALUES (${origin}, ${JSON.stringify(changes)}, ${now}) RETURNING id::text AS id, xid::text AS xid`
+            const [row] = yield* pg<{ readonly id: string; readonly xid: string }>`INSERT INTO _fw_change_outbox (origin, changes)
+              VALUES (${origin}, ${JSON.stringify(changes)}) RETURNING id::text AS id, xid::text AS xid`
             if (row !== undefined) staged.set(changes, { id: row.id, xid: BigInt(row.xid) })
           }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
         ...delivery,

@@ -1,10 +1,10 @@
 import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
-import { createServer } from "node:http"
 import type { Browser, BrowserContext } from "playwright-core"
 import { ChangeTap } from "../../src/kernel/ChangeTap.js"
 import { Store } from "../../src/kernel/Store.js"
+import * as PageServer from "../support/PageServer.js"
 import * as Serve from "../support/Serve.js"
 import { bundle } from "./bundle.js"
 import { app, memory, tokens } from "./fixtures.js"
@@ -12,31 +12,11 @@ import * as Chromium from "../support/Chromium.js"
 
 const available = Chromium.availableFor("the browser client tests")
 
-const html = `<!doctype html><html><body><script type="module" src="/page.js"></script></body></html>`
-
 /** `GET /page` and `GET /page.js` (the bundled test page) on the app's own listener. */
 const pageRoutes = (code: string) =>
   Layer.mergeAll(
-    HttpLayerRouter.add("GET", "/page", HttpServerResponse.html(html)),
+    HttpLayerRouter.add("GET", "/page", HttpServerResponse.html(PageServer.pageHtml)),
     HttpLayerRouter.add("GET", "/page.js", HttpServerResponse.text(code, { contentType: "text/javascript" }))
-  )
-
-/** The same page on another origin (a plain HTTP server on another port). */
-const otherOrigin = (code: string) =>
-  Effect.acquireRelease(
-    Effect.async<{ readonly url: string; readonly close: () => void }>((resume) => {
-      const server = createServer((request, response) => {
-        const script = request.url === "/page.js"
-        response.writeHead(200, { "content-type": script ? "text/javascript" : "text/html" })
-        response.end(script ? code : html)
-      })
-      server.listen(0, "127.0.0.1", () => {
-        const address = server.address()
-        const port = typeof address === "object" && address !== null ? address.port : 0
-        resume(Effect.succeed({ url: `http://127.0.0.1:${port}`, close: () => server.close() }))
-      })
-    }),
-    (server) => Effect.sync(server.close)
   )
 
 interface PageConfig {
@@ -143,7 +123,7 @@ describe.skipIf(!available)("the browser client in headless Chromium", () => {
   it.scopedLive("a page on another origin without authHeaders connects anonymous", () =>
     Effect.gen(function*() {
       const served = yield* Serve.serve(app, memory)
-      const other = yield* otherOrigin(code)
+      const other = yield* PageServer.serve(code)
       assert.notStrictEqual(new URL(other.url).origin, new URL(served.url).origin)
       const browser = yield* launch
       const page = yield* openPage(browser, `${other.url}/page`, { url: served.rpcUrl })

@@ -5,14 +5,13 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { WebSocket } from "ws"
 import { defineApp } from "../../src/app/App.js"
 import type { FlagSet } from "../../src/client/Flags.js"
-import type { LiveState, SocketConstructor } from "../../src/client/index.js"
-import { Flags, mount } from "../../src/client/index.js"
+import type { LiveState } from "../../src/client/index.js"
+import { Flags } from "../../src/client/index.js"
 import { flagsPlugin } from "../../src/flags/index.js"
 import * as Serve from "../support/Serve.js"
-import { memory, parts } from "./fixtures.js"
+import { memory, mountAs, parts } from "./fixtures.js"
 
 const inspectToken = "client-flags-token"
 process.env.FW_INSPECT_TOKEN = inspectToken
@@ -22,15 +21,7 @@ describe("Flags: the caller's live flag set in the client", () => {
     Effect.gen(function*() {
       const flags = flagsPlugin({ flags: { beta: false, stable: true } })
       const served = yield* Serve.serve(defineApp({ ...parts, name: "client-flags", plugins: [flags] }), memory)
-      const fw = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          mount({
-            apis: { main: { url: served.rpcUrl, authHeaders: async () => ({ authorization: "Bearer tok-alice" }) } },
-            WebSocket: WebSocket as unknown as SocketConstructor
-          })
-        ),
-        (fw) => Effect.sync(fw.dispose)
-      )
+      const fw = yield* mountAs(served.rpcUrl)
       const live = Flags.live(fw.apis.main)
       const states: Array<LiveState<FlagSet>> = []
       const stop = live.subscribe(() => states.push(live.getSnapshot()))

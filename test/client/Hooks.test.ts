@@ -6,9 +6,8 @@
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, JSONSchema, Layer } from "effect"
-import { WebSocket } from "ws"
-import type { Readable, SocketConstructor } from "../../src/client/index.js"
-import { Flags, mount, Search } from "../../src/client/index.js"
+import type { Readable } from "../../src/client/index.js"
+import { Flags, Search } from "../../src/client/index.js"
 import { FlagUsage } from "../../src/flags/index.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
@@ -17,28 +16,14 @@ import type * as Table from "../../src/kernel/Table.js"
 import { searchErrors, SearchFieldRejected, SearchIndexNotFound } from "../../src/search/Errors.js"
 import * as Query from "../../src/search/Query.js"
 import * as Serve from "../support/Serve.js"
-import { Notes } from "../search/support.js"
 import { Theme } from "./contracts.js"
-import { hooksApp, memory, tokens } from "./fixtures.js"
+import { hooksApp, memory, mountAs, seedNotes, tokens } from "./fixtures.js"
 
 const inspectToken = "client-hooks-token"
 process.env.FW_INSPECT_TOKEN = inspectToken
 
 /** Mounts `url` as alice (tenant acme) or `token`, disposed with the scope. */
-const mountApi = (url: string, token = "tok-alice") =>
-  Effect.map(
-    Effect.acquireRelease(
-      Effect.sync(() =>
-        mount({
-          apis: { main: { url, authHeaders: async () => ({ authorization: `Bearer ${token}` }) } },
-          WebSocket: WebSocket as unknown as SocketConstructor,
-          errors: searchErrors
-        })
-      ),
-      (fw) => Effect.sync(fw.dispose)
-    ),
-    (fw) => fw.apis.main
-  )
+const mountApi = (url: string, token = "tok-alice") => Effect.map(mountAs(url, { token, errors: searchErrors }), (fw) => fw.apis.main)
 
 /** Subscribes to `store` for the scope, and waits (polling its snapshot) until `predicate` holds. */
 const watch = <A>(store: Readable<A>) =>
@@ -126,14 +111,7 @@ describe("Search: the search.query store in the client", () => {
       const store = yield* Effect.map(Layer.build(memory), (context) => Layer.succeedContext(context))
       const { app } = hooksApp()
       const served = yield* Serve.serve(app, store)
-      yield* Effect.gen(function*() {
-        const notes = yield* Store.Store
-        yield* notes.insert(Notes, { tenantId: "acme", title: "milk", body: "buy milk", n: 1 })
-        yield* notes.insert(Notes, { tenantId: "acme", title: "milk run", body: "oat milk", n: 2 })
-        yield* notes.insert(Notes, { tenantId: "acme", title: "bread", body: "rye", n: 2 })
-        yield* notes.insert(Notes, { tenantId: "globex", title: "milk", body: "globex milk", n: 1 })
-        yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.settled)
-      }).pipe(Effect.provide(store))
+      yield* seedNotes.pipe(Effect.provide(store))
       const api = yield* mountApi(served.rpcUrl)
       const search = Search.make(yield* mountApi(served.rpcUrl), "notes", { facets: ["n"] })
       const states: Array<Search.SearchState<unknown>> = []

@@ -7,13 +7,10 @@ import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import type { Browser } from "playwright-core"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
-import { Notes } from "../search/support.js"
 import * as Chromium from "../support/Chromium.js"
 import * as Serve from "../support/Serve.js"
 import { bundle } from "./bundle.js"
-import { hooksApp, memory } from "./fixtures.js"
+import { hooksApp, memory, seedNotes } from "./fixtures.js"
 
 const available = Chromium.availableFor("the React hooks browser test")
 
@@ -50,14 +47,7 @@ describe.skipIf(!available)("React hooks in headless Chromium", () => {
     Effect.gen(function*() {
       const store = yield* Effect.map(Layer.build(memory), (context) => Layer.succeedContext(context))
       const served = yield* Serve.serve(hooksApp().app, store, { routes: pageRoutes(code) })
-      yield* Effect.gen(function*() {
-        const notes = yield* Store.Store
-        yield* notes.insert(Notes, { tenantId: "acme", title: "milk", body: "buy milk", n: 1 })
-        yield* notes.insert(Notes, { tenantId: "acme", title: "milk run", body: "oat milk", n: 2 })
-        yield* notes.insert(Notes, { tenantId: "acme", title: "bread", body: "rye", n: 2 })
-        yield* notes.insert(Notes, { tenantId: "globex", title: "milk", body: "globex milk", n: 1 })
-        yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.settled)
-      }).pipe(Effect.provide(store))
+      yield* seedNotes.pipe(Effect.provide(store))
       const context = yield* Effect.acquireRelease(
         Effect.promise(() => browser!.newContext()),
         (context) => Effect.promise(() => context.close())

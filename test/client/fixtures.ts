@@ -3,6 +3,7 @@
  * `Authorization: Bearer <token>`; `tokens` is mutable so a test can rotate a token.
  */
 import { Effect, Layer, Schema } from "effect"
+import { WebSocket } from "ws"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { requireAuthenticated, requireScope } from "../../src/app/Guard.js"
@@ -11,6 +12,8 @@ import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
+import type { AreaErrorClass, SocketConstructor } from "../../src/client/index.js"
+import { mount } from "../../src/client/index.js"
 import { defineFlag, flagsPlugin } from "../../src/flags/index.js"
 import { searchPlugin } from "../../src/search/SearchPlugin.js"
 import { Notes, notesIndex } from "../search/support.js"
@@ -100,3 +103,29 @@ export const hooksApp = (flagOptions: { readonly store?: "memory" | "sql" } = {}
   })
   return { app, flags }
 }
+
+/** The notes `hooksApp` tests search: three of tenant acme, one of globex. */
+export const seedNotes = Effect.gen(function*() {
+  const notes = yield* Store.Store
+  yield* notes.insert(Notes, { tenantId: "acme", title: "milk", body: "buy milk", n: 1 })
+  yield* notes.insert(Notes, { tenantId: "acme", title: "milk run", body: "oat milk", n: 2 })
+  yield* notes.insert(Notes, { tenantId: "acme", title: "bread", body: "rye", n: 2 })
+  yield* notes.insert(Notes, { tenantId: "globex", title: "milk", body: "globex milk", n: 1 })
+  yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.settled)
+})
+
+/** Mounts the api at `url` as alice (tenant acme) or `token`, over `ws`, disposed with the scope. */
+export const mountAs = <const Errors extends ReadonlyArray<AreaErrorClass> = readonly []>(
+  url: string,
+  options: { readonly token?: string; readonly errors?: Errors } = {}
+) =>
+  Effect.acquireRelease(
+    Effect.sync(() =>
+      mount<"main", Errors>({
+        apis: { main: { url, authHeaders: async () => ({ authorization: `Bearer ${options.token ?? "tok-alice"}` }) } },
+        WebSocket: WebSocket as unknown as SocketConstructor,
+        ...(options.errors === undefined ? {} : { errors: options.errors })
+      })
+    ),
+    (fw) => Effect.sync(fw.dispose)
+  )

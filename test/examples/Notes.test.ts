@@ -19,6 +19,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { Browser, Page } from "playwright-core"
 import * as Chromium from "../support/Chromium.js"
+import * as PageServer from "../support/PageServer.js"
 import { bundle } from "../client/bundle.js"
 
 const available = Chromium.availableFor("the notes example browser tests")
@@ -195,24 +196,7 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
   it.scopedLive("a page on another origin without authHeaders connects anonymous", () =>
     Effect.gen(function*() {
       const code = (yield* promise(() => bundle("test/examples/page/otherOrigin.ts"))).code
-      const html = `<!doctype html><html><body><script type="module" src="/page.js"></script></body></html>`
-      const other = yield* Effect.acquireRelease(
-        promise(() =>
-          new Promise<{ readonly url: string; readonly close: () => void }>((resolve) => {
-            const server = createServer((request, response) => {
-              const script = request.url === "/page.js"
-              response.writeHead(200, { "content-type": script ? "text/javascript" : "text/html" })
-              response.end(script ? code : html)
-            })
-            server.listen(0, "127.0.0.1", () => {
-              const address = server.address()
-              const otherPort = typeof address === "object" && address !== null ? address.port : 0
-              resolve({ url: `http://127.0.0.1:${otherPort}`, close: () => server.close() })
-            })
-          })
-        ),
-        (server) => Effect.sync(server.close)
-      )
+      const other = yield* PageServer.serve(code)
       assert.notStrictEqual(new URL(other.url).origin, new URL(url).origin)
       const visitor = yield* context
       const tab = yield* promise(() => visitor.newPage())

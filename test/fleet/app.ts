@@ -9,7 +9,8 @@
  * Environment: `DATABASE_URL` (required); `FW_REPLICA` names its connections (`application_name`); `FW_SLOW_LISTENER_MS` adds a listener that takes that
  * long per event (it must delay neither the callers nor the other listeners; `GET /_slow` says how
  * many it has handled); `FW_HISTORY=off`
- * serves the app without row history; `FW_LEASE_MS` sets `idempotency.leaseMs`.
+ * serves the app without row history; `FW_LEASE_MS` sets `idempotency.leaseMs`; `FW_POLL_MS` sets
+ * the fleet tap's periodic outbox read (default 1 s).
  */
 import { FetchHttpClient, HttpLayerRouter, HttpServer, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
@@ -129,7 +130,8 @@ const main = () => {
     Layer.provide(Server.layer(process.env.FW_HISTORY === "off" ? appWithoutHistory : app, { routes: events, announce: false })),
     Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
     Layer.provide(Store.layerSql.pipe(
-      Layer.provideMerge(ChangeTap.layerFleet({ pollMs: 1_000, listenCheckMs: 1_000 })),
+      // FW_POLL_MS: a scenario that must prove delivery by LISTEN alone sets a long periodic read.
+      Layer.provideMerge(ChangeTap.layerFleet({ pollMs: Number(process.env.FW_POLL_MS ?? 1_000), listenCheckMs: 1_000 })),
       Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 12, applicationName: process.env.FW_REPLICA ?? "fw" }))
     )),
     Layer.provide(FetchHttpClient.layer)

@@ -2,14 +2,11 @@ import { HttpServerResponse } from "@effect/platform"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Browser } from "playwright-core"
-import { WebSocket } from "ws"
 import { defineApp } from "../../src/app/App.js"
 import { definePlugin } from "../../src/app/Plugin.js"
-import type { SocketConstructor } from "../../src/client/index.js"
-import { mount } from "../../src/client/index.js"
 import * as Serve from "../support/Serve.js"
 import { listTodos } from "../client/contracts.js"
-import { app, memory, parts } from "../client/fixtures.js"
+import { app, memory, mountAs, parts } from "../client/fixtures.js"
 import * as Chromium from "../support/Chromium.js"
 
 const inspectToken = "dashboard-inspect-token"
@@ -98,15 +95,7 @@ describe.skipIf(!available)("the inspect dashboard in headless Chromium", () => 
       assert.match((yield* text(page, "#invoke-result")) ?? "", /^InputInvalid \(400\)/)
 
       // Live subscriptions: one open from a client.
-      const fw = yield* Effect.acquireRelease(
-        Effect.sync(() =>
-          mount({
-            apis: { main: { url: served.rpcUrl, authHeaders: async () => ({ authorization: "Bearer tok-alice" }) } },
-            WebSocket: WebSocket as unknown as SocketConstructor
-          })
-        ),
-        (fw) => Effect.sync(fw.dispose)
-      )
+      const fw = yield* mountAs(served.rpcUrl)
       const live = fw.apis.main.live(listTodos, {})
       const stop = live.subscribe(() => undefined)
       yield* Effect.addFinalizer(() => Effect.sync(stop))

@@ -1,7 +1,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import pg from "pg"
-import { Context, Deferred, Effect, Fiber, Layer, Option, Queue, Redacted, Schema, TestClock } from "effect"
+import { Clock, Context, Deferred, Effect, Fiber, Layer, Option, Queue, Redacted, Schedule, Schema, TestClock } from "effect"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
@@ -135,6 +135,20 @@ describe("ChangeTap (local)", () => {
       assert.isTrue(received[0]!.seq < received[1]!.seq)
     }).pipe(Effect.provide(memory)))
 })
+
+/** The system clock shifted by `ms` (a replica whose clock is wrong). */
+const skewed = (ms: number): Clock.Clock => {
+  const base = Clock.make()
+  const nanos = BigInt(ms) * 1_000_000n
+  return {
+    [Clock.ClockTypeId]: Clock.ClockTypeId,
+    unsafeCurrentTimeMillis: () => base.unsafeCurrentTimeMillis() + ms,
+    currentTimeMillis: Effect.sync(() => base.unsafeCurrentTimeMillis() + ms),
+    unsafeCurrentTimeNanos: () => base.unsafeCurrentTimeNanos() + nanos,
+    currentTimeNanos: Effect.sync(() => base.unsafeCurrentTimeNanos() + nanos),
+    sleep: (duration) => base.sleep(duration)
+  }
+}
 
 describe.skipIf(Pg.serverUrl === null)("ChangeTap (fleet, PostgreSQL)", () => {
   /** One "process": its own PgClient pool, fleet tap and store, on the shared database. */
@@ -326,6 +340,42 @@ describe.skipIf(Pg.serverUrl === null)("ChangeTap (fleet, PostgreSQL)", () => {
       assert.strictEqual(yield* Queue.size(received), 0)
     }), 60_000)
 
+  it.scopedLive("outbox rows are stamped and pruned by the database's clock, not by a replica's skewed clock", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const hour = 3_600_000
+      // A replica whose clock is two hours behind writes; its row is stamped with the database's time.
+      const behind = yield* Layer.build(replica(url)).pipe(Effect.withClock(skewed(-2 * hour)))
+      yield* SchemaDiffer.apply([Notes]).pipe(Effect.provide(behind))
+      yield* Effect.flatMap(Store.Store, (store) => store.insert(Notes, { id: "recent", text: "x" })).pipe(
+        Effect.provide(behind),
+        Effect.withClock(skewed(-2 * hour))
+      )
+      const admin = yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const client = new pg.Client({ connectionString: url })
+          await client.connect()
+          return client
+        }),
+        (client) => Effect.promise(() => client.end())
+      )
+      const query = <A>(text: string) => Effect.promise(() => admin.query(text).then((result) => result.rows as Array<A>))
+      const [stamp] = yield* query<{ readonly skew: string }>(
+        `SELECT abs(created_at - extract(epoch FROM clock_timestamp()) * 1000)::bigint::text AS skew FROM _fw_change_outbox`
+      )
+      assert.isBelow(Number(stamp!.skew), 60_000)
+      yield* query(`INSERT INTO _fw_change_outbox (origin, changes, created_at)
+        VALUES ('elsewhere', '[]', (extract(epoch FROM clock_timestamp()) * 1000)::bigint - ${2 * hour})`)
+      // A replica whose clock runs two hours ahead prunes on start: only the genuinely old row goes.
+      yield* Layer.build(replica(url, { retainMs: hour })).pipe(Effect.withClock(skewed(2 * hour)))
+      const remaining = yield* query<{ readonly origin: string }>(`SELECT origin FROM _fw_change_outbox ORDER BY id`).pipe(
+        Effect.filterOrFail((rows) => rows.every((row) => row.origin !== "elsewhere")),
+        Effect.retry(Schedule.spaced("50 millis")),
+        Effect.timeout("10 seconds")
+      )
+      assert.strictEqual(remaining.length, 1, "the recent row is kept")
+    }), 60_000)
+
   it.scopedLive("a backlog larger than one read (as after an outage) is read in pages, each change once, in order", () =>
     Effect.gen(function*() {
       const url = yield* Pg.freshDatabase
@@ -344,7 +394,7 @@ describe.skipIf(Pg.serverUrl === null)("ChangeTap (fleet, PostgreSQL)", () => {
             table: "notes", op: "insert", id, tenantId: null, before: null, after: { id, text: "x" }, at: 0,
             provenance: { traceId: "backlog", subjectId: null, procedure: null }
           }
-          await admin.query(`INSERT INTO _fw_change_outbox (origin, changes, created_at) VALUES ('elsewhere', $1, 0)`, [
+          await admin.query(`INSERT INTO _fw_change_outbox (origin, changes) VALUES ('elsewhere', $1)`, [
             JSON.stringify([change])
           ])
         }
