@@ -19,7 +19,7 @@ import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import * as Sql from "../../src/search/Sql.js"
 import { searchIndex, searchPlugin } from "../../src/search/index.js"
-import { SearchDrift, SearchLease, SearchStats } from "../../src/search/tables.js"
+import { searchTables } from "../../src/search/tables.js"
 import * as PluginHost from "../../src/server/PluginHost.js"
 import { table } from "../support.js"
 
@@ -44,7 +44,7 @@ export const run = async () => {
   const stack = Layer.scopedDiscard(PluginHost.start(plugin)).pipe(
     Layer.provideMerge(Store.layerSql.pipe(
       Layer.provideMerge(ChangeTap.layerLocal),
-      Layer.provideMerge(Layer.effectDiscard(SchemaDiffer.apply([Notes, SearchDrift, SearchStats, SearchLease])).pipe(Layer.provideMerge(client)))
+      Layer.provideMerge(Layer.effectDiscard(SchemaDiffer.apply([Notes, ...searchTables])).pipe(Layer.provideMerge(client)))
     )),
     Layer.provide(FetchHttpClient.layer)
   )

@@ -182,6 +182,11 @@ export interface Plugin {
    * the write back. Requires `store:changes:read` and `store:write`.
    */
   readonly onStage?: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void, StoreError, Services>
+  /**
+   * The store tiers `onStage` is registered on (default every tier). A stager makes every write a
+   * transaction, so one that guards nothing on a tier (durability on the memory tier) leaves it out.
+   */
+  readonly onStageTiers?: ReadonlyArray<"memory" | "sqlite" | "pg">
   readonly routes?: ReadonlyArray<Route>
   /**
    * Mounted under `/_fw/inspect/plugins/<name>`, or at `/_fw/inspect/<name>…` when the path is

@@ -24,7 +24,13 @@ export const ChangeEvent = Schema.Struct({
   seq: Schema.Number,
   provenance: Provenance,
   /** Under fleet scope: the change was committed by another replica (absent for local changes). */
-  remote: Schema.optional(Schema.Boolean)
+  remote: Schema.optional(Schema.Boolean),
+  /**
+   * A reference unique to this change across processes, set by the store as it records the change
+   * (absent on events made by hand). Work a stager wrote inside the writing transaction (see
+   * `ChangeTap.Stager`) names it, so a listener can find that work again once the change is delivered.
+   */
+  ref: Schema.optional(Schema.String)
 })
 /** @see ChangeEvent */
 export type ChangeEvent = typeof ChangeEvent.Type

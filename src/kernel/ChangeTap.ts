@@ -6,11 +6,13 @@
  */
 // Type only: `@effect/sql-pg` is an optional peer, loaded when a fleet tap is built (SQLite apps need not install it).
 import type { PgClient } from "@effect/sql-pg"
+import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
 import type { Cause } from "effect"
 import { Context, Deferred, Effect, Exit, Fiber, FiberId, Layer, PubSub, Queue, Schedule } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
+import * as DdlLock from "./DdlLock.js"
 import { StoreUnavailable } from "./Errors.js"
 import type { StoreError } from "./Errors.js"
 import * as ListenWatchdog from "./ListenWatchdog.js"
@@ -349,9 +351,6 @@ export const finishedIn = (snapshot: Snapshot, xid: bigint) =>
  */
 const databaseNowMs = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
 
-/** The advisory lock that serialises the outbox's DDL across starting replicas. */
-const outboxDdlLock = 0x66775f6f // "fw_o"
-
 /**
  * Fleet change scope on PostgreSQL: each transaction's changes are written as one outbox row,
  * stamped with the writing transaction's id (`pg_current_xact_id()`), and announced with
@@ -375,8 +374,7 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
       const readBatch = Math.max(1, options.readBatch ?? 500)
       // Replicas starting together on a fresh database would race on the DDL (PostgreSQL's
       // CREATE … IF NOT EXISTS is not safe against a concurrent create): one at a time, under a lock.
-      yield* pg.withTransaction(Effect.gen(function*() {
-        yield* pg`SELECT pg_advisory_xact_lock(${outboxDdlLock})`
+      yield* DdlLock.withDdlLock(DdlLock.keys.outbox)(Effect.gen(function*() {
         yield* pg`CREATE TABLE IF NOT EXISTS _fw_change_outbox (
           id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL,
           created_at BIGINT NOT NULL DEFAULT ${pg.literal(databaseNowMs)},
@@ -398,7 +396,7 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
           yield* pg`ALTER TABLE _fw_change_outbox ALTER COLUMN created_at SET DEFAULT ${pg.literal(databaseNowMs)}`
         }
         if (shape?.indexed !== true) yield* pg`CREATE INDEX IF NOT EXISTS _fw_change_outbox_xid ON _fw_change_outbox (xid)`
-      }))
+      })).pipe(Effect.provideService(SqlClient.SqlClient, pg))
       const [first] = yield* pg<{ readonly snap: string }>`SELECT pg_current_snapshot()::text AS snap`
       // Everything visible in `seen` has been read (or predates this replica).
       let seen = first!.snap

@@ -14,6 +14,7 @@
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { Effect, Option } from "effect"
+import * as DdlLock from "./DdlLock.js"
 import * as Columns from "./Columns.js"
 import type * as Table from "./Table.js"
 
@@ -133,22 +134,16 @@ export const plan = (tables: ReadonlyArray<Table.Any>): Effect.Effect<ReadonlyAr
     return steps
   })
 
-/** A transaction-scoped lock so replicas booting together apply one after the other (PostgreSQL). */
-const schemaLockKey = 0x6677_5f73 // "fw_s"
-
 /** Applies the plan in one transaction and returns the steps taken. */
 export const apply = (tables: ReadonlyArray<Table.Any>): Effect.Effect<ReadonlyArray<Step>, SqlError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    return yield* sql.withTransaction(Effect.gen(function*() {
-      yield* sql.onDialectOrElse({
-        pg: () => sql`SELECT pg_advisory_xact_lock(${schemaLockKey})`,
-        orElse: () => Effect.void
-      })
+    // Replicas booting together apply one after the other (PostgreSQL).
+    return yield* sql.withTransaction(DdlLock.withDdlLock(DdlLock.keys.schema)(Effect.gen(function*() {
       const steps = yield* plan(tables)
       for (const step of steps) yield* sql.unsafe(step.sql)
       return steps
-    })).pipe(
+    }))).pipe(
       // @effect/sql turns a failed COMMIT into a defect; it is a database failure like any other.
       Effect.catchSomeDefect((defect) =>
         defect instanceof SqlError ? Option.some(Effect.fail(defect)) : Option.none()

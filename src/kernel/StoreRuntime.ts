@@ -103,6 +103,10 @@ const isCommitUnknown = (error: unknown): boolean => error instanceof CommitUnkn
 
 const idOf = (row: Driver.Encoded): string => row.id as string
 
+/** This process's prefix of change refs (random), and a counter after it: unique across processes. */
+const refPrefix = crypto.randomUUID().slice(0, 13)
+let refCounter = 0
+
 /**
  * A limit, offset or page size as a whole number from 0 to 2^53 − 1 (`undefined` when absent or not
  * finite): larger values do not fit the SQL tiers' integer parameters.
@@ -212,7 +216,8 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       const provenance = yield* FiberRef.get(Provenance.current)
       for (const { after, before } of rows) {
         const row = (after ?? before)!
-        changes.push({ table: table.name, op, id: idOf(row), tenantId: TenantScope.tenantOf(table, row), before, after, at, provenance })
+        const ref = `${refPrefix}:${(++refCounter).toString(36)}`
+        changes.push({ table: table.name, op, id: idOf(row), tenantId: TenantScope.tenantOf(table, row), before, after, at, provenance, ref })
       }
     })
 

@@ -15,9 +15,10 @@ import { SearchBackendError, SearchBackendNotDurable, searchErrors } from "./Err
 import * as Dashboard from "./dashboard.js"
 import * as Inspect from "./inspect.js"
 import * as Options from "./Options.js"
+import * as Pending from "./Pending.js"
 import * as Query from "./Query.js"
 import * as Sync from "./Sync.js"
-import { SearchDrift, SearchLease, SearchStats } from "./tables.js"
+import { searchTables } from "./tables.js"
 
 /** The running state of a started plugin. */
 export type Running = Sync.Running
@@ -85,7 +86,8 @@ const boot = (
   options: Options.Options,
   checked: ReturnType<typeof Options.check>,
   store: StoreShape,
-  ready: (running: Running) => Effect.Effect<void>
+  ready: (running: Running) => Effect.Effect<void>,
+  inFlight: Pending.InFlight
 ): Effect.Effect<void, unknown, Scope.Scope> =>
   Effect.gen(function*() {
     const production = (yield* Config.string("NODE_ENV").pipe(Config.withDefault(""))) === "production"
@@ -94,7 +96,7 @@ const boot = (
     const backend = yield* factory.make
     for (const index of checked.indexes) if (backend.ensureIndex) yield* backend.ensureIndex(index.spec)
     const replica = options.replicaId ?? (yield* defaultReplica)
-    const engine = yield* Sync.make({ backend, store, indexes: checked.indexes, sync: checked.sync, replica })
+    const engine = yield* Sync.make({ backend, store, indexes: checked.indexes, sync: checked.sync, replica, inFlight })
     yield* ready({ backend, engine })
     if (!factory.durable) {
       // The memory index starts empty: seed it from the tables.
@@ -126,6 +128,8 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
   const allowedEngineParams = new Set([...Query.defaultEngineParams, ...(options.allowedEngineParams ?? [])])
   const name = options.name ?? "search"
   const indexedTables = new Set(checked.indexes.map((index) => index.table.name))
+  // Pending-sync markers this process staged and its listener has not handled yet.
+  const inFlight: Pending.InFlight = new Map()
   // One start at a time per plugin value: a restart replaces it.
   let started = Effect.runSync(Deferred.make<Running, unknown>())
 
@@ -136,7 +140,7 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
       if (started === deferred) started = Effect.runSync(Deferred.make<Running, unknown>())
     }))
     // A failed boot fails the changes waiting for it (their writes then fail loudly) instead of hanging them.
-    yield* boot(factory, options, checked, store, (running) => Effect.asVoid(Deferred.succeed(deferred, running))).pipe(
+    yield* boot(factory, options, checked, store, (running) => Effect.asVoid(Deferred.succeed(deferred, running)), inFlight).pipe(
       Effect.tapErrorCause((cause) => Deferred.failCause(deferred, cause))
     )
   }))
@@ -175,8 +179,14 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
       "inspect:write",
       ...factory.hosts.map((host): Plugin.Permission => `network:outbound:${host}`)
     ],
-    tables: [SearchDrift, SearchStats, SearchLease],
+    tables: [...searchTables],
     layer,
+    // In the writing transaction: a pending-sync marker per change to an indexed table, so no
+    // change commits without a durable record that it must reach the index (a marker that cannot
+    // be written fails the write). See `Pending`.
+    onStage: Pending.stage(indexedTables, inFlight),
+    // The memory tier dies with its process, rows and all: a marker there would guard nothing.
+    onStageTiers: ["sqlite", "pg"],
     // Off the writer's path: the listener runs on its own fiber, in commit order, so a write never
     // waits for the engine (a slow or failing engine costs writers nothing). The index is eventually
     // consistent; `ChangeTap.settled` waits for it (tests, shutdown).

@@ -19,6 +19,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Chunk, Effect, Layer, Option, Stream } from "effect"
+import * as DdlLock from "../kernel/DdlLock.js"
 import type { BackendFactory } from "./Backend.js"
 import { SearchBackendError } from "./Errors.js"
 import * as Matching from "./Matching.js"
@@ -50,7 +51,8 @@ const filterSql = (filter: Filter, param: (value: unknown) => string): string =>
   const elements = `jsonb_array_elements(${wrap(`d.doc #> ${path}`)}) e`
   if (isOrdered(filter)) {
     const op = filter.op === "gt" ? ">" : filter.op === "gte" ? ">=" : filter.op === "lt" ? "<" : "<="
-    return `EXISTS (SELECT 1 FROM ${elements} WHERE jsonb_typeof(e) = 'number' AND e::numeric ${op} ${param(filter.value)}::numeric)`
+    // PostgreSQL may evaluate the cast before the type test of an AND: the CASE guards it.
+    return `EXISTS (SELECT 1 FROM ${elements} WHERE (CASE WHEN jsonb_typeof(e) = 'number' THEN e::numeric END) ${op} ${param(filter.value)}::numeric)`
   }
   const values = (Array.isArray(filter.value) ? filter.value : [filter.value]).map((value) => JSON.stringify(value))
   const any = `EXISTS (SELECT 1 FROM ${elements} WHERE e = ANY(${param(values)}::text[]::jsonb[]))`
@@ -67,26 +69,30 @@ export const make = Effect.gen(function*() {
   const run = (text: string, params: ReadonlyArray<unknown> = []) =>
     sql.unsafe<Record<string, unknown>>(text, params as Array<never>)
 
-  if (pg) {
-    yield* run(`CREATE TABLE IF NOT EXISTS _fw_search_docs (
-      idx TEXT NOT NULL, gen INTEGER NOT NULL, id TEXT NOT NULL, doc JSONB NOT NULL, tenant TEXT,
-      body TEXT NOT NULL, tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED,
-      PRIMARY KEY (idx, gen, id))`)
-    yield* run(`CREATE INDEX IF NOT EXISTS _fw_search_docs_tsv ON _fw_search_docs USING GIN (tsv)`)
-    yield* run(`CREATE INDEX IF NOT EXISTS _fw_search_docs_tenant ON _fw_search_docs (idx, gen, tenant)`)
-    yield* run(`CREATE TABLE IF NOT EXISTS _fw_search_terms (idx TEXT NOT NULL, gen INTEGER NOT NULL, term TEXT NOT NULL, PRIMARY KEY (idx, gen, term))`)
-    // Trigram index on the vocabulary, for operators: typo expansion itself is exact edit distance in the process.
-    const trgm = yield* Effect.either(run(`CREATE EXTENSION IF NOT EXISTS pg_trgm`))
-    if (trgm._tag === "Right") yield* run(`CREATE INDEX IF NOT EXISTS _fw_search_terms_trgm ON _fw_search_terms USING GIN (term gin_trgm_ops)`)
-  } else {
-    yield* run(`CREATE TABLE IF NOT EXISTS _fw_search_docs (
-      rid INTEGER PRIMARY KEY AUTOINCREMENT, idx TEXT NOT NULL, gen INTEGER NOT NULL, id TEXT NOT NULL,
-      doc TEXT NOT NULL, tenant TEXT, body TEXT NOT NULL, UNIQUE (idx, gen, id))`)
-    yield* run(`CREATE INDEX IF NOT EXISTS _fw_search_docs_tenant ON _fw_search_docs (idx, gen, tenant)`)
-    yield* run(`CREATE VIRTUAL TABLE IF NOT EXISTS _fw_search_fts USING fts5(body, tokenize = 'unicode61 remove_diacritics 2')`)
-    yield* run(`CREATE TABLE IF NOT EXISTS _fw_search_terms (idx TEXT NOT NULL, gen INTEGER NOT NULL, term TEXT NOT NULL, PRIMARY KEY (idx, gen, term))`)
-  }
-  yield* run(`CREATE TABLE IF NOT EXISTS _fw_search_alias (idx TEXT PRIMARY KEY, gen INTEGER NOT NULL)`)
+  // Replicas starting together would race on the DDL (PostgreSQL): one at a time, under a lock.
+  yield* DdlLock.withDdlLock(DdlLock.keys.search)(Effect.gen(function*() {
+    if (pg) {
+      yield* run(`CREATE TABLE IF NOT EXISTS _fw_search_docs (
+        idx TEXT NOT NULL, gen INTEGER NOT NULL, id TEXT NOT NULL, doc JSONB NOT NULL, tenant TEXT,
+        body TEXT NOT NULL, tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple', body)) STORED,
+        PRIMARY KEY (idx, gen, id))`)
+      yield* run(`CREATE INDEX IF NOT EXISTS _fw_search_docs_tsv ON _fw_search_docs USING GIN (tsv)`)
+      yield* run(`CREATE INDEX IF NOT EXISTS _fw_search_docs_tenant ON _fw_search_docs (idx, gen, tenant)`)
+      yield* run(`CREATE TABLE IF NOT EXISTS _fw_search_terms (idx TEXT NOT NULL, gen INTEGER NOT NULL, term TEXT NOT NULL, PRIMARY KEY (idx, gen, term))`)
+      // Trigram index on the vocabulary, for operators: typo expansion itself is exact edit distance
+      // in the process. In a savepoint: without the right to create the extension, the rest stands.
+      const trgm = yield* Effect.either(sql.withTransaction(run(`CREATE EXTENSION IF NOT EXISTS pg_trgm`)))
+      if (trgm._tag === "Right") yield* run(`CREATE INDEX IF NOT EXISTS _fw_search_terms_trgm ON _fw_search_terms USING GIN (term gin_trgm_ops)`)
+    } else {
+      yield* run(`CREATE TABLE IF NOT EXISTS _fw_search_docs (
+        rid INTEGER PRIMARY KEY AUTOINCREMENT, idx TEXT NOT NULL, gen INTEGER NOT NULL, id TEXT NOT NULL,
+        doc TEXT NOT NULL, tenant TEXT, body TEXT NOT NULL, UNIQUE (idx, gen, id))`)
+      yield* run(`CREATE INDEX IF NOT EXISTS _fw_search_docs_tenant ON _fw_search_docs (idx, gen, tenant)`)
+      yield* run(`CREATE VIRTUAL TABLE IF NOT EXISTS _fw_search_fts USING fts5(body, tokenize = 'unicode61 remove_diacritics 2')`)
+      yield* run(`CREATE TABLE IF NOT EXISTS _fw_search_terms (idx TEXT NOT NULL, gen INTEGER NOT NULL, term TEXT NOT NULL, PRIMARY KEY (idx, gen, term))`)
+    }
+    yield* run(`CREATE TABLE IF NOT EXISTS _fw_search_alias (idx TEXT PRIMARY KEY, gen INTEGER NOT NULL)`)
+  }))
 
   const specs = new Map<string, IndexSpec>()
   const specOf = (index: string): IndexSpec => specs.get(index) ?? { index, tenantField: "tenantId" }

@@ -10,10 +10,12 @@
  * (the failed event is never replayed), re-reading again while the row keeps changing. So writes
  * for one (index, row) never land out of order.
  *
- * Durability: a failure is written to `_fw_search_drift` before the change's delivery returns (a
- * transient one as `retrying`, so a crash during the backoff still leaves it to the sweep). When
- * that ledger write fails, delivery fails: the tap logs it and retries delivery and recording,
- * backing off, until one lands (the committed write already answered success).
+ * Durability: every change to an indexed table committed with a pending-sync marker (see
+ * `Pending`), so a change is never committed without a durable record that it must reach the index.
+ * A failure is written to `_fw_search_drift` (a transient one as `retrying`, so a crash during the
+ * backoff still leaves it to the sweep) before the marker is cleared; when that ledger write fails,
+ * the marker stays, the failure is logged, and the sweep repairs the row later. (An event without
+ * a marker, made by hand, fails its delivery instead: the tap retries delivery and recording.)
  */
 import type { Scope } from "effect"
 import { Clock, Duration, Effect, Either, Exit, Fiber, FiberSet, Option, Schedule, Schema, SchemaAST, Stream } from "effect"
@@ -22,6 +24,7 @@ import type { StoreError } from "../kernel/Errors.js"
 import type { StoreShape } from "../kernel/Store.js"
 import { SearchBackendError } from "./Errors.js"
 import type { Resolved, Sync } from "./Options.js"
+import * as Pending from "./Pending.js"
 import type { Document, Rebuild, SearchBackendShape } from "./SearchBackend.js"
 import { driftId, SearchDrift, SearchLease, SearchStats } from "./tables.js"
 
@@ -96,9 +99,12 @@ export const make = (options: {
   readonly indexes: ReadonlyArray<Resolved>
   readonly sync: Sync
   readonly replica: string
+  /** Markers this process staged whose change its listener has not handled yet. */
+  readonly inFlight?: Pending.InFlight
 }) =>
   Effect.gen(function*() {
     const { backend, indexes, replica, store, sync } = options
+    const inFlight: Pending.InFlight = options.inFlight ?? new Map()
     const fibers = yield* FiberSet.make()
     // Background work is forked with the runtime of the plugin's start, not from the change
     // delivery that triggers it: that fiber is uninterruptible and marked as delivering.
@@ -131,6 +137,8 @@ export const make = (options: {
 
     // Known ledger entries: a later successful write clears its entry without a read per change.
     yield* store.walk(SearchDrift, { pageSize: 1000 }).pipe(Stream.runForEach((entry) => Effect.sync(() => ledgerKeys.add(entry.id))))
+    const markers = Pending.makeClearer(store, background)
+    const staging = store.dialect !== "memory"
 
     /** The document of a row, checked: its id is the row's, its tenant the row's. */
     const derive = (index: Resolved, row: unknown, rowId: string): Effect.Effect<Document, DocumentInvalid> =>
@@ -291,6 +299,22 @@ export const make = (options: {
         if (event.remote === true && !sawRemote) sawRemote = true
         const targets = byTable.get(event.table)
         if (targets === undefined) return
+        // Markers exist only on the SQL tiers (see `Pending.stage`).
+        const ref = staging ? event.ref : undefined
+        // With a marker, a ledger write that fails leaves the marker for the sweep; without one
+        // (an event made by hand), the delivery fails and the tap retries it.
+        let settled = true
+        /** True once `written` landed; false (logged, the marker kept) when it failed. */
+        const recorded = (index: Resolved, written: Effect.Effect<void, LedgerWriteFailed>) =>
+          ref === undefined ? Effect.as(written, true) : Effect.as(written, true).pipe(Effect.catchAll((error) =>
+            Effect.as(
+              Effect.zipRight(
+                Effect.sync(() => settled = false),
+                Effect.logError(`search: could not write the drift ledger for ${index.name}/${event.id}; its pending-sync marker stays for the sweep`, error)
+              ),
+              false
+            )
+          ))
         for (const index of targets) {
           const key = driftId(index.name, event.id)
           const mark = busy.get(key)
@@ -307,19 +331,24 @@ export const make = (options: {
               Effect.flatMap(derive(index, row, event.id), (doc) => write(index, event.id, doc)))
           const outcome = yield* Effect.either(attempt)
           if (outcome._tag === "Right") {
-            yield* clear(index, event.id).pipe(Effect.mapError(ledgerFailure(index, event.id)))
+            yield* recorded(index, clear(index, event.id).pipe(Effect.mapError(ledgerFailure(index, event.id))))
             continue
           }
           const error = outcome.left
           if (isTransient(error) && sync.retries > 0) {
-            yield* record(index, event.id, "retrying", error, 1)
+            // Unrecorded, the row is left to the sweep (through the marker), not retried here.
+            if (!(yield* recorded(index, record(index, event.id, "retrying", error, 1)))) continue
             // Registered before delivery returns, so the next change to this row sees it busy.
             busy.set(key, { dirty: false })
             yield* background(retry(index, event.id, error))
           } else {
             yield* count(index, "dropped")
-            yield* record(index, event.id, "failed", error, 1)
+            yield* recorded(index, record(index, event.id, "failed", error, 1))
           }
+        }
+        if (ref !== undefined) {
+          inFlight.delete(ref)
+          if (settled) yield* markers.clear(ref)
         }
       })
 
@@ -327,6 +356,13 @@ export const make = (options: {
     const recordEvent = (event: ChangeEvent, message: string) =>
       Effect.forEach(byTable.get(event.table) ?? [], (index) =>
         record(index, event.id, "failed", new DocumentInvalid({ index: index.name, rowId: event.id, message }), 1), { discard: true })
+
+    /** Moves abandoned pending-sync markers to the ledger (see `Pending.adopt`). */
+    const adoptAbandoned = (limit: number) =>
+      !staging ? Effect.void : Effect.flatMap(Pending.adopt(store, indexes, inFlight, markers.queued, limit), (ids) =>
+        Effect.sync(() => {
+          for (const id of ids) ledgerKeys.add(id)
+        }))
 
     /** Repairs ledger entries: re-reads each row and writes what it is now. */
     const repair = (entries: ReadonlyArray<typeof SearchDrift.schema.Type>) =>
@@ -415,13 +451,17 @@ export const make = (options: {
      * ledger is shared; a sweep of the same entries on every replica would repeat every repair).
      */
     const sweep = Effect.map(
-      withLease("sweep", Effect.flatMap(store.find(SearchDrift, { orderBy: "lastFailedAt", limit: sync.resyncBatchSize }), repair)),
+      withLease("sweep", Effect.zipRight(
+        adoptAbandoned(sync.resyncBatchSize),
+        Effect.flatMap(store.find(SearchDrift, { orderBy: "lastFailedAt", limit: sync.resyncBatchSize }), repair)
+      )),
       Option.getOrElse((): ResyncReport => ({ scanned: 0, repaired: 0, failed: 0 }))
     )
 
     /** On-demand resync: every entry present now, in batches. */
     const resync = (indexName?: string) =>
       Effect.gen(function*() {
+        yield* adoptAbandoned(Number.MAX_SAFE_INTEGER)
         const entries = yield* store.find(SearchDrift, {
           orderBy: "lastFailedAt",
           ...(indexName === undefined ? {} : { where: { indexName } })

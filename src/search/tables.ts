@@ -59,3 +59,23 @@ export const SearchLease = defineTable("_fw_search_lease", {
     expiresAt: Schema.Number
   }
 })
+
+/**
+ * `_fw_search_pending`: one row per committed change to an indexed table whose index write is not
+ * yet settled. It is written inside the writing transaction (so a change whose row cannot be
+ * written is not committed either: the write fails), and deleted once every index of the table has
+ * the change or its failure is in `_fw_search_drift`. The id is the change's `ref`. A row left
+ * behind (the process stopped in between) is moved to the drift ledger by the sweep and repaired.
+ */
+export const SearchPending = defineTable("_fw_search_pending", {
+  fields: {
+    tableName: Schema.String,
+    rowId: Schema.String,
+    /** When the change was written (epoch ms). */
+    stagedAt: Schema.Number
+  },
+  indexes: [["stagedAt"]]
+})
+
+/** Every table of the search plugin (what the schema differ applies for it). */
+export const searchTables = [SearchDrift, SearchStats, SearchLease, SearchPending] as const

@@ -86,7 +86,8 @@ export const start = (plugin: Plugin.Plugin) =>
     }
     const onStage = plugin.onStage
     const onStageSpan = Telemetry.span(`fw.plugin ${plugin.name} onStage`, { "fw.plugin": plugin.name, "fw.hook": "onStage" })
-    if (onStage !== undefined) {
+    const store = yield* Store
+    if (onStage !== undefined && (plugin.onStageTiers === undefined || plugin.onStageTiers.includes(store.dialect))) {
       const tap = yield* ChangeTap
       yield* tap.addStager({ name: plugin.name, stage: (changes) => Effect.provide(onStageSpan(onStage(changes)), narrowed) })
     }

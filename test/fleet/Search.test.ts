@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Client from "../../src/client/Client.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
-import { SearchDrift, SearchLease, SearchStats } from "../../src/search/tables.js"
+import { searchTables } from "../../src/search/tables.js"
 import * as Pg from "../support/Pg.js"
 import { Docs, makePlugin } from "./searchApp.js"
 import * as Fleet from "./support.js"
@@ -37,7 +37,7 @@ describe.skipIf(Pg.serverUrl === null)("search shared by two replicas (real proc
   it.scopedLive("a write on one is searchable on the other; repair and reindex run once", () =>
     Effect.gen(function*() {
       const url = yield* Pg.freshDatabase
-      yield* SchemaDiffer.apply([Docs, SearchDrift, SearchStats, SearchLease]).pipe(Effect.provide(Pg.layerClient(url)))
+      yield* SchemaDiffer.apply([Docs, ...searchTables]).pipe(Effect.provide(Pg.layerClient(url)))
       const appPath = yield* Effect.promise(() => Fleet.bundleApp("searchApp.ts"))
       // One after the other: the first creates the sql backend's tables.
       const r0 = yield* start("r0", appPath, url)

@@ -20,7 +20,7 @@ import type { SearchQueryInput } from "../../src/search/index.js"
 import type { SearchBackendShape } from "../../src/search/SearchBackend.js"
 import type { SearchPlugin } from "../../src/search/SearchPlugin.js"
 import { searchPlugin } from "../../src/search/SearchPlugin.js"
-import { SearchDrift, SearchLease, SearchStats } from "../../src/search/tables.js"
+import { searchTables } from "../../src/search/tables.js"
 
 export const Notes = defineTable("notes", {
   fields: { tenantId: Schema.String, title: Schema.String, body: Schema.String, n: Schema.Number },
@@ -75,7 +75,7 @@ export type Client = Layer.Layer<SqlClient.SqlClient, unknown>
 
 /** Store tier (memory when `client` is null) + local change tap + the plugin started. */
 export const stack = (client: Client | null, plugin: SearchPlugin) => {
-  const tables = [Notes, SearchDrift, SearchStats, SearchLease]
+  const tables = [Notes, ...searchTables]
   const tier = client === null
     ? Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
     : Store.layerSql.pipe(
