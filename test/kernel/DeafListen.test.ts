@@ -27,6 +27,20 @@ const replica = (url: string, options: ChangeTap.FleetOptions) =>
     Layer.provideMerge(PgClient.layer({ url: Redacted.make(url) }))
   )
 
+/** Replica B in a scope of its own (so its closing can be bounded), with the events it receives. */
+const replicaB = (url: string, options: ChangeTap.FleetOptions) =>
+  Effect.gen(function*() {
+    const bScope = yield* Scope.make()
+    const b = yield* Layer.buildWithScope(replica(url, options), bScope)
+    const received = yield* Queue.unbounded<ChangeEvent>()
+    yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) =>
+      tap.subscribe({ name: "b", onEvent: (event) => Queue.offer(received, event) })).pipe(
+        Effect.provide(b),
+        Scope.extend(bScope)
+      )
+    return { bScope, received }
+  })
+
 describe.skipIf(Pg.serverUrl === null)("a deaf LISTEN connection (PostgreSQL, fleet scope)", () => {
   it.scopedLive("is replaced by a fresh one: changes committed elsewhere arrive again, and the replica still closes", () =>
     Effect.gen(function*() {
@@ -35,14 +49,7 @@ describe.skipIf(Pg.serverUrl === null)("a deaf LISTEN connection (PostgreSQL, fl
       const a = yield* Layer.build(replica(url, { pollMs: 600_000 }))
       yield* SchemaDiffer.apply([Notes]).pipe(Effect.provide(a))
       // B is built in a scope of its own, so that its closing can be bounded (and fail the test).
-      const bScope = yield* Scope.make()
-      const b = yield* Layer.buildWithScope(replica(proxy.url, { pollMs: 600_000, listenCheckMs: 300 }), bScope)
-      const received = yield* Queue.unbounded<ChangeEvent>()
-      yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) =>
-        tap.subscribe({ name: "b", onEvent: (event) => Queue.offer(received, event) })).pipe(
-          Effect.provide(b),
-          Scope.extend(bScope)
-        )
+      const { bScope, received } = yield* replicaB(proxy.url, { pollMs: 600_000, listenCheckMs: 300 })
       const storeA = yield* Effect.provide(Store.Store, a)
       const next = Queue.take(received).pipe(
         Effect.timeoutFail({ duration: "15 seconds", onTimeout: () => "no change event reached B within 15 s" })
@@ -75,14 +82,7 @@ describe.skipIf(Pg.serverUrl === null)("a deaf LISTEN connection (PostgreSQL, fl
       const a = yield* Layer.build(replica(url, { pollMs: 600_000 }))
       yield* SchemaDiffer.apply([Notes]).pipe(Effect.provide(a))
       // No heartbeat within the test: the deaf connection is still in place when B closes.
-      const bScope = yield* Scope.make()
-      const b = yield* Layer.buildWithScope(replica(proxy.url, { pollMs: 300, listenCheckMs: 600_000 }), bScope)
-      const received = yield* Queue.unbounded<ChangeEvent>()
-      yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) =>
-        tap.subscribe({ name: "b", onEvent: (event) => Queue.offer(received, event) })).pipe(
-          Effect.provide(b),
-          Scope.extend(bScope)
-        )
+      const { bScope, received } = yield* replicaB(proxy.url, { pollMs: 300, listenCheckMs: 600_000 })
       const storeA = yield* Effect.provide(Store.Store, a)
       assert.strictEqual(proxy.deafen(), 1)
       yield* storeA.insert(Notes, { id: "deaf", text: "read, not heard" })

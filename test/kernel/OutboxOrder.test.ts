@@ -31,16 +31,7 @@ const change = (id: string) => ({
   provenance: { traceId: "order", subjectId: null, procedure: null }
 })
 
-/** A connection of its own, ended with the scope. */
-const connection = (url: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new pg.Client({ connectionString: url })
-      await client.connect()
-      return client
-    }),
-    (client) => Effect.promise(() => client.end().catch(() => undefined))
-  )
+const connection = Pg.connection
 
 /** Inserts the outbox row of change `id` on `client` (inside its open transaction, if any). */
 const outbox = (client: pg.Client, id: string) =>

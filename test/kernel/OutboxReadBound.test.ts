@@ -8,21 +8,11 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Queue, Redacted } from "effect"
-import pg from "pg"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Pg from "../support/Pg.js"
 
-/** A connection of its own, ended with the scope. */
-const connection = (url: string) =>
-  Effect.acquireRelease(
-    Effect.promise(async () => {
-      const client = new pg.Client({ connectionString: url })
-      await client.connect()
-      return client
-    }),
-    (client) => Effect.promise(() => client.end().catch(() => undefined))
-  )
+const connection = Pg.connection
 
 const change = (id: string) => ({
   table: "notes", op: "insert", id, tenantId: null, before: null, after: { id }, at: 0,

@@ -46,3 +46,14 @@ export const layerFreshClient: Layer.Layer<PgClient.PgClient | SqlClient.SqlClie
 
 /** A PgClient layer on an existing database URL (for a second "process" sharing one database). */
 export const layerClient = (url: string) => PgClient.layer({ url: Redacted.make(url) }).pipe(Layer.orDie)
+
+/** A raw `pg` connection of its own (for holding a transaction open exactly where a test wants), ended with the scope. */
+export const connection = (url: string): Effect.Effect<pg.Client, never, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.promise(async () => {
+      const client = new pg.Client({ connectionString: url })
+      await client.connect()
+      return client
+    }),
+    (client) => Effect.promise(() => client.end().catch(() => undefined))
+  )
