@@ -1,26 +1,34 @@
 /**
  * Insert throughput through a procedure (the procedure runtime, memory store) with the search
  * plugin on (memory backend) against the same app without it, measured in the same run.
- * Aim: at least 0.7× the throughput without the plugin. `BENCH_SEARCH_INSERTS` sets the count.
+ * Aim: at least 0.7× the throughput without the plugin. `BENCH_SEARCH_INSERTS` sets the count;
+ * `BENCH_SEARCH_STORE=sqlite` runs the app on an SQLite file instead (there each write also
+ * stages its pending-sync marker in its transaction).
  *
  * The search listener runs off the writer's path, so two figures: the writers' own throughput
  * (what a caller waits for), and the throughput until the index has caught up with every insert
  * (`ChangeTap.settled` inside the timed section: the whole work, on one thread).
  */
 import { FetchHttpClient, Headers } from "@effect/platform"
+import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Effect, Layer, Schema } from "effect"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
 import { defineApp } from "../../src/app/App.js"
 import * as PluginHost from "../../src/server/PluginHost.js"
 import * as Procedure from "../../src/app/Procedure.js"
 import * as Runtime from "../../src/app/Runtime.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
-import { searchIndex, searchPlugin } from "../../src/search/index.js"
-import { perSecond, table } from "../support.js"
+import { searchIndex, searchPlugin, searchTables } from "../../src/search/index.js"
+import { perSecond, storeTier, table } from "../support.js"
 
 const N = Number(process.env.BENCH_SEARCH_INSERTS ?? 20_000)
+const onSqlite = process.env.BENCH_SEARCH_STORE === "sqlite"
+const dir = onSqlite ? mkdtempSync(path.join(tmpdir(), "fw-bench-search-insert-")) : ""
+let files = 0
 const Notes = defineTable("notes", {
   fields: { tenantId: Schema.String, title: Schema.String, body: Schema.String },
   tenantField: "tenantId"
@@ -42,7 +50,10 @@ const measure = (withSearch: boolean) => {
     : []
   const app = defineApp({ tables: [Notes], procedures: [add], plugins })
   const stack = Layer.mergeAll(Runtime.layer(app), ...plugins.map((plugin) => Layer.scopedDiscard(PluginHost.start(plugin)))).pipe(
-    Layer.provideMerge(Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))),
+    Layer.provideMerge(storeTier(
+      onSqlite ? SqliteClient.layer({ filename: path.join(dir, `run${files++}.db`) }) : null,
+      [Notes, ...searchTables]
+    )),
     Layer.provide(FetchHttpClient.layer)
   )
   return Effect.gen(function*() {
@@ -73,7 +84,7 @@ export const run = async () => {
   const offBest = Math.max(off.settled, off2.settled)
   const onWriters = Math.max(on.writers, on2.writers)
   const onSettled = Math.max(on.settled, on2.settled)
-  table(`search: inserts through a procedure (memory store), ${N.toLocaleString("en-US")} per run, best of two`, [
+  table(`search: inserts through a procedure (${onSqlite ? "SQLite file" : "memory"} store), ${N.toLocaleString("en-US")} per run, best of two`, [
     { setup: "search plugin off", "inserts/s": perSecond(offBest) },
     { setup: "search plugin on: writers (index catching up behind)", "inserts/s": perSecond(onWriters) },
     { setup: "search plugin on: until the index has every insert", "inserts/s": perSecond(onSettled) },
