@@ -16,15 +16,10 @@ export const variantSeed = 86028157
 const encoder = new TextEncoder()
 let scratch = new Uint8Array(256)
 
-/**
- * murmur3 x86 32-bit, continued: mixes `bytes[0..length)` into the state `h` (the state after
- * whole 4-byte blocks of earlier input), then finishes as if `totalLength` bytes had been hashed.
- */
-export const murmur3Continue = (h: number, bytes: Uint8Array, length: number, totalLength: number): number => {
-  const blocks = length & ~3
-  let k = 0
-  for (let i = 0; i < blocks; i += 4) {
-    k = bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24)
+/** murmur3 x86 32-bit: mixes the whole 4-byte blocks `bytes[0..end)` into the state `h`. */
+const mixBlocks = (h: number, bytes: Uint8Array, end: number): number => {
+  for (let i = 0; i < end; i += 4) {
+    let k = bytes[i]! | (bytes[i + 1]! << 8) | (bytes[i + 2]! << 16) | (bytes[i + 3]! << 24)
     k = Math.imul(k, 0xcc9e2d51)
     k = (k << 15) | (k >>> 17)
     k = Math.imul(k, 0x1b873593)
@@ -32,9 +27,19 @@ export const murmur3Continue = (h: number, bytes: Uint8Array, length: number, to
     h = (h << 13) | (h >>> 19)
     h = (Math.imul(h, 5) + 0xe6546b64) | 0
   }
+  return h
+}
+
+/**
+ * murmur3 x86 32-bit, continued: mixes `bytes[0..length)` into the state `h` (the state after
+ * whole 4-byte blocks of earlier input), then finishes as if `totalLength` bytes had been hashed.
+ */
+export const murmur3Continue = (h: number, bytes: Uint8Array, length: number, totalLength: number): number => {
+  const blocks = length & ~3
+  h = mixBlocks(h, bytes, blocks)
   const tail = length & 3
   if (tail > 0) {
-    k = 0
+    let k = 0
     if (tail === 3) k ^= bytes[blocks + 2]! << 16
     if (tail >= 2) k ^= bytes[blocks + 1]! << 8
     k ^= bytes[blocks]!
@@ -130,17 +135,7 @@ export const bucketer = (flagKey: string, seed: number): (unitId: string) => num
   const rest = prefix.length - whole
   // The murmur3 state after the prefix's whole 4-byte blocks; its last 0–3 bytes, the unit id
   // and the finish are mixed per call.
-  let h = seed >>> 0
-  for (let i = 0; i < whole; i += 4) {
-    let k = prefix[i]! | (prefix[i + 1]! << 8) | (prefix[i + 2]! << 16) | (prefix[i + 3]! << 24)
-    k = Math.imul(k, 0xcc9e2d51)
-    k = (k << 15) | (k >>> 17)
-    k = Math.imul(k, 0x1b873593)
-    h ^= k
-    h = (h << 13) | (h >>> 19)
-    h = (Math.imul(h, 5) + 0xe6546b64) | 0
-  }
-  const state = h
+  const state = mixBlocks(seed >>> 0, prefix, whole)
   let buffer = new Uint8Array(64)
   buffer.set(prefix.subarray(whole))
   return (unitId) => {

@@ -17,7 +17,7 @@ import { searchErrors, SearchFieldRejected, SearchIndexNotFound } from "../../sr
 import * as Query from "../../src/search/Query.js"
 import * as Serve from "../support/Serve.js"
 import { Theme } from "./contracts.js"
-import { hooksApp, memory, mountAs, seedNotes, tokens } from "./fixtures.js"
+import { hooksApp, memory, mountAs, seedNotes, toggleFlag, tokens } from "./fixtures.js"
 
 const inspectToken = "client-hooks-token"
 process.env.FW_INSPECT_TOKEN = inspectToken
@@ -39,14 +39,7 @@ const watch = <A>(store: Readable<A>) =>
       )
   })
 
-const toggle = (url: string, flag: string) =>
-  Effect.promise(() =>
-    fetch(`${url}/_fw/inspect/plugins/flags/toggle`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${inspectToken}`, "content-type": "application/json" },
-      body: JSON.stringify({ flag, actor: "ops" })
-    }).then((response) => response.status)
-  )
+const toggle = (url: string, flag: string) => toggleFlag(url, flag, inspectToken)
 
 /** A SQLite store with `tables`, shared by the server and the test. */
 const sqlite = (tables: ReadonlyArray<Table.Any>) => Effect.map(

@@ -10,7 +10,7 @@ import type { Browser } from "playwright-core"
 import * as Chromium from "../support/Chromium.js"
 import * as Serve from "../support/Serve.js"
 import { bundle } from "./bundle.js"
-import { hooksApp, memory, seedNotes } from "./fixtures.js"
+import { hooksApp, memory, seedNotes, toggleFlag } from "./fixtures.js"
 
 const available = Chromium.availableFor("the React hooks browser test")
 
@@ -25,14 +25,7 @@ const pageRoutes = (code: string) =>
     HttpLayerRouter.add("GET", "/page.js", HttpServerResponse.text(code, { contentType: "text/javascript" }))
   )
 
-const toggle = (url: string, flag: string) =>
-  Effect.promise(() =>
-    fetch(`${url}/_fw/inspect/plugins/flags/toggle`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${inspectToken}`, "content-type": "application/json" },
-      body: JSON.stringify({ flag, actor: "ops" })
-    }).then((response) => response.status)
-  )
+const toggle = (url: string, flag: string) => toggleFlag(url, flag, inspectToken)
 
 describe.skipIf(!available)("React hooks in headless Chromium", () => {
   let code = ""

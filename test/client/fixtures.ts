@@ -129,3 +129,13 @@ export const mountAs = <const Errors extends ReadonlyArray<AreaErrorClass> = rea
     ),
     (fw) => Effect.sync(fw.dispose)
   )
+
+/** Toggles `flag` through the flags plugin's inspect route of the app at `url`; resolves with the status. */
+export const toggleFlag = (url: string, flag: string, inspectToken: string) =>
+  Effect.promise(() =>
+    fetch(`${url}/_fw/inspect/plugins/flags/toggle`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${inspectToken}`, "content-type": "application/json" },
+      body: JSON.stringify({ flag, actor: "ops" })
+    }).then((response) => response.status)
+  )
