@@ -184,7 +184,7 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
     // In the writing transaction: a pending-sync marker per change to an indexed table, so no
     // change commits without a durable record that it must reach the index (a marker that cannot
     // be written fails the write). See `Pending`.
-    onStage: Pending.stage(indexedTables, inFlight),
+    onStageStatements: Pending.stage(indexedTables, inFlight),
     // The memory tier dies with its process, rows and all: a marker there would guard nothing.
     onStageTiers: ["sqlite", "pg"],
     // Off the writer's path: the listener runs on its own fiber, in commit order, so a write never
