@@ -18,6 +18,7 @@ import * as Options from "./Options.js"
 import * as Pending from "./Pending.js"
 import * as Query from "./Query.js"
 import * as Sync from "./Sync.js"
+import * as SyncError from "./SyncError.js"
 import { searchTables } from "./tables.js"
 
 /** The running state of a started plugin. */
@@ -195,7 +196,7 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
     recordChangeFailure: (event, cause) =>
       Effect.flatMap(running, (current) =>
         // A failed ledger write already means the change is lost: the write must fail loudly.
-        cause._tag === "Fail" && cause.error instanceof Sync.LedgerWriteFailed
+        cause._tag === "Fail" && cause.error instanceof SyncError.LedgerWriteFailed
           ? Effect.fail(cause.error)
           : current.engine.recordEvent(event, "the search listener failed unexpectedly")),
     procedures: [query],
