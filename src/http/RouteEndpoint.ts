@@ -67,6 +67,20 @@ const guardedFrames = (
   )
 }
 
+/** One request to a route, once its input is decoded and its caller resolved. */
+interface Call {
+  readonly request: HttpServerRequest.HttpServerRequest
+  readonly input: unknown
+  readonly subject: Subject.Subject
+  readonly bytes: Uint8Array | undefined
+  /** The `RateLimit` header value the request was admitted with, if the route is limited. */
+  readonly limited: string | undefined
+  readonly measured: boolean
+  readonly traceId: string
+  readonly response: ResponseControl.Lazy
+  readonly ctx: RestRoute.Context
+}
+
 /** How a route answers one request, given its path params and query (see `make`). */
 export type Respond = (
   request: HttpServerRequest.HttpServerRequest,
@@ -92,6 +106,44 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
   const mustDeclareStreams = RestRoute.mutatingMethods.has(route.method) && !route.streaming
   const limiter = env.rateLimits === undefined ? undefined : RateLimit.limiter(endpoint, env.rateLimits)
 
+  // The steps below are functions of the route taking the request's `Call`, not closures made per
+  // request: a request allocates its call and context, and nothing else it can avoid.
+  const toResponse = (call: Call, result: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+    const { request, traceId } = call
+    if (Sse.isSse(result)) {
+      if (mustDeclareStreams) return undeclaredStream(what, traceId)
+      if (request.method === "HEAD") return Effect.succeed(Sse.head())
+      return Effect.succeed(Sse.response(guardedFrames(result.frames, route.guards, env, request.headers)))
+    }
+    if (Bytes.isBytes(result)) {
+      if (mustDeclareStreams) return undeclaredStream(what, traceId)
+      return Effect.succeed(request.method === "HEAD" ? Bytes.head(result) : Bytes.response(result))
+    }
+    return Now.map(encode(result, traceId), (json) =>
+      typeof json === "string" ? Answer.json(json, route.etag, request.headers["if-none-match"]) : json)
+  }
+  const answer = (call: Call) =>
+    Now.matchCauseEffect(
+      Steps.actingFor(
+        call.subject,
+        { traceId: call.traceId, subjectId: call.subject.id, procedure: provenanceName },
+        () => env.runtime.withHandlerContext(route.handler(call.input, call.ctx))
+      ),
+      {
+        onFailure: (cause) => Answer.failure(cause, call.traceId, what),
+        onSuccess: (result) => Now.map(toResponse(call, result), (answered) => call.response.apply(answered))
+      }
+    )
+  const handled = (call: Call) => {
+    const claimed = Steps.underKey(env, endpoint, call.request, call.subject, call.bytes, () =>
+      Effect.map(answer(call), (response): Idempotency.Outcome => ({ response, handlerRan: true })))
+    const answered = claimed ?? answer(call)
+    const recorded = call.measured ? Telemetry.route(what, call.traceId)(answered) : answered
+    // Added outside the idempotency claim: a replay carries the current count, not the recorded one.
+    const limited = call.limited
+    return limited === undefined ? recorded : Now.map(recorded, (answered) => limiter!.withHeaders(answered, limited))
+  }
+
   /** Guards, the idempotency claim and the handler, for a decoded input and a resolved caller. */
   const authorised = (
     request: HttpServerRequest.HttpServerRequest,
@@ -102,38 +154,18 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
     measured: boolean
   ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope> => {
     const traceId = Provenance.traceIdOf(request.headers)
-    const response = ResponseControl.make()
-    const ctx: RestRoute.Context = { subject, headers: request.headers, store: env.store, traceId, response: response.control }
-    const toResponse = (result: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
-      if (Sse.isSse(result)) {
-        if (mustDeclareStreams) return undeclaredStream(what, traceId)
-        if (request.method === "HEAD") return Effect.succeed(Sse.head())
-        return Effect.succeed(Sse.response(guardedFrames(result.frames, route.guards, env, request.headers)))
+    const response = new ResponseControl.Lazy()
+    const ctx: RestRoute.Context = {
+      subject,
+      headers: request.headers,
+      store: env.store,
+      traceId,
+      get response() {
+        return response.control
       }
-      if (Bytes.isBytes(result)) {
-        if (mustDeclareStreams) return undeclaredStream(what, traceId)
-        return Effect.succeed(request.method === "HEAD" ? Bytes.head(result) : Bytes.response(result))
-      }
-      return Now.map(encode(result, traceId), (json) =>
-        typeof json === "string" ? Answer.json(json, route.etag, request.headers["if-none-match"]) : json)
     }
-    const answer = () =>
-      Now.matchCauseEffect(
-        Steps.actingFor(subject, { traceId, subjectId: subject.id, procedure: provenanceName }, () => env.runtime.withHandlerContext(route.handler(input, ctx))),
-        {
-          onFailure: (cause) => Answer.failure(cause, traceId, what),
-          onSuccess: (result) => Now.map(toResponse(result), response.apply)
-        }
-      )
-    const handled = () => {
-      const claimed = Steps.underKey(env, endpoint, request, subject, bytes, () =>
-        Effect.map(answer(), (response): Idempotency.Outcome => ({ response, handlerRan: true })))
-      const answered = claimed ?? answer()
-      const recorded = measured ? Telemetry.route(what, traceId)(answered) : answered
-      // Added outside the idempotency claim: a replay carries the current count, not the recorded one.
-      return limited === undefined ? recorded : Now.map(recorded, (answered) => limiter!.withHeaders(answered, limited))
-    }
-    if (route.guards.length === 0) return handled()
+    const call: Call = { request, input, subject, bytes, limited, measured, traceId, response, ctx }
+    if (route.guards.length === 0) return handled(call)
     const checked = Steps.checkGuards(route.guards, ctx)
     const refusal = Effect.isEffect(checked) ? Now.either(env.runtime.withHandlerContext(checked)) : Effect.succeed(Either.right(checked))
     return Now.flatMap(refusal, (refusal) => {
@@ -142,7 +174,7 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
         : refusal.right !== undefined
         ? HttpResponses.error(refusal.right.status, "GuardRefused", refusal.right.message)
         : undefined
-      if (refused === undefined) return handled()
+      if (refused === undefined) return handled(call)
       return Effect.succeed(limited === undefined ? refused : limiter!.withHeaders(refused, limited))
     })
   }
