@@ -109,7 +109,7 @@ describe("direct dispatch", () => {
   }
   const app = defineApp({
     auth: [bearer],
-    cors: { origins: ["https://app.example"] },
+    http: { cors: { origins: ["https://app.example"] } },
     restRoutes: [
       defineRestRoute({
         method: "GET",
@@ -170,6 +170,8 @@ describe("direct dispatch", () => {
       assert.strictEqual((yield* get(`${direct}/items/42`, { headers: { authorization: "Bearer reader", "if-none-match": etag } })).status, 304)
       assert.strictEqual((yield* get(`${direct}/items/header`, { headers: { authorization: "Bearer reader" } })).headers["x-handler"], "set")
       assert.strictEqual((yield* get(`${direct}/v1/old/1`)).headers["deprecation"], "true")
+      const allowed = yield* get(`${direct}/items/42`, { headers: { authorization: "Bearer reader", origin: "https://app.example" } })
+      assert.strictEqual(allowed.headers["access-control-allow-origin"], "https://app.example")
       // A defect is a 500 quoting a fresh trace id (so the bodies differ): the same shape both ways.
       const [boomTwin, boomRouter] = [
         yield* get(`${direct}/items/boom`, { headers: { authorization: "Bearer reader" } }),
