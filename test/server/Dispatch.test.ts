@@ -6,7 +6,7 @@
  */
 import { HttpLayerRouter, HttpServer, HttpServerResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer, Schema, Tracer } from "effect"
+import { Context, Effect, Layer, Logger, Schema, Tracer } from "effect"
 import { createServer } from "node:http"
 import { defineApp } from "../../src/app/App.js"
 import type { App } from "../../src/app/App.js"
@@ -19,6 +19,7 @@ import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import * as NodeServer from "../../src/server/NodeServer.js"
 import * as Server from "../../src/server/Server.js"
+import * as Serve from "../support/Serve.js"
 
 const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
 
@@ -26,13 +27,15 @@ const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
 const passThrough = Effect.runSync(Effect.map(Effect.tracer, (native) => Tracer.make({ span: (...args) => native.span(...args), context: native.context })))
 
 /** Serves `app` (and `routes`) on `NodeServer` in the scope, with `tracer` installed if given; the base URL. */
-const serve = (app: App, routes?: Server.Options["routes"], tracer?: Tracer.Tracer) =>
+const serve = (app: App, routes?: Server.Options["routes"], tracer?: Tracer.Tracer, logs: Array<string> = []) =>
   Effect.gen(function*() {
     const serving = Server.layer(app, { announce: false, ...(routes === undefined ? {} : { routes }) }).pipe(
       Layer.provide(memory),
       Layer.provideMerge(NodeServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
     )
-    const context = yield* Layer.build(tracer === undefined ? serving : serving.pipe(Layer.provide(Layer.setTracer(tracer))))
+    const context = yield* Layer.build(tracer === undefined ? serving : serving.pipe(Layer.provide(Layer.setTracer(tracer)))).pipe(
+      Effect.provide(Logger.replace(Logger.defaultLogger, Serve.capture(logs)))
+    )
     const { address } = Context.get(context, HttpServer.HttpServer)
     if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
     return `http://127.0.0.1:${address.port}`
@@ -142,8 +145,9 @@ describe("direct dispatch", () => {
 
   it.scopedLive("the REST pipeline answers the same through its twin as through the router", () =>
     Effect.gen(function*() {
-      const direct = yield* serve(app)
-      const routed = yield* serve(app, undefined, passThrough)
+      const [directLogs, routedLogs]: Array<Array<string>> = [[], []]
+      const direct = yield* serve(app, undefined, undefined, directLogs)
+      const routed = yield* serve(app, undefined, passThrough, routedLogs)
       const etag = (yield* get(`${direct}/items/42`, { headers: { authorization: "Bearer reader" } })).headers["etag"]!
       const cases: ReadonlyArray<readonly [string, RequestInit]> = [
         ["/items/42", { headers: { authorization: "Bearer reader" } }],
@@ -180,5 +184,9 @@ describe("direct dispatch", () => {
       assert.strictEqual(boomTwin.status, 500)
       assert.strictEqual(boomRouter.status, 500)
       assert.deepStrictEqual(Object.keys(JSON.parse(boomTwin.text)), Object.keys(JSON.parse(boomRouter.text)))
+      // ... and is logged both ways.
+      for (const logs of [directLogs, routedLogs]) {
+        assert.deepStrictEqual(logs.map((line) => line.startsWith("ERROR GET /items/:id failed unexpectedly")), [true])
+      }
     }))
 })
