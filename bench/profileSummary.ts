@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs"
 
 interface Node {
   readonly id: number
+  readonly children?: ReadonlyArray<number>
   readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number }
 }
 interface Profile {
@@ -59,3 +60,22 @@ const show = (title: string, entries: Map<string, number>, top: number) => {
 console.log(`busy ${(busy / 1000).toFixed(0)} ms (idle and (program) excluded)`)
 show("self time by package / folder", byOwner, 15)
 show("self time by function", byFunction, Number(topArg ?? 30))
+
+// Inclusive time by package: the share of busy time spent in or under each package's frames (the
+// effect runtime's share of a request, say, whoever it then calls).
+const parentOf = new Map<number, number>()
+for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node.id)
+const inclusive = new Map<string, number>()
+for (const [id, time] of self) {
+  const frame = byId.get(id)!.callFrame
+  if (frame.functionName === "(idle)" || frame.functionName === "(program)") continue
+  const seen = new Set<string>()
+  for (let at: number | undefined = id; at !== undefined; at = parentOf.get(at)) {
+    const who = owner(byId.get(at)!.callFrame.url)
+    if (who !== "(native)" && !seen.has(who)) {
+      seen.add(who)
+      inclusive.set(who, (inclusive.get(who) ?? 0) + time)
+    }
+  }
+}
+show("inclusive time by package / folder (in or under its frames)", inclusive, 15)
