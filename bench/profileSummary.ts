@@ -2,12 +2,14 @@
  * Summarises a `.cpuprofile` (from `node --cpu-prof`): self time by package or source folder and the
  * heaviest functions, as percentages of the sampled time excluding idle.
  *
- * `npx tsx bench/profileSummary.ts <file.cpuprofile> [top]`
+ * `npx tsx bench/profileSummary.ts <file.cpuprofile> [top] [skipMs]` (`skipMs`: leave out the first
+ * milliseconds of the profile, the process's start-up, to see the steady state under load)
  */
 import { readFileSync } from "node:fs"
 
 interface Node {
   readonly id: number
+  readonly children?: ReadonlyArray<number>
   readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number }
 }
 interface Profile {
@@ -27,11 +29,16 @@ const owner = (url: string): string => {
   return url
 }
 
-const [file, topArg] = process.argv.slice(2)
+const [file, topArg, skipArg] = process.argv.slice(2)
 const profile = JSON.parse(readFileSync(file!, "utf8")) as Profile
 const byId = new Map(profile.nodes.map((node) => [node.id, node]))
 const self = new Map<number, number>()
-profile.samples.forEach((id, i) => self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0)))
+const skip = Number(skipArg ?? 0) * 1000
+let elapsed = 0
+profile.samples.forEach((id, i) => {
+  elapsed += profile.timeDeltas[i] ?? 0
+  if (elapsed >= skip) self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0))
+})
 let busy = 0
 const byOwner = new Map<string, number>()
 const byFunction = new Map<string, number>()
@@ -53,3 +60,22 @@ const show = (title: string, entries: Map<string, number>, top: number) => {
 console.log(`busy ${(busy / 1000).toFixed(0)} ms (idle and (program) excluded)`)
 show("self time by package / folder", byOwner, 15)
 show("self time by function", byFunction, Number(topArg ?? 30))
+
+// Inclusive time by package: the share of busy time spent in or under each package's frames (the
+// effect runtime's share of a request, say, whoever it then calls).
+const parentOf = new Map<number, number>()
+for (const node of profile.nodes) for (const child of node.children ?? []) parentOf.set(child, node.id)
+const inclusive = new Map<string, number>()
+for (const [id, time] of self) {
+  const frame = byId.get(id)!.callFrame
+  if (frame.functionName === "(idle)" || frame.functionName === "(program)") continue
+  const seen = new Set<string>()
+  for (let at: number | undefined = id; at !== undefined; at = parentOf.get(at)) {
+    const who = owner(byId.get(at)!.callFrame.url)
+    if (who !== "(native)" && !seen.has(who)) {
+      seen.add(who)
+      inclusive.set(who, (inclusive.get(who) ?? 0) + time)
+    }
+  }
+}
+show("inclusive time by package / folder (in or under its frames)", inclusive, 15)

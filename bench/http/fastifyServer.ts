@@ -16,3 +16,5 @@ app.get<{ Params: { id: string } }>("/items/:id", async (request, reply) => {
 await app.listen({ port: 0, host: "127.0.0.1" })
 const address = app.server.address()
 if (address !== null && typeof address === "object") console.log(`PORT ${address.port}`)
+// Exit normally on the harness's SIGINT, so `--cpu-prof` writes its profile.
+process.on("SIGINT", () => process.exit(0))

@@ -5,6 +5,7 @@
 import type { HttpClient } from "@effect/platform"
 import type { Headers } from "@effect/platform"
 import { Data, Effect } from "effect"
+import * as Now from "../kernel/Now.js"
 import type { Subject } from "../kernel/Subject.js"
 
 /** What a strategy concluded about a request. */
@@ -45,14 +46,14 @@ export const composeAuthStrategies = (strategies: ReadonlyArray<AuthStrategy>): 
   strategies.length === 1 ? strategies[0]! : ({
   id: strategies.map((s) => s.id).join("|"),
   outboundHosts: [...new Set(strategies.flatMap((s) => s.outboundHosts))],
-  authenticate: (request) =>
-    Effect.gen(function*() {
-      for (const strategy of strategies) {
-        const verdict = yield* strategy.authenticate(request)
-        if (verdict._tag !== "NoMatch") return verdict
-      }
-      return Verdict.NoMatch()
-    })
+  authenticate: (request) => {
+    // Eager (`Now`): a chain of synchronous strategies answers without a fiber step.
+    const from = (i: number): Effect.Effect<Verdict, never, Requirements> =>
+      i === strategies.length
+        ? Effect.succeed(Verdict.NoMatch())
+        : Now.flatMap(strategies[i]!.authenticate(request), (verdict) => verdict._tag !== "NoMatch" ? Effect.succeed(verdict) : from(i + 1))
+    return from(0)
+  }
 })
 
 /** Reads one cookie from a request's `cookie` header. */

@@ -118,3 +118,24 @@ export const guarded = <E, R>(
           ? handler
           : Effect.provideService(handler, HttpServerRequest.HttpServerRequest, request.modify({ headers: screened.right }))
     ))
+
+/**
+ * `guarded` for a handler given the request it answers (the request with its cookies removed when
+ * it may not use them): without a `cookie` header the handler is called at once, so an answer it
+ * gives at once stays one (`DirectRoute`).
+ */
+export const guardedRequest = <E, R>(
+  runtime: RuntimeShape,
+  request: HttpServerRequest.HttpServerRequest,
+  handler: (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
+  options: { readonly bodyExpected?: boolean } = {}
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
+  request.headers["cookie"] === undefined ? handler(request) : Effect.flatMap(
+    screen(runtime, request.method, request.headers, options),
+    (screened) => {
+      if (Either.isLeft(screened)) return Effect.succeed(screened.left)
+      if (screened.right === request.headers) return handler(request)
+      const modified = request.modify({ headers: screened.right })
+      return Effect.provideService(Effect.suspend(() => handler(modified)), HttpServerRequest.HttpServerRequest, modified)
+    }
+  )

@@ -10,6 +10,7 @@ import { Cause, Context, Effect, Exit, Layer, Option, Queue, Ref, Schema, Scope,
 import * as AuthStrategy from "./AuthStrategy.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
+import * as Now from "../kernel/Now.js"
 import * as Provenance from "../kernel/Provenance.js"
 import * as Telemetry from "../kernel/Telemetry.js"
 import { Store, trackReads } from "../kernel/Store.js"
@@ -154,7 +155,8 @@ export const make = (app: App) =>
     )
     const hasHandlerContext = app.plugins.some((plugin) => plugin.handlerContext !== undefined)
     const withHandlerContext = <A, E>(effect: Effect.Effect<A, E>) =>
-      hasHandlerContext ? Effect.provide(effect, handlerContext) : effect
+      // An exit needs no services: it stays one (the request path answers it without a fiber).
+      hasHandlerContext && Now.exitOf(effect) === undefined ? Effect.provide(effect, handlerContext) : effect
     const liveSources = app.plugins.flatMap((plugin) => plugin.liveSources ?? [])
     const interceptors = app.plugins.flatMap((plugin) =>
       (plugin.interceptors ?? []).map((interceptor) => ({
@@ -182,11 +184,14 @@ export const make = (app: App) =>
         ), { discard: true })
 
     const anonymous = Effect.succeed(Subject.anonymous)
+    const withClient = <A, E>(effect: Effect.Effect<A, E, HttpClient.HttpClient>): Effect.Effect<A, E> =>
+      Now.exitOf(effect) ?? Effect.provideService(effect, HttpClient.HttpClient, httpClient)
     // Without strategies every caller is anonymous: no strategy run per call (or per live push).
     const resolveSubject = (headers: Headers.Headers): Effect.Effect<Subject.Subject, Errors.Unauthenticated> =>
-      app.auth.length === 0 ? anonymous : strategy.authenticate({ headers }).pipe(
-        Effect.provideService(HttpClient.HttpClient, httpClient),
-        Effect.flatMap((verdict) => {
+      app.auth.length === 0 ? anonymous : Now.flatMap(
+        // A verdict given at once (a synchronous strategy) needs no client and no fiber step.
+        withClient(strategy.authenticate({ headers })),
+        (verdict) => {
           switch (verdict._tag) {
             case "Authenticated":
               return Effect.succeed(verdict.subject)
@@ -195,7 +200,7 @@ export const make = (app: App) =>
             case "NoMatch":
               return Effect.succeed(Subject.anonymous)
           }
-        })
+        }
       )
 
     /**

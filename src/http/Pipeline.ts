@@ -16,29 +16,64 @@
  * Deprecation headers go on every answer of a deprecated route. Hand-written routes run steps 3 to
  * 6 in `RouteEndpoint`, projected procedures in `ProcedureEndpoint` (through the procedure runtime).
  */
-import { HttpServerResponse } from "@effect/platform"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import type { Scope } from "effect"
 import { Effect } from "effect"
 import * as CrossSite from "../app/CrossSite.js"
+import * as DirectRoute from "../app/DirectRoute.js"
+import * as Now from "../kernel/Now.js"
 import * as Provenance from "../kernel/Provenance.js"
 import * as Answer from "./Answer.js"
 import type * as Endpoint from "./Endpoint.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as ProcedureEndpoint from "./ProcedureEndpoint.js"
+import type * as RestRoute from "./RestRoute.js"
 import * as RouteEndpoint from "./RouteEndpoint.js"
 import type * as Steps from "./Steps.js"
 
 /** What every endpoint handler uses. */
 export type Env = Steps.Env
 
-/** The handler of `endpoint`, reading bodies up to `bodyCap`. */
+/**
+ * The answer of a hand-written route's endpoint, eager (`Now`): the cross-site screen, steps 2 to
+ * 6 (`RouteEndpoint`), a defect answered 500, and the deprecation headers.
+ */
+const routeAnswer = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Env, bodyCap: number) => {
+  const what = `${endpoint.method} ${endpoint.path}`
+  const respond = RouteEndpoint.make(endpoint, route, env, bodyCap)
+  const lifecycleHeaders = Lifecycle.headers(endpoint.lifecycle)
+  const deprecated = Object.keys(lifecycleHeaders).length > 0
+  return (...[request, params, query, measured]: Parameters<RouteEndpoint.Respond>) => {
+    let answer: Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope | HttpServerRequest.HttpServerRequest>
+    try {
+      answer = CrossSite.guardedRequest(env.runtime, request, (screened) => respond(screened, params, query, measured))
+    } catch (defect) {
+      answer = Effect.die(defect)
+    }
+    // A defect outside the handler (a guard that throws, a broken schema) is still a 500 without internals.
+    const settled = Now.catchAllCause(answer, (cause) => Answer.failure(cause, Provenance.newTraceId(), what))
+    return deprecated ? Now.map(settled, (response) => HttpServerResponse.setHeaders(response, lifecycleHeaders)) : settled
+  }
+}
+
+/**
+ * The handler of `endpoint`, reading bodies up to `bodyCap`. A hand-written route's handler has
+ * an eager twin (`DirectRoute`) the server may call instead of running it through the router.
+ */
 export const handler = (endpoint: Endpoint.Endpoint, env: Env, bodyCap: number): Steps.Handler => {
   const what = `${endpoint.method} ${endpoint.path}`
   const serve = endpoint.serve
+  if (serve._tag === "Route") {
+    const respond = routeAnswer(endpoint, serve.route, env, bodyCap)
+    const routed: Steps.Handler = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      Effect.flatMap(HttpRouter.RouteContext, (route) =>
+        Effect.flatMap(HttpServerRequest.ParsedSearchParams, (query) => respond(request, route.params, query, true))))
+    // The server dispatches directly only when no tracer is installed: nothing to measure then.
+    return DirectRoute.withDirect(routed, (request, params, query) => respond(request, params, query, false))
+  }
   const handled = CrossSite.guarded(
     env.runtime,
-    serve._tag === "Route"
-      ? RouteEndpoint.make(endpoint, serve.route, env, bodyCap)
-      : serve._tag === "Procedure"
+    serve._tag === "Procedure"
       ? ProcedureEndpoint.make(endpoint, serve.procedure, serve.scopes, env, bodyCap)
       : ProcedureEndpoint.makeLive(endpoint, serve.procedure, serve.scopes, env)
   ).pipe(

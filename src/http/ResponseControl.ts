@@ -65,3 +65,19 @@ export const make = (): Collector => {
     }
   }
 }
+
+/**
+ * A collector made on first use of its `control`: every REST request has one, and most handlers
+ * set nothing, so most requests never make the headers map and setters.
+ */
+export class Lazy {
+  private made: Collector | undefined
+
+  get control(): ResponseControl {
+    return (this.made ??= make()).control
+  }
+
+  apply(response: HttpServerResponse.HttpServerResponse): HttpServerResponse.HttpServerResponse {
+    return this.made === undefined ? response : this.made.apply(response)
+  }
+}

@@ -5,13 +5,15 @@
  * without internals), and the answer: the output encoded as JSON (200, or 304 with `etag`), or a
  * streamed `sse(...)` / `bytes(...)` answer (headers only for HEAD).
  */
-import { HttpLayerRouter, HttpServerRequest } from "@effect/platform"
-import type { HttpServerResponse } from "@effect/platform"
+import type { HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import type { Scope } from "effect"
 import { Cause, Effect, Either, Option, Stream } from "effect"
 import * as Errors from "../app/Errors.js"
 import * as Guard from "../app/Guard.js"
 import * as HttpResponses from "../app/HttpResponses.js"
+import * as Now from "../kernel/Now.js"
 import * as Provenance from "../kernel/Provenance.js"
+import type * as Subject from "../kernel/Subject.js"
 import * as Telemetry from "../kernel/Telemetry.js"
 import * as Answer from "./Answer.js"
 import * as Bytes from "./Bytes.js"
@@ -65,8 +67,35 @@ const guardedFrames = (
   )
 }
 
-/** The handler of a hand-written route's endpoint, reading bodies up to `bodyCap`. */
-export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Steps.Env, bodyCap: number): Steps.Handler => {
+/** One request to a route, once its input is decoded and its caller resolved. */
+interface Call {
+  readonly request: HttpServerRequest.HttpServerRequest
+  readonly input: unknown
+  readonly subject: Subject.Subject
+  readonly bytes: Uint8Array | undefined
+  /** The `RateLimit` header value the request was admitted with, if the route is limited. */
+  readonly limited: string | undefined
+  readonly measured: boolean
+  readonly traceId: string
+  readonly response: ResponseControl.Lazy
+  readonly ctx: RestRoute.Context
+}
+
+/** How a route answers one request, given its path params and query (see `make`). */
+export type Respond = (
+  request: HttpServerRequest.HttpServerRequest,
+  params: Readonly<Record<string, string | undefined>>,
+  query: Readonly<Record<string, string | ReadonlyArray<string>>>,
+  measured: boolean
+) => Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope>
+
+/**
+ * A hand-written route's endpoint, reading bodies up to `bodyCap`: its answer to a request, eager
+ * (`Now`) so that a route whose steps all answer at once yields its response without a fiber.
+ * `measured`: recorded by `Telemetry.route` (spans and metrics when a tracer is installed); the
+ * server's direct dispatch passes false, as it runs only when no tracer is installed.
+ */
+export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Steps.Env, bodyCap: number): Respond => {
   const what = `${endpoint.method} ${endpoint.path}`
   const prologue = Steps.prologue(endpoint, bodyCap)
   const readQuery = QueryInput.reader(QueryInput.fieldOf(route.input.ast, "query"))
@@ -76,72 +105,111 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
   const provenanceName = `rest ${what}`
   const mustDeclareStreams = RestRoute.mutatingMethods.has(route.method) && !route.streaming
   const limiter = env.rateLimits === undefined ? undefined : RateLimit.limiter(endpoint, env.rateLimits)
-  return Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    let bytes: Uint8Array | undefined
-    if (prologue !== undefined) {
-      const before = yield* prologue(request)
-      if (Either.isLeft(before)) return before.left
-      bytes = before.right
+
+  // The steps below are functions of the route taking the request's `Call`, not closures made per
+  // request: a request allocates its call and context, and nothing else it can avoid.
+  const toResponse = (call: Call, result: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+    const { request, traceId } = call
+    if (Sse.isSse(result)) {
+      if (mustDeclareStreams) return undeclaredStream(what, traceId)
+      if (request.method === "HEAD") return Effect.succeed(Sse.head())
+      return Effect.succeed(Sse.response(guardedFrames(result.frames, route.guards, env, request.headers)))
     }
-    const body = RequestBody.parse(bytes, request.headers["content-type"])
-    if (Either.isLeft(body)) return body.left
-    const raw: Record<string, unknown> = {
-      query: readQuery(yield* HttpServerRequest.ParsedSearchParams),
-      params: readParams((yield* HttpLayerRouter.RouteContext).params)
+    if (Bytes.isBytes(result)) {
+      if (mustDeclareStreams) return undeclaredStream(what, traceId)
+      return Effect.succeed(request.method === "HEAD" ? Bytes.head(result) : Bytes.response(result))
     }
-    if (body.right !== undefined) raw.body = body.right
-    const decoded = decode(raw)
-    const input = Either.isEither(decoded) ? decoded : yield* decoded
-    if (Either.isLeft(input)) return Answer.inputInvalid(input.left)
-    const resolved = yield* Effect.either(env.runtime.resolveSubject(request.headers))
-    if (Either.isLeft(resolved)) return HttpResponses.procedureError(resolved.left)
-    const subject = resolved.right
-    let limited: string | undefined
-    if (limiter !== undefined) {
-      const checked = limiter.check(subject, request)
-      const verdict = RateLimit.isPending(checked) ? yield* checked : checked
-      if (RateLimit.isRefusal(verdict)) return verdict
-      limited = verdict
-    }
+    return Now.map(encode(result, traceId), (json) =>
+      typeof json === "string" ? Answer.json(json, route.etag, request.headers["if-none-match"]) : json)
+  }
+  const answer = (call: Call) =>
+    Now.matchCauseEffect(
+      Steps.actingFor(
+        call.subject,
+        { traceId: call.traceId, subjectId: call.subject.id, procedure: provenanceName },
+        () => env.runtime.withHandlerContext(route.handler(call.input, call.ctx))
+      ),
+      {
+        onFailure: (cause) => Answer.failure(cause, call.traceId, what),
+        onSuccess: (result) => Now.map(toResponse(call, result), (answered) => call.response.apply(answered))
+      }
+    )
+  const handled = (call: Call) => {
+    const claimed = Steps.underKey(env, endpoint, call.request, call.subject, call.bytes, () =>
+      Effect.map(answer(call), (response): Idempotency.Outcome => ({ response, handlerRan: true })))
+    const answered = claimed ?? answer(call)
+    const recorded = call.measured ? Telemetry.route(what, call.traceId)(answered) : answered
+    // Added outside the idempotency claim: a replay carries the current count, not the recorded one.
+    const limited = call.limited
+    return limited === undefined ? recorded : Now.map(recorded, (answered) => limiter!.withHeaders(answered, limited))
+  }
+
+  /** Guards, the idempotency claim and the handler, for a decoded input and a resolved caller. */
+  const authorised = (
+    request: HttpServerRequest.HttpServerRequest,
+    input: unknown,
+    subject: Subject.Subject,
+    bytes: Uint8Array | undefined,
+    limited: string | undefined,
+    measured: boolean
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope> => {
     const traceId = Provenance.traceIdOf(request.headers)
-    const response = ResponseControl.make()
-    const ctx: RestRoute.Context = { subject, headers: request.headers, store: env.store, traceId, response: response.control }
-    if (route.guards.length > 0) {
-      const checked = Steps.checkGuards(route.guards, ctx)
-      const refusal = Effect.isEffect(checked) ? yield* Effect.either(env.runtime.withHandlerContext(checked)) : Either.right(checked)
+    const response = new ResponseControl.Lazy()
+    const ctx: RestRoute.Context = {
+      subject,
+      headers: request.headers,
+      store: env.store,
+      traceId,
+      get response() {
+        return response.control
+      }
+    }
+    const call: Call = { request, input, subject, bytes, limited, measured, traceId, response, ctx }
+    if (route.guards.length === 0) return handled(call)
+    const checked = Steps.checkGuards(route.guards, ctx)
+    const refusal = Effect.isEffect(checked) ? Now.either(env.runtime.withHandlerContext(checked)) : Effect.succeed(Either.right(checked))
+    return Now.flatMap(refusal, (refusal) => {
       const refused = Either.isLeft(refusal)
         ? HttpResponses.procedureError(refusal.left)
         : refusal.right !== undefined
         ? HttpResponses.error(refusal.right.status, "GuardRefused", refusal.right.message)
         : undefined
-      if (refused !== undefined) return limited === undefined ? refused : limiter!.withHeaders(refused, limited)
-    }
-    const toResponse = (result: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
-      if (Sse.isSse(result)) {
-        if (mustDeclareStreams) return undeclaredStream(what, traceId)
-        if (request.method === "HEAD") return Effect.succeed(Sse.head())
-        return Effect.succeed(Sse.response(guardedFrames(result.frames, route.guards, env, request.headers)))
-      }
-      if (Bytes.isBytes(result)) {
-        if (mustDeclareStreams) return undeclaredStream(what, traceId)
-        return Effect.succeed(request.method === "HEAD" ? Bytes.head(result) : Bytes.response(result))
-      }
-      return Effect.map(encode(result, traceId), (json) =>
-        typeof json === "string" ? Answer.json(json, route.etag, request.headers["if-none-match"]) : json)
-    }
-    const answer = () =>
-      Effect.matchCauseEffect(
-        Steps.actingFor(subject, { traceId, subjectId: subject.id, procedure: provenanceName }, () => env.runtime.withHandlerContext(route.handler(input.right, ctx))),
-        {
-          onFailure: (cause) => Answer.failure(cause, traceId, what),
-          onSuccess: (result) => Effect.map(toResponse(result), response.apply)
-        }
-      )
-    const claimed = Steps.underKey(env, endpoint, request, subject, bytes, () =>
-      Effect.map(answer(), (response): Idempotency.Outcome => ({ response, handlerRan: true })))
-    const answered = yield* Telemetry.route(what, traceId)(claimed ?? answer())
-    // Added outside the idempotency claim: a replay carries the current count, not the recorded one.
-    return limited === undefined ? answered : limiter!.withHeaders(answered, limited)
-  })
+      if (refused === undefined) return handled(call)
+      return Effect.succeed(limited === undefined ? refused : limiter!.withHeaders(refused, limited))
+    })
+  }
+
+  /** Decode, the caller and the rate limit, after the body (if any) was read. */
+  const decoded = (
+    request: HttpServerRequest.HttpServerRequest,
+    params: Readonly<Record<string, string | undefined>>,
+    query: Readonly<Record<string, string | ReadonlyArray<string>>>,
+    bytes: Uint8Array | undefined,
+    measured: boolean
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope> => {
+    const body = RequestBody.parse(bytes, request.headers["content-type"])
+    if (Either.isLeft(body)) return Effect.succeed(body.left)
+    const raw: Record<string, unknown> = { query: readQuery(query), params: readParams(params) }
+    if (body.right !== undefined) raw.body = body.right
+    const outcome = decode(raw)
+    return Now.flatMap(Either.isEither(outcome) ? Effect.succeed(outcome) : outcome, (input) => {
+      if (Either.isLeft(input)) return Effect.succeed(Answer.inputInvalid(input.left))
+      return Now.flatMap(Now.either(env.runtime.resolveSubject(request.headers)), (resolved) => {
+        if (Either.isLeft(resolved)) return Effect.succeed(HttpResponses.procedureError(resolved.left))
+        const subject = resolved.right
+        if (limiter === undefined) return authorised(request, input.right, subject, bytes, undefined, measured)
+        const checked = limiter.check(subject, request)
+        return Now.flatMap(RateLimit.isPending(checked) ? checked : Effect.succeed(checked), (verdict) =>
+          RateLimit.isRefusal(verdict)
+            ? Effect.succeed(verdict)
+            : authorised(request, input.right, subject, bytes, verdict, measured))
+      })
+    })
+  }
+
+  return (request, params, query, measured) =>
+    prologue === undefined
+      ? decoded(request, params, query, undefined, measured)
+      : Effect.flatMap(prologue(request), (before) =>
+        Either.isLeft(before) ? Effect.succeed(before.left) : decoded(request, params, query, before.right, measured))
 }

@@ -11,6 +11,7 @@
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import type * as App from "../app/App.js"
+import * as Now from "../kernel/Now.js"
 
 /** The methods a preflight may ask for. */
 const methods = "GET, HEAD, POST, PUT, PATCH, DELETE"
@@ -40,29 +41,41 @@ const varyOnOrigin = (response: HttpServerResponse.HttpServerResponse) => {
   return HttpServerResponse.setHeader(response, "vary", current === undefined || current === "" ? "Origin" : `${current}, Origin`)
 }
 
-/** Wraps the listener's handler with CORS for `cors`. */
-export const middleware = (cors: App.Cors) =>
+/**
+ * CORS for `cors` around `answer`, the answer to `request` (eager: an answer given at once stays
+ * one, see `DirectRoute.Edge`).
+ */
+export const edge = (cors: App.Cors) =>
 <E, R>(
-  httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
-): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-    const origin = request.headers["origin"]
-    const allowed = origin === undefined || !concerned(request.url) ? undefined : allowOrigin(cors, origin)
-    // Answers depend on Origin whenever origins are listed: caches must key on it.
-    const vary = cors.origins === "*" ? {} : { vary: "Origin" }
-    const varied = (response: HttpServerResponse.HttpServerResponse) => cors.origins === "*" ? response : varyOnOrigin(response)
-    if (allowed === undefined) return Effect.map(httpEffect, varied)
-    if (request.method === "OPTIONS" && request.headers["access-control-request-method"] !== undefined) {
-      return Effect.succeed(HttpServerResponse.empty({
-        status: 204,
-        headers: {
-          ...answerHeaders(cors, allowed),
-          ...vary,
-          "access-control-allow-methods": methods,
-          "access-control-allow-headers": cors.headers.join(", "),
-          "access-control-max-age": preflightMaxAge
-        }
-      }))
-    }
-    return Effect.map(httpEffect, (response) => varied(HttpServerResponse.setHeaders(response, answerHeaders(cors, allowed))))
-  })
+  request: HttpServerRequest.HttpServerRequest,
+  answer: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R> => {
+  const origin = request.headers["origin"]
+  const allowed = origin === undefined || !concerned(request.url) ? undefined : allowOrigin(cors, origin)
+  // Answers depend on Origin whenever origins are listed: caches must key on it.
+  const vary = cors.origins === "*" ? {} : { vary: "Origin" }
+  const varied = (response: HttpServerResponse.HttpServerResponse) => cors.origins === "*" ? response : varyOnOrigin(response)
+  if (allowed === undefined) return Now.map(answer, varied)
+  if (request.method === "OPTIONS" && request.headers["access-control-request-method"] !== undefined) {
+    return Effect.succeed(HttpServerResponse.empty({
+      status: 204,
+      headers: {
+        ...answerHeaders(cors, allowed),
+        ...vary,
+        "access-control-allow-methods": methods,
+        "access-control-allow-headers": cors.headers.join(", "),
+        "access-control-max-age": preflightMaxAge
+      }
+    }))
+  }
+  return Now.map(answer, (response) => varied(HttpServerResponse.setHeaders(response, answerHeaders(cors, allowed))))
+}
+
+/** Wraps the listener's handler with CORS for `cors`. */
+export const middleware = (cors: App.Cors) => {
+  const around = edge(cors)
+  return <E, R>(
+    httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => around(request, httpEffect))
+}

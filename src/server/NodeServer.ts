@@ -18,15 +18,18 @@
  * platform's. WebSocket upgrades always take that path.
  */
 import type { HttpApp, HttpMiddleware } from "@effect/platform"
-import { HttpApp as HttpAppModule, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse, Socket } from "@effect/platform"
+import { HttpApp as HttpAppModule, HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse, Socket } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Context, Effect, ExecutionStrategy, FiberRef, FiberSet, Layer, Runtime, Scope } from "effect"
+import { Cause, Context, Effect, ExecutionStrategy, FiberRef, FiberRefs, FiberSet, Layer, Runtime, Scope } from "effect"
 import type * as Http from "node:http"
 import * as HttpModule from "node:http"
 import type * as Net from "node:net"
 import type { Duplex } from "node:stream"
 import * as WS from "ws"
+import type * as DirectRoute from "../app/DirectRoute.js"
+import * as Now from "../kernel/Now.js"
 import * as Telemetry from "../kernel/Telemetry.js"
+import * as Dispatch from "./Dispatch.js"
 import { NodeRequest } from "./NodeRequest.js"
 import * as NodeResponse from "./NodeResponse.js"
 import { RequestScope } from "./RequestScope.js"
@@ -34,6 +37,8 @@ import { RequestScope } from "./RequestScope.js"
 type Handler = (request: Http.IncomingMessage, response: Http.ServerResponse) => void
 type UpgradeHandler = (request: Http.IncomingMessage, socket: Duplex, head: Buffer) => void
 type Served<R> = Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R | HttpServerRequest.HttpServerRequest | Scope.Scope>
+/** What a route the server dispatches directly needs: the router's context (`DirectRoute`). */
+type Routed<R> = Effect.Effect<HttpServerResponse.HttpServerResponse, unknown, R | DirectRoute.RouteServices>
 
 /** The platform's response step, for the traced path: our writer. */
 const handleResponse = (request: HttpServerRequest.HttpServerRequest, response: HttpServerResponse.HttpServerResponse) =>
@@ -63,25 +68,51 @@ const interruptOnAbort = (nodeResponse: Http.ServerResponse, fiber: { unsafeInte
   })
 }
 
-/** The lean request handler (no tracer installed): one fiber per request, the answer written at once. */
-const leanHandler = <R>(runtime: Runtime.Runtime<R>, app: Served<R>): Handler => {
+/**
+ * The lean request handler (no tracer installed): one fiber per request, the answer written at
+ * once. A route with an eager twin in the app's dispatch table (`Dispatch`) is called directly,
+ * its global middleware in their eager forms; an answer it gives at once is written with no
+ * fiber at all, anything else runs in the request's fiber with the context the router would give.
+ */
+const leanHandler = <R>(runtime: Runtime.Runtime<R>, app: Served<R>, table: Dispatch.Table | undefined): Handler => {
   const base = runtime.context.unsafeMap
   const { fiberRefs, runtimeFlags } = runtime
   const requestKey = HttpServerRequest.HttpServerRequest.key
   const scopeKey = Scope.Scope.key
-  return (nodeRequest, nodeResponse) => {
-    const request = new NodeRequest(nodeRequest, nodeResponse)
+  // Pre-response handlers in the server's own fiber refs apply to every answer: then every answer goes through a fiber.
+  const writesAtOnce = FiberRefs.getOrDefault(fiberRefs, HttpAppModule.currentPreResponseHandlers)._tag === "None"
+  const run = (request: NodeRequest, nodeResponse: Http.ServerResponse, served: Routed<R>, route?: Dispatch.Found) => {
     const scope = new RequestScope(ExecutionStrategy.sequential)
     const services = new Map(base)
     services.set(requestKey, request)
     services.set(scopeKey, scope)
-    const answered = Effect.matchCauseEffect(app, {
+    if (route !== undefined) {
+      services.set(HttpServerRequest.ParsedSearchParams.key, route.searchParams)
+      services.set(HttpRouter.RouteContext.key, { [HttpRouter.RouteContextTypeId]: HttpRouter.RouteContextTypeId, route: route.route, params: route.params })
+    }
+    const answered = Effect.matchCauseEffect(served, {
       onSuccess: (response) => answer(request, nodeResponse, response),
       onFailure: answerFailure(request, nodeResponse)
     })
     const effect = Effect.uninterruptible(Effect.onExit(answered, (exit) => scope.used ? scope.close(exit) : Effect.void))
     const fiber = Runtime.runFork(Runtime.make({ context: Context.unsafeMake(services), fiberRefs, runtimeFlags }), effect)
     interruptOnAbort(nodeResponse, fiber)
+  }
+  return (nodeRequest, nodeResponse) => {
+    const request = new NodeRequest(nodeRequest, nodeResponse)
+    // A CORS preflight is answered by the edge before routing: it never goes direct.
+    const found = table === undefined || nodeRequest.method === "OPTIONS" ? undefined : table.find(nodeRequest.method!, request.url)
+    if (found?.direct === undefined) return run(request, nodeResponse, app)
+    let direct: DirectRoute.Answer
+    try {
+      direct = found.direct(request, found.params, found.searchParams)
+    } catch (defect) {
+      direct = Effect.die(defect)
+    }
+    const answered = table!.edge(request, Now.exitOf(direct) !== undefined || found.route.uninterruptible ? direct : Effect.interruptible(direct))
+    const exit = Now.exitOf(answered)
+    if (writesAtOnce && exit !== undefined && exit._tag === "Success" && NodeResponse.writeNow(nodeResponse, request.method, exit.value)) return
+    run(request, nodeResponse, answered, found)
   }
 }
 
@@ -174,7 +205,10 @@ export const make = (
           const runtime = yield* Effect.runtime<never>()
           const handled = HttpAppModule.toHandled(httpApp, handleResponse, middleware)
           const app: Served<never> = middleware === undefined ? httpApp : middleware(httpApp)
-          const handler = (yield* traced) ? handledHandler(runtime, handled) : leanHandler(runtime, app)
+          // Direct dispatch only where nothing wraps the app: a server middleware (the request logger) sees every request.
+          // Its twins skip the framework's spans and metrics too: only when no tracer is installed at all.
+          const table = middleware === undefined && !Telemetry.isInstalled(yield* Effect.tracer) ? Dispatch.tableOf(httpApp) : undefined
+          const handler = (yield* traced) ? handledHandler(runtime, handled) : leanHandler(runtime, app, table)
           const onUpgrade = yield* upgradeHandler<never>(wss, handled)
           yield* Effect.addFinalizer(() =>
             Effect.sync(() => {

@@ -4,8 +4,9 @@
  */
 import type { HttpServerResponse } from "@effect/platform"
 import { HttpServerError } from "@effect/platform"
-import { Effect } from "effect"
+import { Cause, Effect, Option } from "effect"
 import * as HttpResponses from "../app/HttpResponses.js"
+import * as Now from "../kernel/Now.js"
 
 /** 404 `RouteNotFound` as JSON. */
 export const response = (method: string, url: string) =>
@@ -23,3 +24,14 @@ export const middleware = <E, R>(
     (error): error is E & HttpServerError.RouteNotFound => error instanceof HttpServerError.RouteNotFound,
     (error) => Effect.succeed(response(error.request.method, error.request.url))
   ) as Effect.Effect<HttpServerResponse.HttpServerResponse, Exclude<E, HttpServerError.RouteNotFound>, R>
+
+/** `middleware`, eager: an answer given at once stays one (`DirectRoute.Edge`). */
+export const edge = <E, R>(
+  httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, Exclude<E, HttpServerError.RouteNotFound>, R> =>
+  Now.exitOf(httpEffect) === undefined ? middleware(httpEffect) : Now.catchAllCause(httpEffect, (cause) => {
+    const error = Cause.failureOption(cause)
+    return Option.isSome(error) && error.value instanceof HttpServerError.RouteNotFound
+      ? Effect.succeed(response(error.value.request.method, error.value.request.url))
+      : Effect.failCause(cause as Cause.Cause<Exclude<E, HttpServerError.RouteNotFound>>)
+  })

@@ -38,7 +38,9 @@ import * as ByteStream from "../app/ByteStream.js"
 import * as CrossSite from "../app/CrossSite.js"
 import * as PluginServices from "../app/PluginServices.js"
 import type * as Settings from "../app/Settings.js"
+import * as DirectRoute from "../app/DirectRoute.js"
 import * as Cors from "./Cors.js"
+import * as Dispatch from "./Dispatch.js"
 import * as FrameCap from "./FrameCap.js"
 import * as NotFound from "./NotFound.js"
 import * as PluginHost from "./PluginHost.js"
@@ -190,11 +192,15 @@ const health = HttpLayerRouter.add("GET", "/_fw/health", HttpServerResponse.text
  * The listener's edge, around every route and the route lookup: the JSON 404 for unknown paths,
  * and CORS outside it (so a 404 to an allowed origin is readable too).
  */
-const edge = (app: App) =>
-  HttpLayerRouter.middleware(
-    (httpEffect) => app.cors === undefined ? NotFound.middleware(httpEffect) : Cors.middleware(app.cors)(NotFound.middleware(httpEffect)),
-    { global: true }
-  )
+const edge = (app: App) => {
+  const cors = app.cors === undefined ? undefined : { middleware: Cors.middleware(app.cors), edge: Cors.edge(app.cors) }
+  const middleware = <E, R>(httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>) =>
+    cors === undefined ? NotFound.middleware(httpEffect) : cors.middleware(NotFound.middleware(httpEffect))
+  // Its eager form, for routes the server dispatches directly (`Dispatch`).
+  const direct: DirectRoute.Edge = (request, answer) =>
+    cors === undefined ? NotFound.edge(answer) : cors.edge(request, NotFound.edge(answer))
+  return HttpLayerRouter.middleware(DirectRoute.withEdge(middleware, direct), { global: true })
+}
 
 /** The startup line, on the listener's address. */
 const announce = (app: App) =>
@@ -232,7 +238,7 @@ export const layer = (
   app: App,
   options: Options = {}
 ): Layer.Layer<never, Plugin.PluginInvalid | SchemaApply.SchemaApplyFailed | Settings.SettingInvalid, Store | ChangeTap | HttpServer.HttpServer> =>
-  RequestTracing.onlyWhenTraced(HttpLayerRouter.serve(options.routes ? Layer.merge(routes(app), options.routes) : routes(app), {
+  RequestTracing.onlyWhenTraced(Dispatch.serve(options.routes ? Layer.merge(routes(app), options.routes) : routes(app), {
     disableLogger: options.logRequests !== true,
     disableListenLog: true
   })).pipe(

@@ -1,0 +1,192 @@
+/**
+ * Direct dispatch (`Dispatch`, `DirectRoute`): `NodeServer` finds a request's route in a mirror of
+ * the router and calls the route's eager twin, only where the router would pick that route and
+ * nothing the twin cannot reproduce wraps it; the fw REST pipeline answers the same through its
+ * twin as through the router.
+ */
+import { HttpLayerRouter, HttpServer, HttpServerResponse } from "@effect/platform"
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer, Logger, Schema, Tracer } from "effect"
+import { createServer } from "node:http"
+import { defineApp } from "../../src/app/App.js"
+import type { App } from "../../src/app/App.js"
+import * as AuthStrategy from "../../src/app/AuthStrategy.js"
+import * as DirectRoute from "../../src/app/DirectRoute.js"
+import { requireScope } from "../../src/app/Guard.js"
+import { defineRestRoute } from "../../src/http/RestRoute.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as Store from "../../src/kernel/Store.js"
+import * as Subject from "../../src/kernel/Subject.js"
+import * as NodeServer from "../../src/server/NodeServer.js"
+import * as Server from "../../src/server/Server.js"
+import * as Serve from "../support/Serve.js"
+
+const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
+
+/** A pass-through tracer: installed, it sends every request through the router. */
+const passThrough = Effect.runSync(Effect.map(Effect.tracer, (native) => Tracer.make({ span: (...args) => native.span(...args), context: native.context })))
+
+/** Serves `app` (and `routes`) on `NodeServer` in the scope, with `tracer` installed if given; the base URL. */
+const serve = (app: App, routes?: Server.Options["routes"], tracer?: Tracer.Tracer, logs: Array<string> = []) =>
+  Effect.gen(function*() {
+    const serving = Server.layer(app, { announce: false, ...(routes === undefined ? {} : { routes }) }).pipe(
+      Layer.provide(memory),
+      Layer.provideMerge(NodeServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+    )
+    const context = yield* Layer.build(tracer === undefined ? serving : serving.pipe(Layer.provide(Layer.setTracer(tracer)))).pipe(
+      Effect.provide(Logger.replace(Logger.defaultLogger, Serve.capture(logs)))
+    )
+    const { address } = Context.get(context, HttpServer.HttpServer)
+    if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
+    return `http://127.0.0.1:${address.port}`
+  })
+
+const get = (url: string, init: RequestInit = {}) =>
+  Effect.promise(async () => {
+    const response = await fetch(url, init)
+    const headers = Object.fromEntries([...response.headers].filter(([name]) => name !== "date" && name !== "x-fw-trace-id"))
+    return { status: response.status, headers, text: await response.text() }
+  })
+
+/** `GET /twin/:id`: the router's handler answers `routed`, its twin `direct <id>`. */
+const twin = DirectRoute.withDirect(
+  Effect.succeed(HttpServerResponse.text("routed")),
+  (_request, params) => Effect.succeed(HttpServerResponse.text(`direct ${params.id}`))
+)
+const twinRoutes = HttpLayerRouter.use((router) =>
+  Effect.all([
+    router.add("GET", "/twin/:id", twin),
+    router.add("GET", "/twin/static", HttpServerResponse.text("static"))
+  ]))
+
+describe("direct dispatch", () => {
+  it.scopedLive("a route's twin answers on NodeServer where the router would pick the route; with a tracer installed the router answers", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(defineApp({}), twinRoutes)
+      assert.strictEqual((yield* get(`${url}/twin/7`)).text, "direct 7")
+      // The router prefers the static path: so does the mirror.
+      assert.strictEqual((yield* get(`${url}/twin/static`)).text, "static")
+      // HEAD falls back to the GET route, as in the router.
+      const head = yield* get(`${url}/twin/7`, { method: "HEAD" })
+      assert.strictEqual(head.status, 200)
+      assert.strictEqual((yield* get(`${url}/nowhere`)).status, 404)
+      const traced = yield* serve(defineApp({}), twinRoutes, passThrough)
+      assert.strictEqual((yield* get(`${traced}/twin/7`)).text, "routed")
+    }))
+
+  it.scopedLive("a global middleware without an eager form, or a prefixed sub-router, turns direct dispatch off", () =>
+    Effect.gen(function*() {
+      const global = HttpLayerRouter.middleware(
+        (effect) => Effect.map(effect, (response) => HttpServerResponse.setHeader(response, "x-global", "yes")),
+        { global: true }
+      )
+      const url = yield* serve(defineApp({}), Layer.mergeAll(twinRoutes, global))
+      const answer = yield* get(`${url}/twin/7`)
+      assert.strictEqual(answer.text, "routed")
+      assert.strictEqual(answer.headers["x-global"], "yes")
+      const prefixed = HttpLayerRouter.use((router) => router.prefixed("/p").add("GET", "/x", HttpServerResponse.text("prefixed")))
+      const other = yield* serve(defineApp({}), Layer.mergeAll(twinRoutes, prefixed))
+      assert.strictEqual((yield* get(`${other}/twin/7`)).text, "routed")
+      assert.strictEqual((yield* get(`${other}/p/x`)).text, "prefixed")
+    }))
+
+  const Item = Schema.Struct({ id: Schema.String, name: Schema.String })
+  const reader = Subject.make({ type: "user", id: "u1", tenantId: "t1", scopes: ["items:read"] })
+  const stranger = Subject.make({ type: "user", id: "u2", tenantId: "t1", scopes: [] })
+  // Synchronous (`Effect.succeed`): the whole pipeline answers at once, with no fiber.
+  const bearer: AuthStrategy.AuthStrategy = {
+    id: "bearer",
+    outboundHosts: [],
+    authenticate: ({ headers }) => {
+      const token = AuthStrategy.readBearer(headers)
+      return Effect.succeed(
+        token === undefined
+          ? AuthStrategy.Verdict.NoMatch()
+          : token === "reader"
+          ? AuthStrategy.Verdict.Authenticated({ subject: reader })
+          : token === "stranger"
+          ? AuthStrategy.Verdict.Authenticated({ subject: stranger })
+          : AuthStrategy.Verdict.Failed({ reason: "unknown token" })
+      )
+    }
+  }
+  const app = defineApp({
+    auth: [bearer],
+    http: { cors: { origins: ["https://app.example"] } },
+    restRoutes: [
+      defineRestRoute({
+        method: "GET",
+        path: "/items/:id",
+        input: Schema.Struct({ params: Schema.Struct({ id: Schema.String.pipe(Schema.minLength(2)) }) }),
+        output: Item,
+        etag: true,
+        guards: [requireScope("items:read")],
+        handler: ({ params }, ctx) =>
+          params.id === "boom"
+            ? Effect.die("boom")
+            : params.id === "slow"
+            ? Effect.map(Effect.yieldNow(), () => ({ id: params.id, name: "slow" }))
+            : params.id === "teapot"
+            ? Effect.fail({ status: 418, message: "short and stout" })
+            : params.id === "header"
+            ? Effect.as(ctx.response.setHeader("x-handler", "set"), { id: params.id, name: "header" })
+            : Effect.succeed({ id: params.id, name: `item ${params.id}` })
+      }),
+      defineRestRoute({
+        method: "GET",
+        path: "/old/:id",
+        version: "v1",
+        deprecated: "GET /v2/items",
+        output: Item,
+        handler: () => Effect.succeed({ id: "old", name: "old" })
+      })
+    ]
+  })
+
+  it.scopedLive("the REST pipeline answers the same through its twin as through the router", () =>
+    Effect.gen(function*() {
+      const [directLogs, routedLogs]: Array<Array<string>> = [[], []]
+      const direct = yield* serve(app, undefined, undefined, directLogs)
+      const routed = yield* serve(app, undefined, passThrough, routedLogs)
+      const etag = (yield* get(`${direct}/items/42`, { headers: { authorization: "Bearer reader" } })).headers["etag"]!
+      const cases: ReadonlyArray<readonly [string, RequestInit]> = [
+        ["/items/42", { headers: { authorization: "Bearer reader" } }],
+        ["/items/42", { headers: { authorization: "Bearer reader", "if-none-match": etag } }],
+        ["/items/42", { method: "HEAD", headers: { authorization: "Bearer reader" } }],
+        ["/items/42", { headers: { authorization: "Bearer stranger" } }],
+        ["/items/42", { headers: { authorization: "Bearer forged" } }],
+        ["/items/42", {}],
+        ["/items/4", { headers: { authorization: "Bearer reader" } }],
+        ["/items/teapot", { headers: { authorization: "Bearer reader" } }],
+        ["/items/slow", { headers: { authorization: "Bearer reader" } }],
+        ["/items/header", { headers: { authorization: "Bearer reader" } }],
+        ["/items/42", { headers: { authorization: "Bearer reader", origin: "https://app.example" } }],
+        ["/items/42", { headers: { authorization: "Bearer reader", origin: "https://evil.example" } }],
+        ["/items/42", { headers: { cookie: "session=x", origin: "https://evil.example" } }],
+        ["/v1/old/1", {}],
+        ["/items/42", { method: "DELETE" }]
+      ]
+      for (const [path, init] of cases) {
+        const viaTwin = yield* get(`${direct}${path}`, init)
+        const viaRouter = yield* get(`${routed}${path}`, init)
+        assert.deepStrictEqual(viaTwin, viaRouter, `${init.method ?? "GET"} ${path}`)
+      }
+      assert.strictEqual((yield* get(`${direct}/items/42`, { headers: { authorization: "Bearer reader", "if-none-match": etag } })).status, 304)
+      assert.strictEqual((yield* get(`${direct}/items/header`, { headers: { authorization: "Bearer reader" } })).headers["x-handler"], "set")
+      assert.strictEqual((yield* get(`${direct}/v1/old/1`)).headers["deprecation"], "true")
+      const allowed = yield* get(`${direct}/items/42`, { headers: { authorization: "Bearer reader", origin: "https://app.example" } })
+      assert.strictEqual(allowed.headers["access-control-allow-origin"], "https://app.example")
+      // A defect is a 500 quoting a fresh trace id (so the bodies differ): the same shape both ways.
+      const [boomTwin, boomRouter] = [
+        yield* get(`${direct}/items/boom`, { headers: { authorization: "Bearer reader" } }),
+        yield* get(`${routed}/items/boom`, { headers: { authorization: "Bearer reader" } })
+      ]
+      assert.strictEqual(boomTwin.status, 500)
+      assert.strictEqual(boomRouter.status, 500)
+      assert.deepStrictEqual(Object.keys(JSON.parse(boomTwin.text)), Object.keys(JSON.parse(boomRouter.text)))
+      // ... and is logged both ways.
+      for (const logs of [directLogs, routedLogs]) {
+        assert.deepStrictEqual(logs.map((line) => line.startsWith("ERROR GET /items/:id failed unexpectedly")), [true])
+      }
+    }))
+})
