@@ -9,10 +9,11 @@ import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Either, Option, Schema } from "effect"
 import { liveSuffix } from "../app/App.js"
 import type { WireError } from "../app/Errors.js"
-import { ProcedureFailure, ProcedureNotFound, wireError } from "../app/Errors.js"
+import { ProcedureFailure, ProcedureNotFound } from "../app/Errors.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import type * as Procedure from "../app/Procedure.js"
 import type { RuntimeShape } from "../app/Runtime.js"
+import * as RpcExit from "./RpcExit.js"
 
 const RequestMessage = Schema.Struct({
   _tag: Schema.Literal("Request"),
@@ -68,29 +69,17 @@ const decoder = new TextDecoder()
 
 /** The `POST /rpc` handler over `runtime`, for a body already read within the cap. */
 export const make = (runtime: RuntimeShape) => {
-  const encodeError = Schema.encodeSync(wireError(runtime.app.errors))
-  /** The encoded `Exit` of a failed call, as `Schema.Exit` encodes it. */
-  const failureExit = (error: WireError) => ({ _tag: "Failure", cause: { _tag: "Fail", error: encodeError(error) } })
-  /** Per procedure: its output encoded synchronously, else (an async schema, a failure) by the effectful encoder. */
-  const encoders = new Map<Procedure.Any, (output: unknown) => Effect.Effect<unknown>>()
-  const encoderOf = (procedure: Procedure.Any) => {
-    let encode = encoders.get(procedure)
-    if (encode === undefined) {
-      const encodeNow = Schema.encodeUnknownEither(procedure.output)
-      const encodeLater = Schema.encodeUnknown(procedure.output)
-      encode = (output) => {
-        const encoded = encodeNow(output)
-        return Either.isRight(encoded)
-          ? Effect.succeed({ _tag: "Success", value: encoded.right })
-          : encodeLater(output).pipe(Effect.map((value) => ({ _tag: "Success", value })), Effect.orElseSucceed(() => outputDefect))
-      }
-      encoders.set(procedure, encode)
-    }
-    return encode
+  const exits = RpcExit.make(runtime)
+  /** The encoded `Exit` of an output: encoded synchronously, else (an async schema, a failure) by the effectful encoder. */
+  const successExit = (procedure: Procedure.Any, output: unknown): Effect.Effect<unknown> => {
+    const encoded = exits.success(procedure, output)
+    return Either.isRight(encoded)
+      ? Effect.succeed(encoded.right)
+      : exits.successLater(procedure)(output).pipe(Effect.map((value) => ({ _tag: "Success", value })), Effect.orElseSucceed(() => outputDefect))
   }
 
   const answer = (message: typeof RequestMessage.Type, transportHeaders: Headers.Headers): Effect.Effect<unknown> => {
-    const failWith = (error: WireError) => ({ _tag: "Exit", requestId: message.id, exit: failureExit(error) })
+    const failWith = (error: WireError) => ({ _tag: "Exit", requestId: message.id, exit: exits.failure(error) })
     if (message.tag.endsWith(liveSuffix) && runtime.app.procedures.has(message.tag.slice(0, -liveSuffix.length))) {
       return Effect.succeed(failWith(new ProcedureFailure({ status: 400, message: "live queries need the WebSocket transport" })))
     }
@@ -100,7 +89,7 @@ export const make = (runtime: RuntimeShape) => {
     const headers = Headers.merge(transportHeaders, Headers.fromInput(message.headers))
     return Effect.matchEffect(runtime.call(procedure, { input: message.payload, headers }), {
       onFailure: (error) => Effect.succeed(failWith(error)),
-      onSuccess: (output) => Effect.map(encoderOf(procedure)(output), (exit) => ({ _tag: "Exit", requestId: message.id, exit }))
+      onSuccess: (output) => Effect.map(successExit(procedure, output), (exit) => ({ _tag: "Exit", requestId: message.id, exit }))
     })
   }
 
