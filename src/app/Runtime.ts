@@ -224,16 +224,10 @@ export const make = (app: App) =>
         ), { discard: true })
 
     const anonymous = Effect.succeed(Subject.anonymous)
-    // Strategies call out with the runtime's client. A fiber that has it already (a request of
-    // the server this runtime serves) skips providing it again (`provideService` is a bracket).
-    const withHttpClient = <A, E>(effect: Effect.Effect<A, E, HttpClient.HttpClient>): Effect.Effect<A, E> =>
-      Effect.withFiberRuntime((fiber) =>
-        fiber.currentContext.unsafeMap.get(HttpClient.HttpClient.key) === httpClient
-          ? effect as Effect.Effect<A, E>
-          : Effect.provideService(effect, HttpClient.HttpClient, httpClient))
     // Without strategies every caller is anonymous: no strategy run per call (or per live push).
     const resolveSubject = (headers: Headers.Headers): Effect.Effect<Subject.Subject, Errors.Unauthenticated> =>
-      app.auth.length === 0 ? anonymous : withHttpClient(strategy.authenticate({ headers })).pipe(
+      app.auth.length === 0 ? anonymous : strategy.authenticate({ headers }).pipe(
+        Effect.provideService(HttpClient.HttpClient, httpClient),
         Effect.flatMap((verdict) => {
           switch (verdict._tag) {
             case "Authenticated":
