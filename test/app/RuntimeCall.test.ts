@@ -1,4 +1,4 @@
-import { FetchHttpClient } from "@effect/platform"
+import { FetchHttpClient, Headers } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, FiberRef, Layer, Logger, Option, Schema } from "effect"
 import { defineApp } from "../../src/app/App.js"
@@ -64,7 +64,8 @@ const withRuntime = <A, E>(seen: Seen, f: (runtime: Runtime.RuntimeShape) => Eff
     ))
   )
 
-const alice = { authorization: "Bearer tok-alice" }
+const alice = Headers.fromInput({ authorization: "Bearer tok-alice" })
+const refusing = (headers: Headers.Headers) => Headers.set(headers, "x-refuse", "yes")
 
 describe("runtime calls", () => {
   it.live("guards run in order, the effectful ones acting for the caller; the first refusal stops the rest and the handler", () => {
@@ -75,7 +76,7 @@ describe("runtime calls", () => {
         assert.strictEqual(yield* runtime.call(procedure, { input: { n: 1 }, headers: alice }), 2)
         assert.deepStrictEqual(seen, ["effectful:alice:guarded.order", "last:alice:guarded.order", "handler:alice:guarded.order"])
         seen.length = 0
-        const refused = yield* Effect.flip(runtime.call(procedure, { input: { n: 1 }, headers: { ...alice, "x-refuse": "yes" } }))
+        const refused = yield* Effect.flip(runtime.call(procedure, { input: { n: 1 }, headers: refusing(alice) }))
         assert.deepStrictEqual({ tag: refused._tag, status: (refused as { status?: number }).status }, { tag: "GuardRefused", status: 409 })
         assert.deepStrictEqual(seen, ["effectful:alice:guarded.order"])
       }))
@@ -89,9 +90,9 @@ describe("runtime calls", () => {
         const outer = Subject.make({ type: "user", id: "outer", tenantId: "t0", scopes: [] })
         const outerProvenance = { traceId: "outer-trace", subjectId: "outer", procedure: "outer.proc" }
         const inside = Effect.gen(function*() {
-          assert.strictEqual(yield* runtime.call(procedure, { input: { n: 2 }, headers: {} , subject: subjects["tok-bob"]! }), 4)
-          assert.strictEqual(yield* runtime.call(procedure, { input: { n: 3 }, headers: {}, subject: subjects["tok-bob"]!, crossTenant: true }), 6)
-          yield* Effect.flip(runtime.call(procedure, { input: { n: 3 }, headers: { "x-refuse": "yes" }, subject: subjects["tok-bob"]! }))
+          assert.strictEqual(yield* runtime.call(procedure, { input: { n: 2 }, headers: Headers.empty, subject: subjects["tok-bob"]! }), 4)
+          assert.strictEqual(yield* runtime.call(procedure, { input: { n: 3 }, headers: Headers.empty, subject: subjects["tok-bob"]!, crossTenant: true }), 6)
+          yield* Effect.flip(runtime.call(procedure, { input: { n: 3 }, headers: refusing(Headers.empty), subject: subjects["tok-bob"]! }))
           return [yield* FiberRef.get(Subject.currentSubject), yield* FiberRef.get(Provenance.current)] as const
         }).pipe(Subject.actingAs(outer), Provenance.withProvenance(outerProvenance))
         const [subjectAfter, provenanceAfter] = yield* inside
