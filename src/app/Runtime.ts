@@ -6,7 +6,8 @@
  */
 import type { Headers } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
-import { Cause, Context, Effect, Exit, Layer, Option, Queue, Ref, Schema, Scope, Stream } from "effect"
+import { Cause, Context, Effect, Either, Exit, Layer, Option, Queue, Ref, Schema, Scope, Stream } from "effect"
+import type { FiberRef } from "effect"
 import * as AuthStrategy from "./AuthStrategy.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
@@ -14,6 +15,7 @@ import * as Now from "../kernel/Now.js"
 import * as Provenance from "../kernel/Provenance.js"
 import * as Telemetry from "../kernel/Telemetry.js"
 import { Store, trackReads } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/StoreShape.js"
 import * as Subject from "../kernel/Subject.js"
 import type { App } from "./App.js"
 import * as Errors from "./Errors.js"
@@ -134,6 +136,46 @@ const decodeInput = (procedure: Procedure.Any, input: unknown) =>
     )
   )
 
+/** The fiber members `actingDirect` uses: `setFiberRef` is what `FiberRef.set` itself calls, in one step. */
+interface FiberRefAccess {
+  readonly getFiberRef: <A>(ref: FiberRef.FiberRef<A>) => A
+  readonly setFiberRef: <A>(ref: FiberRef.FiberRef<A>, value: A) => void
+}
+
+/**
+ * `effect` acting for `subject` (or as the system) with `provenance`: what `Subject.actingAs` and
+ * `Provenance.withProvenance` do, in one step that sets both fiber refs and one finalizer that puts
+ * them back (two `Effect.locally` cost two acquire/use/release brackets per call).
+ */
+const actingDirect = <A, E>(
+  effect: Effect.Effect<A, E>,
+  subject: Option.Option<Subject.Subject>,
+  provenance: Provenance.Provenance
+): Effect.Effect<A, E> =>
+  Effect.withFiberRuntime((runtimeFiber) => {
+    const fiber = runtimeFiber as unknown as FiberRefAccess
+    const previousSubject = fiber.getFiberRef(Subject.currentSubject)
+    const previousProvenance = fiber.getFiberRef(Provenance.current)
+    fiber.setFiberRef(Subject.currentSubject, subject)
+    fiber.setFiberRef(Provenance.current, provenance)
+    return Effect.ensuring(
+      effect,
+      Effect.sync(() => {
+        fiber.setFiberRef(Subject.currentSubject, previousSubject)
+        fiber.setFiberRef(Provenance.current, previousProvenance)
+      })
+    )
+  })
+
+/** What a call of one procedure needs that does not depend on the call, made on its first call. */
+interface Plan {
+  /** The input decoded synchronously; Left when the effectful decode must answer (an invalid input, or an async schema). */
+  readonly decode: (input: unknown) => Either.Either<unknown, unknown>
+  readonly store: StoreShape
+  /** No interceptor wraps this procedure's kind: guards and handler run without the interceptor chain. */
+  readonly direct: boolean
+}
+
 /** Builds the runtime of `app` over the provided store, change tap and HTTP client. */
 export const make = (app: App) =>
   Effect.gen(function*() {
@@ -252,10 +294,71 @@ export const make = (app: App) =>
         Provenance.withProvenance({ traceId, subjectId: subject.id, procedure: procedure.tag }),
       )
 
+    const plans = new Map<Procedure.Any, Plan>()
+    const planOf = (procedure: Procedure.Any): Plan => {
+      let plan = plans.get(procedure)
+      if (plan === undefined) {
+        plan = {
+          decode: Schema.decodeUnknownEither(procedure.input, { errors: "all", onExcessProperty: "ignore" }),
+          store: storeOf(procedure),
+          direct: !interceptors.some(({ interceptor }) => interceptor.kind === procedure.kind)
+        }
+        plans.set(procedure, plan)
+      }
+      return plan
+    }
+
+    /**
+     * The guards and the handler of a call without interceptors, acting for the caller. Guards
+     * that answer synchronously (scopes, roles) are checked here, before any effect is built; from
+     * the first effectful guard on, the rest run as `Guard.runGuards` would, acting for the caller.
+     */
+    const guardedHandler = (
+      procedure: Procedure.Any,
+      plan: Plan,
+      invocation: Invocation,
+      subject: Subject.Subject,
+      input: unknown,
+      traceId: string
+    ): Effect.Effect<unknown, unknown> => {
+      const ctx: Procedure.HandlerContext = { subject, store: plan.store, headers: invocation.headers, traceId }
+      const guards = procedure.guards
+      let rest: Effect.Effect<unknown, unknown> | undefined
+      for (let i = 0; i < guards.length; i++) {
+        const verdict = guards[i]!(ctx)
+        if (Effect.isEffect(verdict)) {
+          const remaining = guards.slice(i + 1)
+          rest = Effect.flatMap(verdict, (refusal) =>
+            refusal ? new Guard.GuardRefused({ status: refusal.status, message: refusal.message }) : Guard.runGuards(remaining, ctx))
+          break
+        }
+        if (verdict) return Effect.fail(new Guard.GuardRefused({ status: verdict.status, message: verdict.message }))
+      }
+      const handler = Effect.suspend(() => procedure.handler(input, ctx))
+      return actingDirect(
+        withHandlerContext(rest === undefined ? handler : Effect.zipRight(rest, handler)),
+        invocation.crossTenant === true ? Option.none() : Option.some(subject),
+        { traceId, subjectId: subject.id, procedure: procedure.tag }
+      )
+    }
+
     const call = (procedure: Procedure.Any, invocation: Invocation): Effect.Effect<unknown, Errors.WireError> => {
       const traceId = Provenance.traceIdOf(invocation.headers)
-      return prepare(procedure, invocation, traceId).pipe(
-        Effect.flatMap(({ run, subject }) => acting(procedure, subject, traceId, run, invocation.crossTenant)),
+      const plan = planOf(procedure)
+      const run: Effect.Effect<unknown, unknown> = plan.direct
+        ? Effect.flatMap(
+          invocation.subject === undefined ? resolveSubject(invocation.headers) : Effect.succeed(invocation.subject),
+          (subject) => {
+            const decoded = plan.decode(invocation.input)
+            return Either.isRight(decoded)
+              ? guardedHandler(procedure, plan, invocation, subject, decoded.right, traceId)
+              : Effect.flatMap(decodeInput(procedure, invocation.input), (input) =>
+                guardedHandler(procedure, plan, invocation, subject, input, traceId))
+          }
+        )
+        : Effect.flatMap(prepare(procedure, invocation, traceId), ({ run, subject }) =>
+          acting(procedure, subject, traceId, run, invocation.crossTenant))
+      return run.pipe(
         Effect.catchAllCause((cause) => toProcedureError(cause, traceId, procedure.tag, isAreaError)),
         Telemetry.procedure(procedure.tag, procedure.kind, traceId)
       )

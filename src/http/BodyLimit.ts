@@ -74,6 +74,12 @@ export const readCapped = (
       Effect.catchTag("RequestError", (error) => Effect.fail(new BodyReadFailed({ message: error.message })))
     )
   }
+  // The whole body has arrived and nobody has read from it (a small request's body comes in the
+  // read that brought its headers): taken from the stream's buffer now, without a wait for its events.
+  if (incoming.complete && incoming.readableFlowing === null && incoming.readableLength <= limit && !incoming.destroyed) {
+    const buffered = incoming.read() as Buffer | null
+    return Effect.succeed(buffered ?? new Uint8Array(0))
+  }
   return Effect.async<Uint8Array, PayloadTooLarge | BodyReadFailed>((resume) => {
     const chunks: Array<Buffer> = []
     let size = 0

@@ -6,13 +6,14 @@
  */
 import { Headers } from "@effect/platform"
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Either, Option, Schema } from "effect"
 import { liveSuffix } from "../app/App.js"
 import type { WireError } from "../app/Errors.js"
-import { ProcedureFailure, ProcedureNotFound, wireError } from "../app/Errors.js"
+import { ProcedureFailure, ProcedureNotFound } from "../app/Errors.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import type * as Procedure from "../app/Procedure.js"
 import type { RuntimeShape } from "../app/Runtime.js"
+import * as RpcExit from "./RpcExit.js"
 
 const RequestMessage = Schema.Struct({
   _tag: Schema.Literal("Request"),
@@ -22,7 +23,33 @@ const RequestMessage = Schema.Struct({
   headers: Schema.optionalWith(Schema.Array(Schema.Tuple(Schema.String, Schema.String)), { default: () => [] })
 })
 // Decoded, not tested with `Schema.is`: `headers` is optional on the wire and defaults to none.
-const decodeRequest = Schema.decodeUnknownOption(RequestMessage)
+const decodeRequestMessage = Schema.decodeUnknownOption(RequestMessage)
+
+const isHeaderPairs = (value: unknown): value is ReadonlyArray<readonly [string, string]> => {
+  if (!Array.isArray(value)) return false
+  for (const entry of value) {
+    if (!Array.isArray(entry) || entry.length !== 2 || typeof entry[0] !== "string" || typeof entry[1] !== "string") return false
+  }
+  return true
+}
+
+/**
+ * A request message: the common well-formed one checked by hand (what the schema would accept,
+ * with the same result), anything else decided by the schema.
+ */
+export const decodeRequest = (message: unknown): Option.Option<typeof RequestMessage.Type> => {
+  if (typeof message === "object" && message !== null && !Array.isArray(message)) {
+    const fields = message as Readonly<Record<string, unknown>>
+    const headers = fields.headers
+    if (
+      fields._tag === "Request" && typeof fields.id === "string" && typeof fields.tag === "string" &&
+      (headers === undefined || isHeaderPairs(headers))
+    ) {
+      return Option.some({ _tag: "Request", id: fields.id, tag: fields.tag, payload: fields.payload, headers: headers ?? [] })
+    }
+  }
+  return decodeRequestMessage(message)
+}
 
 /** The encoded `Exit` of an output that failed its own schema (a defect of the handler). */
 const outputDefect = { _tag: "Failure", cause: { _tag: "Die", defect: "the output failed its schema" } }
@@ -42,63 +69,58 @@ const decoder = new TextDecoder()
 
 /** The `POST /rpc` handler over `runtime`, for a body already read within the cap. */
 export const make = (runtime: RuntimeShape) => {
-  const encodeError = Schema.encodeSync(wireError(runtime.app.errors))
-  /** The encoded `Exit` of a failed call, as `Schema.Exit` encodes it. */
-  const failureExit = (error: WireError) => ({ _tag: "Failure", cause: { _tag: "Fail", error: encodeError(error) } })
-  const encoders = new Map<Procedure.Any, (output: unknown) => Effect.Effect<unknown, unknown>>()
-  const encoderOf = (procedure: Procedure.Any) => {
-    let encode = encoders.get(procedure)
-    if (encode === undefined) {
-      encode = Schema.encodeUnknown(procedure.output)
-      encoders.set(procedure, encode)
-    }
-    return encode
+  const exits = RpcExit.make(runtime)
+  /** The encoded `Exit` of an output: encoded synchronously, else (an async schema, a failure) by the effectful encoder. */
+  const successExit = (procedure: Procedure.Any, output: unknown): Effect.Effect<unknown> => {
+    const encoded = exits.success(procedure, output)
+    return Either.isRight(encoded)
+      ? Effect.succeed(encoded.right)
+      : exits.successLater(procedure)(output).pipe(Effect.map((value) => ({ _tag: "Success", value })), Effect.orElseSucceed(() => outputDefect))
   }
 
-  const answer = (message: typeof RequestMessage.Type, transportHeaders: Headers.Headers) =>
-    Effect.gen(function*() {
-      const failWith = (error: WireError) => ({ _tag: "Exit", requestId: message.id, exit: failureExit(error) })
-      if (message.tag.endsWith(liveSuffix) && runtime.app.procedures.has(message.tag.slice(0, -liveSuffix.length))) {
-        return failWith(new ProcedureFailure({ status: 400, message: "live queries need the WebSocket transport" }))
-      }
-      const procedure = runtime.app.procedures.get(message.tag)
-      if (procedure === undefined) return failWith(new ProcedureNotFound({ tag: message.tag }))
-      // Message headers override transport headers, as on the socket.
-      const headers = Headers.merge(transportHeaders, Headers.fromInput(message.headers))
-      const result = yield* Effect.either(runtime.call(procedure, { input: message.payload, headers }))
-      if (result._tag === "Left") return failWith(result.left)
-      const exit = yield* encoderOf(procedure)(result.right).pipe(
-        Effect.map((value) => ({ _tag: "Success", value })),
-        Effect.orElseSucceed(() => outputDefect)
-      )
-      return { _tag: "Exit", requestId: message.id, exit }
+  const answer = (message: typeof RequestMessage.Type, transportHeaders: Headers.Headers): Effect.Effect<unknown> => {
+    const failWith = (error: WireError) => ({ _tag: "Exit", requestId: message.id, exit: exits.failure(error) })
+    if (message.tag.endsWith(liveSuffix) && runtime.app.procedures.has(message.tag.slice(0, -liveSuffix.length))) {
+      return Effect.succeed(failWith(new ProcedureFailure({ status: 400, message: "live queries need the WebSocket transport" })))
+    }
+    const procedure = runtime.app.procedures.get(message.tag)
+    if (procedure === undefined) return Effect.succeed(failWith(new ProcedureNotFound({ tag: message.tag })))
+    // Message headers override transport headers, as on the socket.
+    const headers = Headers.merge(transportHeaders, Headers.fromInput(message.headers))
+    return Effect.matchEffect(runtime.call(procedure, { input: message.payload, headers }), {
+      onFailure: (error) => Effect.succeed(failWith(error)),
+      onSuccess: (output) => Effect.map(successExit(procedure, output), (exit) => ({ _tag: "Exit", requestId: message.id, exit }))
     })
+  }
 
   return (body: Uint8Array) =>
-    Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
+    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       let parsed: unknown
       try {
         parsed = JSON.parse(decoder.decode(body))
       } catch (error) {
-        return malformed(error instanceof Error ? error.message : "malformed JSON")
+        return Effect.succeed(malformed(error instanceof Error ? error.message : "malformed JSON"))
       }
-      const raw = Array.isArray(parsed) ? parsed : [parsed]
+      if (!Array.isArray(parsed)) {
+        // A single call (the common case) runs on the request's fiber: no child fiber per call.
+        const decoded = decodeRequest(parsed)
+        if (Option.isNone(decoded)) return Effect.succeed(malformed("expected an rpc Request message (or an array of them)"))
+        return Effect.map(answer(decoded.value, request.headers), (exit) => HttpServerResponse.unsafeJson([exit]))
+      }
       // One body is one client's batch: bounded, so a single request cannot occupy the server.
-      if (raw.length > maxMessagesPerBody) {
-        return HttpResponses.error(413, "BatchTooLarge", `at most ${maxMessagesPerBody} rpc messages per request`)
+      if (parsed.length > maxMessagesPerBody) {
+        return Effect.succeed(HttpResponses.error(413, "BatchTooLarge", `at most ${maxMessagesPerBody} rpc messages per request`))
       }
       const messages: Array<typeof RequestMessage.Type> = []
-      for (const message of raw) {
+      for (const message of parsed) {
         const decoded = decodeRequest(message)
         // Checked before any call runs: a malformed batch runs none of its calls.
-        if (Option.isNone(decoded)) return malformed("expected an rpc Request message (or an array of them)")
+        if (Option.isNone(decoded)) return Effect.succeed(malformed("expected an rpc Request message (or an array of them)"))
         messages.push(decoded.value)
       }
-      // A single call (the common case) runs on the request's fiber: no child fiber per call.
       const answers = messages.length === 1
-        ? [yield* answer(messages[0]!, request.headers)]
-        : yield* Effect.forEach(messages, (message) => answer(message, request.headers), { concurrency: batchConcurrency })
-      return HttpServerResponse.unsafeJson(answers)
+        ? Effect.map(answer(messages[0]!, request.headers), (exit) => [exit])
+        : Effect.forEach(messages, (message) => answer(message, request.headers), { concurrency: batchConcurrency })
+      return Effect.map(answers, (exits) => HttpServerResponse.unsafeJson(exits))
     })
 }

@@ -8,7 +8,8 @@ import { RpcServer } from "@effect/rpc"
 import { Effect, Exit, Layer, Schema } from "effect"
 import { ProcedureError, ProcedureNotFound } from "../app/Errors.js"
 
-const encodeExit = Schema.encodeSync(Schema.Exit({ success: Schema.Unknown, failure: ProcedureError, defect: Schema.Defect }))
+/** Encodes a call's `Exit` with the framework's wire errors (the unknown-tag answer). */
+export const encodeExit = Schema.encodeSync(Schema.Exit({ success: Schema.Unknown, failure: ProcedureError, defect: Schema.Defect }))
 
 const isRequestId = (value: unknown): value is string => typeof value === "string" && /^\d{1,19}$/.test(value)
 
@@ -17,7 +18,7 @@ const isHeaders = (value: unknown): boolean =>
   value.every((entry) => Array.isArray(entry) && entry.length === 2 && typeof entry[0] === "string" && typeof entry[1] === "string")
 
 /** Whether a decoded frame has the shape the rpc server relies on. */
-const wellFormed = (message: unknown): boolean => {
+export const wellFormed = (message: unknown): boolean => {
   if (typeof message !== "object" || message === null) return false
   const fields = message as Readonly<Record<string, unknown>>
   switch (fields._tag) {

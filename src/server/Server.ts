@@ -48,6 +48,7 @@ import * as RpcGroup from "../app/RpcGroup.js"
 import * as Rpc from "./Rpc.js"
 import * as RpcHttp from "./RpcHttp.js"
 import * as RpcProtocol from "./RpcProtocol.js"
+import * as RpcSocket from "./RpcSocket.js"
 import * as RequestTracing from "./RequestTracing.js"
 import * as Runtime from "../app/Runtime.js"
 import * as SchemaApply from "./SchemaApply.js"
@@ -74,13 +75,13 @@ export const rpcPath = "/rpc"
  * The WebSocket rpc protocol on `GET /rpc`, its upgrade screened by `CrossSite` (a cross-site
  * upgrade does not carry its cookies into the socket, whose every call reuses the upgrade headers).
  */
-const websocketProtocol = (maxBodyBytes: number) =>
+const websocketProtocol = (maxBodyBytes: number, knownTags: ReadonlySet<string>) =>
   Layer.effect(
     RpcServer.Protocol,
     Effect.gen(function*() {
       const router = yield* HttpLayerRouter.HttpRouter
       const runtime = yield* Runtime.Runtime
-      const { httpApp, protocol } = yield* RpcServer.makeProtocolWithHttpAppWebsocket
+      const { httpApp, protocol } = yield* RpcSocket.make(runtime, knownTags)
       // A plain GET (a browser opening the URL) gets the JSON error shape, not an empty 400; an
       // upgrade's frames are capped like every other body (1009 past the cap).
       const upgradeOnly = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
@@ -100,10 +101,10 @@ const websocketProtocol = (maxBodyBytes: number) =>
  * Both rpc transports: the WebSocket upgrade on `GET /rpc` (the `@effect/rpc` server, answering
  * unknown tags with a typed error), and `POST /rpc` answered by `RpcHttp` within the body cap.
  */
-const rpcRoutes = (serverGroup: RpcGroup.Group, maxBodyBytes: number) =>
+const rpcRoutes = (serverGroup: RpcGroup.Group, maxBodyBytes: number, knownTags = new Set(serverGroup.requests.keys())) =>
   Layer.mergeAll(
     RpcServer.layer(serverGroup, { disableTracing: true }).pipe(
-      Layer.provide(RpcProtocol.layerGuarded(websocketProtocol(maxBodyBytes), new Set(serverGroup.requests.keys())))
+      Layer.provide(RpcProtocol.layerGuarded(websocketProtocol(maxBodyBytes, knownTags), knownTags))
     ),
     HttpLayerRouter.use((router) =>
       Effect.gen(function*() {

@@ -120,8 +120,7 @@ describe("bad input", () => {
   it.scopedLive("frames of the wrong shape get a Defect and the socket keeps serving the next call", () =>
     Effect.gen(function*() {
       const served = yield* Serve.serve(app, memory)
-      // (A bare `null` frame still closes its own socket: @effect/rpc's websocket protocol reads
-      // `_tag` from it before any guard can run. Other sockets are unaffected.)
+      // (A bare `null` frame gets its Defect too: test/server/RpcSocket.test.ts.)
       const malformed = [
         JSON.stringify({ id: "1", tag: "notes.list", payload: {}, headers: [] }),
         JSON.stringify({ _tag: "Request", id: "abc", tag: "notes.list", payload: {}, headers: [] }),

@@ -1,0 +1,87 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import WebSocket from "ws"
+import { defineApp } from "../../src/app/App.js"
+import { query } from "../../src/app/Procedure.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as Store from "../../src/kernel/Store.js"
+import * as Serve from "../support/Serve.js"
+
+const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
+
+// An output whose encoding is asynchronous (encoded by the effectful encoder), and one that fails its schema.
+const Later = Schema.transformOrFail(Schema.String, Schema.String, {
+  decode: (s) => Effect.succeed(s),
+  encode: (s) => Effect.as(Effect.sleep("1 millis"), `encoded:${s}`)
+})
+const app = defineApp({
+  procedures: [
+    query("out.later", { input: Schema.Struct({}), output: Later, handler: () => Effect.succeed("x") }),
+    query("out.wrong", {
+      input: Schema.Struct({}),
+      output: Schema.Number,
+      handler: () => Effect.succeed("not a number" as unknown as number)
+    }),
+    query("out.payload", {
+      input: Schema.UndefinedOr(Schema.Struct({ a: Schema.Number })),
+      output: Schema.String,
+      handler: (input) => Effect.succeed(input === undefined ? "none" : `a=${input.a}`)
+    })
+  ]
+})
+
+const post = (url: string, body: unknown) =>
+  Effect.promise(async () => {
+    const response = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+    return { status: response.status, body: await response.json() as ReadonlyArray<Record<string, unknown>> }
+  })
+
+const overSocket = (url: string, frames: ReadonlyArray<unknown>) =>
+  Effect.async<ReadonlyArray<Record<string, unknown>>, Error>((resume) => {
+    const socket = new WebSocket(url)
+    const answers: Array<Record<string, unknown>> = []
+    socket.on("open", () => frames.forEach((frame) => socket.send(JSON.stringify(frame))))
+    socket.on("message", (data) => {
+      answers.push(JSON.parse(data.toString()) as Record<string, unknown>)
+      if (answers.length === frames.length) {
+        socket.close()
+        resume(Effect.succeed(answers))
+      }
+    })
+    socket.on("error", (error) => resume(Effect.fail(error)))
+    return Effect.sync(() => socket.terminate())
+  })
+
+const call = (id: string, tag: string, extra: Record<string, unknown> = { payload: {} }) => ({ _tag: "Request", id, tag, headers: [], ...extra })
+
+describe("rpc answers", () => {
+  it.scopedLive("POST /rpc: an async output encoding, an output failing its schema, a message without payload or with extra fields", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const { body, status } = yield* post(served.rpcUrl, [
+        call("1", "out.later"),
+        call("2", "out.wrong"),
+        call("3", "out.payload", { extra: true }),
+        call("4", "out.payload", { payload: { a: 1 }, headers: undefined })
+      ])
+      assert.strictEqual(status, 200)
+      assert.deepStrictEqual(body, [
+        { _tag: "Exit", requestId: "1", exit: { _tag: "Success", value: "encoded:x" } },
+        { _tag: "Exit", requestId: "2", exit: { _tag: "Failure", cause: { _tag: "Die", defect: "the output failed its schema" } } },
+        { _tag: "Exit", requestId: "3", exit: { _tag: "Success", value: "none" } },
+        { _tag: "Exit", requestId: "4", exit: { _tag: "Success", value: "a=1" } }
+      ])
+    }))
+
+  it.scopedLive("WebSocket: an async output encoding, and an output failing its schema answered with the formatted error as a defect", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const answers = yield* overSocket(served.wsUrl, [call("1", "out.later"), call("2", "out.wrong")])
+      const byId = new Map(answers.map((answer) => [answer.requestId, answer.exit]))
+      assert.deepStrictEqual(byId.get("1"), { _tag: "Success", value: "encoded:x" })
+      const wrong = byId.get("2") as { _tag: string; cause: { _tag: string; defect: string } }
+      assert.strictEqual(wrong._tag, "Failure")
+      assert.strictEqual(wrong.cause._tag, "Die")
+      assert.include(wrong.cause.defect, "Expected number")
+    }))
+})
