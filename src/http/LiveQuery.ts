@@ -91,18 +91,18 @@ export const answer = (
   Effect.gen(function*() {
     const subscribed = yield* Effect.either(runtime.subscribe(procedure, invocation))
     if (Either.isLeft(subscribed)) return HttpResponses.procedureError(subscribed.left)
-    const { first, nudge, poll } = subscribed.right
+    const { first, listen, nudge, poll } = subscribed.right
     let sequence = 1
     let previous = first
     let snapshot: Uint8Array | undefined = Sse.encode(Sse.sseFrame("snapshot", { data: first.encoded }, "1"))
     let ended = false
-    const push = (value: Runtime.LiveValue | undefined) => {
-      if (value === undefined) return null
+    const frameOf = (value: Runtime.LiveValue) => {
       sequence += 1
       const frame = deltaFrame(previous, value, sequence)
       previous = value
       return frame
     }
+    const push = (value: Runtime.LiveValue | undefined) => value === undefined ? null : frameOf(value)
     const next: Effect.Effect<Uint8Array | null | undefined> = Effect.suspend(() => {
       if (snapshot !== undefined) {
         const frame = snapshot
@@ -116,5 +116,10 @@ export const answer = (
         return Effect.succeed(Sse.encode(errorFrame(error, String(sequence + 1))))
       })
     })
-    return Sse.responseOf({ next, nudge })
+    // Without extra scopes to re-check, a change that passes the subscriber's checks at once is
+    // framed and written in the pass that announced it (`Sse.Source.listen`).
+    const listenSync = recheck === Effect.void
+      ? (sink: Sse.Sink) => listen({ ready: sink.ready, take: (value) => sink.take(frameOf(value)) })
+      : undefined
+    return Sse.responseOf(listenSync === undefined ? { next, nudge } : { next, nudge, listen: listenSync })
   })
