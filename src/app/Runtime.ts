@@ -328,6 +328,15 @@ export const make = (app: App) =>
         const input = yield* decodeInput(procedure, invocation.input)
         const ofInput = LiveGroups.inputKey(procedure, input)
         const key = LiveGroups.shareKey(ofInput, subject)
+        // The share key is JSON of the whole subject: computed again only for a subject object not
+        // seen before (a strategy that re-resolves makes a new one; an anonymous or given caller does not).
+        let keyed = subject
+        const inGroup = (resolved: Subject.Subject) => {
+          if (resolved === keyed) return true
+          if (LiveGroups.shareKey(ofInput, resolved) !== key) return false
+          keyed = resolved
+          return true
+        }
         // The shared re-run acts as the first member (its headers and trace id).
         const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers: invocation.headers, traceId }
         const rerun = acting(procedure, subject, traceId, trackReads(withHandlerContext(
@@ -377,7 +386,7 @@ export const make = (app: App) =>
           !direct ? guarded(shared) : Effect.flatMap(
             invocation.subject === undefined ? resolveSubject(invocation.headers) : Effect.succeed(invocation.subject),
             (subject) => {
-              if (LiveGroups.shareKey(ofInput, subject) !== key) return guarded(shared)
+              if (!inGroup(subject)) return guarded(shared)
               const ctx: Procedure.HandlerContext = { subject, store, headers: invocation.headers, traceId }
               for (const guard of procedure.guards) {
                 const verdict = guard(ctx)
@@ -451,7 +460,7 @@ export const make = (app: App) =>
             const resolved = invocation.subject === undefined ? answeredNow(resolveSubject(invocation.headers)) : Exit.succeed(invocation.subject)
             if (resolved === undefined || !Exit.isSuccess(resolved)) return wake.unsafeOpen()
             const subject = resolved.value
-            if (LiveGroups.shareKey(ofInput, subject) !== key) return wake.unsafeOpen()
+            if (!inGroup(subject)) return wake.unsafeOpen()
             const ctx: Procedure.HandlerContext = { subject, store, headers: invocation.headers, traceId }
             for (const guard of procedure.guards) {
               const verdict = guard(ctx)

@@ -55,12 +55,24 @@ export const errorFrame = (error: Errors.WireError, id: string) =>
  */
 const deltaBodies = new WeakMap<LiveGroups.SharedRun, Map<string, Uint8Array>>()
 
+/**
+ * The whole frames made from a shared delta body, by `id:`: members that joined together number
+ * their events alike, so they share the very bytes too.
+ */
+const framesById = new WeakMap<Uint8Array, Map<number, Uint8Array>>()
+
 /** `id: <id>\n` followed by `body`, in one buffer (one write per subscriber). */
 const withId = (id: number, body: Uint8Array): Uint8Array => {
-  const head = Sse.encode(`id: ${id}\n`)
-  const frame = new Uint8Array(head.length + body.length)
-  frame.set(head)
-  frame.set(body, head.length)
+  let byId = framesById.get(body)
+  if (byId === undefined) framesById.set(body, byId = new Map())
+  let frame = byId.get(id)
+  if (frame === undefined) {
+    const head = Sse.encode(`id: ${id}\n`)
+    frame = new Uint8Array(head.length + body.length)
+    frame.set(head)
+    frame.set(body, head.length)
+    byId.set(id, frame)
+  }
   return frame
 }
 
