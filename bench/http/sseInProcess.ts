@@ -1,11 +1,11 @@
 /**
  * The server's own work per commit of an SSE fan-out, without sockets: 1,000 projected answers of
- * one live query in one process, each read as fw's Node writer reads it (`Sse.pullOf`, a plain
- * loop, and frames made synchronously taken at once: `SSE_SYNC=0` turns that off) into a counter
- * instead of a socket. CPU time per commit, and the same for a loop that
- * only counts the wake-ups (the floor of this harness).
+ * one live query in one process, each read as fw's Node writer reads it (`Sse.pullOf`: a plain
+ * loop over `next`, and frames made synchronously handed to a sink at once) into a counter instead
+ * of a socket. Prints CPU time per commit. `SSE_SYNC=0` leaves the sink out (every frame through
+ * the member's fiber): run both for the same-machine comparison.
  *
- * `npx tsx bench/http/sseInProcess.ts` (`SSE_COMMITS=n`, default 200)
+ * `npx tsx bench/http/sseInProcess.ts` (`SSE_COMMITS=n`, default 200; `SSE_SUBSCRIBERS=n`, default 1,000)
  */
 import { FetchHttpClient, Headers } from "@effect/platform"
 import { Effect, Exit, Layer, Schema, Scope } from "effect"
