@@ -19,7 +19,7 @@ export interface ServerProcess {
 }
 
 /** CPU time of a Linux process from `/proc/<pid>/stat` (utime + stime, in clock ticks of 10 ms). */
-const processCpuMicros = (pid: number): number => {
+export const processCpuMicros = (pid: number): number => {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
   return (Number(fields[11]) + Number(fields[12])) * 10_000

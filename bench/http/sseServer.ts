@@ -1,25 +1,34 @@
 /**
  * The server of the SSE fan-out benchmark: one live query projected as SSE (`GET /v1/ticks/latest`),
- * a projected mutation (`POST /v1/ticks/add`), and a bare SSE route that forwards every committed
- * change from the change tap with no query re-run (the floor). Prints its port.
+ * a projected mutation (`POST /v1/ticks/add`), and the floor: a plain `node:http` listener in the
+ * same process whose streams get every committed change of another table (`POST /v1/floorTicks/add`,
+ * through the same store and change tap) as a preformatted delta frame written synchronously to
+ * every socket, with no query re-run, no guard and no fiber per subscriber. The floor's port is
+ * answered by `GET /bench/floor`. Prints its port.
+ *
+ * Served by fw's Node adapter (`NodeServer`, what `fw serve` runs); `FW_BENCH_PLATFORM=1` serves
+ * with the platform's `NodeHttpServer` instead.
  */
 import { HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { Effect, Layer, PubSub, Schema, Stream } from "effect"
+import { Effect, Layer, Queue, Schema } from "effect"
 import { writeFileSync } from "node:fs"
+import * as Http from "node:http"
 import { createServer } from "node:http"
 import { Session } from "node:inspector/promises"
+import type { AddressInfo } from "node:net"
 import * as path from "node:path"
 import { defineApp } from "../../src/app/App.js"
 import { mutation, query } from "../../src/app/Procedure.js"
+import * as NodeServer from "../../src/server/NodeServer.js"
 import * as Server from "../../src/server/Server.js"
 import * as Sse from "../../src/http/Sse.js"
-import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
 
 const Ticks = defineTable("ticks", { fields: { n: Schema.Number } })
+const FloorTicks = defineTable("floorTicks", { fields: { n: Schema.Number } })
 const latest = query("ticks.latest", {
   input: Schema.Struct({}),
   output: Schema.Number,
@@ -32,7 +41,13 @@ const add = mutation("ticks.add", {
   publicApi: {},
   handler: ({ n }, { store }) => Effect.as(store.insert(Ticks, { n }), n)
 })
-const app = defineApp({ name: "sse-bench", tables: [Ticks], procedures: [latest, add] })
+const addFloor = mutation("floorTicks.add", {
+  input: Schema.Struct({ n: Schema.Number }),
+  output: Schema.Number,
+  publicApi: {},
+  handler: ({ n }, { store }) => Effect.as(store.insert(FloorTicks, { n }), n)
+})
+const app = defineApp({ name: "sse-bench", tables: [Ticks, FloorTicks], procedures: [latest, add, addFloor] })
 
 /**
  * With `SSE_PROF_DIR` set: `POST /bench/profile/start` and `/bench/profile/stop?name=...` profile the
@@ -58,33 +73,51 @@ const profiling = HttpLayerRouter.use((router) =>
   })
 )
 
-/** Every committed change, framed as SSE, with no query re-run and no guards. */
-const bare = HttpLayerRouter.use((router) =>
+/**
+ * The floor: a bare `node:http` SSE listener fed from the change tap's queue (as the live groups
+ * are), writing each `floorTicks` change as one preformatted frame to every open response in one
+ * synchronous pass. What is left is the commit, the change delivery, one write per socket and the
+ * clients.
+ */
+const floor = HttpLayerRouter.use((router) =>
   Effect.gen(function*() {
     const tap = yield* ChangeTap.ChangeTap
-    const hub = yield* PubSub.unbounded<ChangeEvent>()
-    yield* tap.subscribe({ name: "bench-bare-sse", onEvent: (event) => PubSub.publish(hub, event) })
-    yield* router.add(
-      "GET",
-      "/bare/ticks",
-      Effect.map(PubSub.subscribe(hub), (events) =>
-        HttpServerResponse.stream(
-          Sse.body(Stream.concat(
-            Stream.succeed(Sse.sseFrame("snapshot", { data: 0 })),
-            Stream.fromQueue(events).pipe(Stream.map((event) => Sse.sseFrame("delta", { data: event.after?.["n"] ?? null })))
-          )),
-          { contentType: "text/event-stream", headers: Sse.headers }
-        ))
+    const open = new Set<Http.ServerResponse>()
+    let sequence = 1
+    const listener = Http.createServer((request, response) => {
+      response.writeHead(200, { "content-type": "text/event-stream", ...Sse.headers })
+      response.write(Sse.retryFrame() + Sse.sseFrame("snapshot", { data: 0 }, "1"))
+      open.add(response)
+      request.once("close", () => open.delete(response))
+    })
+    yield* Effect.acquireRelease(
+      Effect.async<void>((resume) => void listener.listen(0, "127.0.0.1", 4096, () => resume(Effect.void))),
+      () => Effect.sync(() => listener.close())
     )
+    const port = (listener.address() as AddressInfo).port
+    const events = yield* tap.events
+    yield* Queue.take(events).pipe(
+      Effect.flatMap((event) => Effect.sync(() => {
+        if (event.table !== FloorTicks.name) return
+        sequence += 1
+        const frame = Sse.encode(Sse.sseFrame("delta", { data: event.after?.["n"] ?? null }, String(sequence)))
+        for (const response of open) response.write(frame)
+      })),
+      Effect.forever,
+      Effect.forkScoped
+    )
+    yield* router.add("GET", "/bench/floor", Effect.succeed(HttpServerResponse.unsafeJson({ port })))
   })
 )
 
+const serverLayer = process.env["FW_BENCH_PLATFORM"] === "1" ? NodeHttpServer.layer : NodeServer.layer
+
 Layer.launch(Layer.mergeAll(
-  Server.layer(app, { routes: Layer.mergeAll(bare, profiling), announce: false }),
+  Server.layer(app, { routes: Layer.mergeAll(floor, profiling), announce: false }),
   Layer.effectDiscard(Effect.map(HttpServer.HttpServer, (server) => {
     if (server.address._tag === "TcpAddress") console.log(`PORT ${server.address.port}`)
   }))
 ).pipe(
   Layer.provide(Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))),
-  Layer.provide(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1", backlog: 4096 }))
+  Layer.provide(serverLayer(createServer, { port: 0, host: "127.0.0.1", backlog: 4096 }))
 )).pipe(NodeRuntime.runMain)

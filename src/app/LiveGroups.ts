@@ -40,6 +40,11 @@ export interface LiveGroup {
   latest: SharedRun | undefined
   /** Each member's wake-up, opened when `latest` changes. */
   readonly waiting: Set<Effect.Latch>
+  /**
+   * Members' wake-up calls, called synchronously (after the latches opened) when `latest` changes:
+   * a member that can push without running an effect does it in this pass.
+   */
+  readonly wakers: Set<() => void>
 }
 
 /**
@@ -123,6 +128,7 @@ export const make = (
         group.latest = { exit: Exit.map(exit, ([result]) => result), tables, encoded: undefined }
         // Woken in one synchronous pass: a thousand members cost a thousand latch flips, not effects.
         for (const wake of group.waiting) wake.unsafeOpen()
+        for (const wake of group.wakers) wake()
       }).pipe(Effect.forever, Effect.forkIn(scope))
     })
 
@@ -141,7 +147,8 @@ export const make = (
           tables: new Set(),
           known: false,
           latest: undefined,
-          waiting: new Set()
+          waiting: new Set(),
+          wakers: new Set()
         }
         groups.set(key, group)
         yield* Effect.interruptible(start(group, scope, tenantId, rerun)).pipe(

@@ -55,6 +55,22 @@ export interface LiveSubscription {
   readonly poll: Effect.Effect<LiveValue | undefined, Errors.WireError>
   /** Wakes a pending `poll` (it answers `undefined` unless a result changed): a keep-alive's turn. */
   readonly nudge: () => void
+  /**
+   * Lets a transport that writes synchronously take changed values without running `poll`: while
+   * `poll` is pending and `listener.ready()`, a change that this subscriber's checks pass without
+   * running an effect (a caller resolved at once, guards that answer synchronously, no
+   * interceptors or push observers) is handed to `listener.take` in the pass that announced it,
+   * and `poll` keeps waiting. Anything else wakes `poll` as before.
+   */
+  readonly listen: (listener: LiveListener) => void
+}
+
+/** A synchronous taker of live values (see `LiveSubscription.listen`). */
+export interface LiveListener {
+  /** True when a value taken now would be written at once (the previous write went out). */
+  readonly ready: () => boolean
+  /** Takes a changed value, synchronously. */
+  readonly take: (value: LiveValue) => void
 }
 
 /** The runtime service. */
@@ -103,6 +119,10 @@ const isStatusError = (error: unknown): error is { readonly status: number; read
   typeof error.status === "number" && typeof error.message === "string" && error.status >= 400 && error.status < 600
 
 const noAreaErrors = Errors.isAreaErrorOf([])
+
+/** The outcome of `effect` when it is one already (`Effect.succeed`, `Effect.fail`), without running it. */
+const answeredNow = <A, E>(effect: Effect.Effect<A, E>): Exit.Exit<A, E> | undefined =>
+  Exit.isExit(effect) ? effect as Exit.Exit<A, E> : undefined
 
 /**
  * Maps a failure cause to the wire error; unexpected causes are logged with the trace id and
@@ -416,6 +436,15 @@ export const make = (app: App) =>
         const input = yield* decodeInput(procedure, invocation.input)
         const ofInput = LiveGroups.inputKey(procedure, input)
         const key = LiveGroups.shareKey(ofInput, subject)
+        // The share key is JSON of the whole subject: computed again only for a subject object not
+        // seen before (a strategy that re-resolves makes a new one; an anonymous or given caller does not).
+        let keyed = subject
+        const inGroup = (resolved: Subject.Subject) => {
+          if (resolved === keyed) return true
+          if (LiveGroups.shareKey(ofInput, resolved) !== key) return false
+          keyed = resolved
+          return true
+        }
         // The shared re-run acts as the first member (its headers and trace id).
         const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers: invocation.headers, traceId }
         const rerun = acting(procedure, subject, traceId, trackReads(withHandlerContext(
@@ -423,9 +452,12 @@ export const make = (app: App) =>
         ))).pipe(Effect.exit)
         const group = yield* groups.join(key ?? crypto.randomUUID(), subject.tenantId, rerun)
         const wake = yield* Effect.makeLatch(false)
+        // Set below: the member's wake-up call, which pushes synchronously when it can.
+        let wakeNow: () => void = () => wake.unsafeOpen()
+        const waker = () => wakeNow()
         yield* Effect.acquireRelease(
-          Effect.sync(() => group.waiting.add(wake)),
-          () => Effect.sync(() => group.waiting.delete(wake))
+          Effect.sync(() => group.wakers.add(waker)),
+          () => Effect.sync(() => group.wakers.delete(waker))
         )
         // A re-run published from here on may postdate the first run: it is compared, not skipped.
         let seen = group.latest
@@ -462,7 +494,7 @@ export const make = (app: App) =>
           !direct ? guarded(shared) : Effect.flatMap(
             invocation.subject === undefined ? resolveSubject(invocation.headers) : Effect.succeed(invocation.subject),
             (subject) => {
-              if (LiveGroups.shareKey(ofInput, subject) !== key) return guarded(shared)
+              if (!inGroup(subject)) return guarded(shared)
               const ctx: Procedure.HandlerContext = { subject, store, headers: invocation.headers, traceId }
               for (const guard of procedure.guards) {
                 const verdict = guard(ctx)
@@ -473,23 +505,28 @@ export const make = (app: App) =>
             }
           )
         const subscriptionId = crypto.randomUUID()
-        const pushed = (shared: LiveGroups.SharedRun, checked: Effect.Effect.Success<ReturnType<typeof check>>) => {
-          for (const table of checked.tables) group.tables.add(table)
+        /** The value to push for `result` after `shared`, or `undefined` when it is what was pushed last. */
+        const valueOf = (shared: LiveGroups.SharedRun, result: unknown): LiveValue | undefined => {
           let value: LiveValue
-          if (Exit.isSuccess(shared.exit) && shared.exit.value === checked.result) {
+          if (Exit.isSuccess(shared.exit) && shared.exit.value === result) {
             // The shared result passed through this member's checks unchanged: encoded once per re-run.
             if (shared.encoded === undefined) {
-              const encoded = encodeOutput(checked.result)
+              const encoded = encodeOutput(result)
               shared.encoded = { value: encoded, json: JSON.stringify(encoded) }
             }
-            value = { result: checked.result, encoded: shared.encoded.value, json: shared.encoded.json, shared }
+            value = { result, encoded: shared.encoded.value, json: shared.encoded.json, shared }
           } else {
-            const encoded = encodeOutput(checked.result)
-            value = { result: checked.result, encoded, json: JSON.stringify(encoded), shared: undefined }
+            const encoded = encodeOutput(result)
+            value = { result, encoded, json: JSON.stringify(encoded), shared: undefined }
           }
-          if (value.json === last) return Effect.succeed(undefined)
+          if (value.json === last) return undefined
           last = value.json
-          if (pushObservers.length === 0) return Effect.succeed(value)
+          return value
+        }
+        const pushed = (shared: LiveGroups.SharedRun, checked: Effect.Effect.Success<ReturnType<typeof check>>) => {
+          for (const table of checked.tables) group.tables.add(table)
+          const value = valueOf(shared, checked.result)
+          if (value === undefined || pushObservers.length === 0) return Effect.succeed(value)
           return Effect.as(observePush({
             procedure: procedure.tag,
             subscriptionId,
@@ -499,15 +536,54 @@ export const make = (app: App) =>
             tables: new Set([...shared.tables, ...checked.tables])
           }), value)
         }
+        // True while `poll` waits for its wake-up: a value taken synchronously then is one it would have answered.
+        let parked = false
+        // A refusal found by the synchronous check, answered by the next `poll` (guards run once per change).
+        let refused: Guard.GuardRefused | undefined
+        const startWaiting = Effect.sync(() => {
+          parked = true
+        })
         // Plain effects rather than a generator: this runs per subscriber per change.
-        const poll: Effect.Effect<LiveValue | undefined, Errors.WireError> = Effect.flatMap(wake.await, () => {
-          wake.unsafeClose()
-          const shared = group.latest
-          if (shared === undefined || shared === seen) return Effect.succeed(undefined)
-          seen = shared
-          return Effect.flatMap(check(shared), (checked) => pushed(shared, checked))
-        }).pipe(Effect.catchAllCause(toWire))
-        return { first: firstValue, poll, nudge: () => wake.unsafeOpen() }
+        const poll: Effect.Effect<LiveValue | undefined, Errors.WireError> = Effect.zipRight(startWaiting, wake.await).pipe(
+          Effect.flatMap(() => {
+            parked = false
+            wake.unsafeClose()
+            if (refused !== undefined) return Effect.fail(refused)
+            const shared = group.latest
+            if (shared === undefined || shared === seen) return Effect.succeed(undefined)
+            seen = shared
+            return Effect.flatMap(check(shared), (checked) => pushed(shared, checked))
+          }),
+          Effect.catchAllCause(toWire)
+        )
+        // The synchronous check is `check`'s direct path when every step of it answers at once.
+        const syncable = direct && pushObservers.length === 0
+        const listen = (listener: LiveListener) => {
+          if (!syncable) return
+          wakeNow = () => {
+            const shared = group.latest
+            if (!parked || !listener.ready() || shared === undefined || shared === seen || !Exit.isSuccess(shared.exit)) {
+              return wake.unsafeOpen()
+            }
+            const resolved = invocation.subject === undefined ? answeredNow(resolveSubject(invocation.headers)) : Exit.succeed(invocation.subject)
+            if (resolved === undefined || !Exit.isSuccess(resolved)) return wake.unsafeOpen()
+            const subject = resolved.value
+            if (!inGroup(subject)) return wake.unsafeOpen()
+            const ctx: Procedure.HandlerContext = { subject, store, headers: invocation.headers, traceId }
+            for (const guard of procedure.guards) {
+              const verdict = guard(ctx)
+              if (Effect.isEffect(verdict)) return wake.unsafeOpen()
+              if (verdict) {
+                refused = new Guard.GuardRefused({ status: verdict.status, message: verdict.message })
+                return wake.unsafeOpen()
+              }
+            }
+            seen = shared
+            const value = valueOf(shared, shared.exit.value)
+            if (value !== undefined) listener.take(value)
+          }
+        }
+        return { first: firstValue, poll, nudge: () => wake.unsafeOpen(), listen }
       }).pipe(Effect.catchAllCause(toWire))
     }
 

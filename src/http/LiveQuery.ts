@@ -55,12 +55,24 @@ export const errorFrame = (error: Errors.WireError, id: string) =>
  */
 const deltaBodies = new WeakMap<LiveGroups.SharedRun, Map<string, Uint8Array>>()
 
+/**
+ * The whole frames made from a shared delta body, by `id:`: members that joined together number
+ * their events alike, so they share the very bytes too.
+ */
+const framesById = new WeakMap<Uint8Array, Map<number, Uint8Array>>()
+
 /** `id: <id>\n` followed by `body`, in one buffer (one write per subscriber). */
 const withId = (id: number, body: Uint8Array): Uint8Array => {
-  const head = Sse.encode(`id: ${id}\n`)
-  const frame = new Uint8Array(head.length + body.length)
-  frame.set(head)
-  frame.set(body, head.length)
+  let byId = framesById.get(body)
+  if (byId === undefined) framesById.set(body, byId = new Map())
+  let frame = byId.get(id)
+  if (frame === undefined) {
+    const head = Sse.encode(`id: ${id}\n`)
+    frame = new Uint8Array(head.length + body.length)
+    frame.set(head)
+    frame.set(body, head.length)
+    byId.set(id, frame)
+  }
   return frame
 }
 
@@ -91,18 +103,18 @@ export const answer = (
   Effect.gen(function*() {
     const subscribed = yield* Effect.either(runtime.subscribe(procedure, invocation))
     if (Either.isLeft(subscribed)) return HttpResponses.procedureError(subscribed.left)
-    const { first, nudge, poll } = subscribed.right
+    const { first, listen, nudge, poll } = subscribed.right
     let sequence = 1
     let previous = first
     let snapshot: Uint8Array | undefined = Sse.encode(Sse.sseFrame("snapshot", { data: first.encoded }, "1"))
     let ended = false
-    const push = (value: Runtime.LiveValue | undefined) => {
-      if (value === undefined) return null
+    const frameOf = (value: Runtime.LiveValue) => {
       sequence += 1
       const frame = deltaFrame(previous, value, sequence)
       previous = value
       return frame
     }
+    const push = (value: Runtime.LiveValue | undefined) => value === undefined ? null : frameOf(value)
     const next: Effect.Effect<Uint8Array | null | undefined> = Effect.suspend(() => {
       if (snapshot !== undefined) {
         const frame = snapshot
@@ -116,5 +128,10 @@ export const answer = (
         return Effect.succeed(Sse.encode(errorFrame(error, String(sequence + 1))))
       })
     })
-    return Sse.responseOf({ next, nudge })
+    // Without extra scopes to re-check, a change that passes the subscriber's checks at once is
+    // framed and written in the pass that announced it (`Sse.Source.listen`).
+    const listenSync = recheck === Effect.void
+      ? (sink: Sse.Sink) => listen({ ready: sink.ready, take: (value) => sink.take(frameOf(value)) })
+      : undefined
+    return Sse.responseOf(listenSync === undefined ? { next, nudge } : { next, nudge, listen: listenSync })
   })

@@ -104,6 +104,21 @@ const retryBytes = encode(retryFrame())
 export interface Source {
   readonly next: Effect.Effect<Uint8Array | null | undefined>
   readonly nudge: () => void
+  /**
+   * Hands frames to `sink` synchronously while a `next` is pending and `sink.ready()`, when the
+   * source can make them without running an effect (a live query's change that passes this
+   * subscriber's checks at once); `next` keeps waiting then. Optional: without it every frame
+   * comes through `next`.
+   */
+  readonly listen?: (sink: Sink) => void
+}
+
+/** A synchronous writer of frames (see `Source.listen`). */
+export interface Sink {
+  /** True when a frame taken now is written at once (the previous write went out). */
+  readonly ready: () => boolean
+  /** Writes one frame now. */
+  readonly take: (frame: Uint8Array) => void
 }
 
 /** The streams that want a keep-alive on one clock and interval, and the one fiber that ticks for them all. */
@@ -162,36 +177,69 @@ const keepAliveTicks = (interval: Duration.DurationInput, tick: () => void): Eff
 }
 
 /**
+ * The frames of a pulled SSE body, one per step: each run of `next` answers the next bytes to
+ * write, `undefined` at the end; `listen` lets a writer take frames synchronously in between (see
+ * `Source.listen`).
+ */
+export interface Pull {
+  readonly next: Effect.Effect<Uint8Array | undefined>
+  readonly listen: (sink: Sink) => void
+}
+
+/** Opens a `Pull` in a scope (the keep-alive registration lives in it). */
+export type OpenPull = Effect.Effect<Pull, never, Scope.Scope>
+
+const PullTypeId: unique symbol = Symbol.for("@fw/framework/http/Sse/Pull")
+
+/**
+ * The step-by-step reading of a body made by `fromSource`, when `stream` is one (else `undefined`).
+ * A writer that can write synchronously (fw's Node adapter) runs it as a plain loop instead of the
+ * stream's channel: this runs per subscriber per push.
+ */
+export const pullOf = (stream: Stream.Stream<unknown, unknown, unknown>): OpenPull | undefined =>
+  Predicate.hasProperty(stream, PullTypeId) ? stream[PullTypeId] as OpenPull : undefined
+
+/**
  * The body of an SSE response pulled from `source`: the retry hint, then the source's frames, with
  * a keep-alive comment every `keepAlive` (on the shared timer) while it lasts. Each frame is pulled
  * when the previous one was written, so a slow client is asked for frames less often; a source
- * that keeps only its latest state (a live query) never queues for it.
+ * that keeps only its latest state (a live query) never queues for it. The stream can also be read
+ * without its channel (`pullOf`).
  */
 export const fromSource = (
   source: Source,
   keepAlive: Duration.DurationInput = keepAliveInterval
-): Stream.Stream<Uint8Array> =>
-  Stream.unwrapScoped(Effect.gen(function*() {
+): Stream.Stream<Uint8Array> => {
+  const open: OpenPull = Effect.gen(function*() {
+    let started = false
     let due = false
     yield* keepAliveTicks(keepAlive, () => {
       due = true
       source.nudge()
     })
-    // One channel step per frame (no Option wrapping, no unwrap): this runs per subscriber per push.
-    const pull: Effect.Effect<Chunk.Chunk<Uint8Array> | undefined> = Effect.suspend(() => {
+    const pull: Effect.Effect<Uint8Array | undefined> = Effect.suspend(() => {
+      if (!started) {
+        started = true
+        return Effect.succeed(retryBytes)
+      }
       if (due) {
         due = false
-        return Effect.succeed(Chunk.of(keepAliveBytes))
+        return Effect.succeed(keepAliveBytes)
       }
-      return Effect.flatMap(source.next, (frame) =>
-        frame === undefined ? Effect.succeed(undefined) : frame === null ? pull : Effect.succeed(Chunk.of(frame)))
+      return Effect.flatMap(source.next, (frame) => frame === null ? pull : Effect.succeed(frame))
     })
+    return { next: pull, listen: (sink: Sink) => source.listen?.(sink) }
+  })
+  const stream = Stream.unwrapScoped(Effect.map(open, ({ next: pull }) => {
+    // One channel step per frame (no Option wrapping, no unwrap).
     const loop: Channel.Channel<Chunk.Chunk<Uint8Array>> = Channel.flatMap(
       Channel.fromEffect(pull),
-      (chunk) => chunk === undefined ? Channel.void : Channel.flatMap(Channel.write(chunk), () => loop)
+      (frame) => frame === undefined ? Channel.void : Channel.flatMap(Channel.write(Chunk.of(frame)), () => loop)
     )
-    return Stream.fromChannel(Channel.flatMap(Channel.write(Chunk.of(retryBytes)), () => loop))
+    return Stream.fromChannel(loop)
   }))
+  return Object.assign(stream, { [PullTypeId]: open })
+}
 
 /**
  * The body of an SSE response: the retry hint, then `frames` with a keep-alive comment every

@@ -13,6 +13,7 @@ import { Cause, Chunk, Effect, Stream } from "effect"
 import type * as Http from "node:http"
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
+import * as Sse from "../http/Sse.js"
 
 /** The headers to send: the response's own, with its cookies as `set-cookie` lines. */
 const headersOf = (response: HttpServerResponse.HttpServerResponse): Record<string, string | Array<string>> => {
@@ -89,6 +90,42 @@ const streamed = (
       nodeResponse.writeHead(response.status, headers)
       const drained = Effect.unsafeMakeLatch()
       nodeResponse.on("drain", () => drained.unsafeOpen())
+      const pulled = Sse.pullOf(body.stream)
+      if (pulled !== undefined) {
+        // An SSE body read frame by frame: a plain loop, no channel or chunk per frame, and frames the
+        // source can make synchronously are written in the pass that made them, with no step of this
+        // fiber (this runs per subscriber per push of a live query).
+        let mustDrain = false
+        nodeResponse.on("drain", () => {
+          mustDrain = false
+        })
+        const write = (frame: Uint8Array) => {
+          if (!nodeResponse.write(frame)) {
+            mustDrain = true
+            drained.unsafeClose()
+          }
+        }
+        const written = Effect.scoped(Effect.flatMap(pulled, ({ listen, next }) => {
+          listen({ ready: () => !mustDrain && !nodeResponse.writableEnded && !nodeResponse.destroyed, take: write })
+          const writeThenLoop = (frame: Uint8Array) => {
+            write(frame)
+            return mustDrain ? Effect.zipRight(drained.await, loop) : loop
+          }
+          const loop: Effect.Effect<void> = Effect.flatMap(next, (frame) => {
+            if (frame === undefined) return Effect.void
+            // A synchronous write may have filled the socket while this fiber waited for the frame.
+            return mustDrain ? Effect.zipRight(drained.await, Effect.suspend(() => writeThenLoop(frame))) : writeThenLoop(frame)
+          })
+          return loop
+        }))
+        return written.pipe(
+          Effect.interruptible,
+          Effect.matchCauseEffect({
+            onSuccess: () => Effect.sync(() => nodeResponse.end()),
+            onFailure: failedWhileStreaming(nodeResponse, response)
+          })
+        )
+      }
       return body.stream.pipe(
         Stream.orDie,
         Stream.runForEachChunk((chunk) => {

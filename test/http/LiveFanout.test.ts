@@ -6,7 +6,7 @@
  */
 import { FetchHttpClient, Headers } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema, Stream, TestClock } from "effect"
+import { Effect, Fiber, Layer, Option, Schema, Stream, TestClock } from "effect"
 import { defineApp } from "../../src/app/App.js"
 import { query } from "../../src/app/Procedure.js"
 import * as Runtime from "../../src/app/Runtime.js"
@@ -50,7 +50,21 @@ const banned = query("fanout.banned", {
     Effect.map(store.find(Ticks, { orderBy: "n", direction: "desc", limit: 1 }), (rows) => rows[0]?.n ?? 0)
 })
 
-const app = defineApp({ name: "live-fanout", tables: [Ticks, Bans], procedures: [latest, banned] })
+/** Whether the seats are closed, read by a synchronous guard; and how often that guard ran. */
+let closed = false
+let seatChecks = 0
+const seated = query("fanout.seated", {
+  input: Schema.Struct({}),
+  output: Schema.Number,
+  guards: [() => {
+    seatChecks += 1
+    return closed ? { status: 403, message: "closed" } : undefined
+  }],
+  handler: (_, { store }) =>
+    Effect.map(store.find(Ticks, { orderBy: "n", direction: "desc", limit: 1 }), (rows) => rows[0]?.n ?? 0)
+})
+
+const app = defineApp({ name: "live-fanout", tables: [Ticks, Bans], procedures: [latest, banned, seated] })
 
 const stack = Runtime.layer(app).pipe(
   Layer.provideMerge(Store.layerMemory),
@@ -86,6 +100,97 @@ const framesReach = (streams: ReadonlyArray<Array<Uint8Array>>, n: number) =>
     for (let i = 0; i < 1_000 && streams.some((frames) => frames.length < n); i++) yield* Effect.yieldNow()
     for (const frames of streams) assert.strictEqual(frames.length, n)
   })
+
+/**
+ * Opens `count` SSE answers of `procedure` read as fw's Node writer reads them (`Sse.pullOf`): each
+ * keeps the frames its `next` answered (`pulled`) apart from those handed synchronously to its sink
+ * (`synced`); the sink takes frames while `ready()`.
+ */
+const openPulled = (count: number, procedure: typeof latest | typeof banned | typeof seated, ready: () => boolean) =>
+  Effect.gen(function*() {
+    const runtime = yield* Runtime.Runtime
+    return yield* Effect.forEach(Array.from({ length: count }, (_, i) => i), (seat) =>
+      Effect.gen(function*() {
+        const headers = Headers.fromInput({ "x-seat": String(seat) })
+        const response = yield* LiveQuery.answer(runtime, procedure, { input: {}, headers }, Effect.void)
+        assert.strictEqual(response.body._tag, "Stream")
+        const open = response.body._tag === "Stream" ? Sse.pullOf(response.body.stream) : undefined
+        assert.isDefined(open, "a live query's body can be read frame by frame")
+        const { listen, next } = yield* open!
+        const pulled: Array<string> = []
+        const synced: Array<string> = []
+        listen({ ready, take: (frame) => void synced.push(decoder.decode(frame)) })
+        const loop: Effect.Effect<void> = Effect.flatMap(next, (frame) => {
+          if (frame === undefined) return Effect.void
+          pulled.push(decoder.decode(frame))
+          return loop
+        })
+        const reader = yield* Effect.forkScoped(loop)
+        return { pulled, synced, reader }
+      }))
+  })
+
+/** Waits (yielding to the other fibers) until `count(stream)` reaches `n` for every stream. */
+const reach = <S>(streams: ReadonlyArray<S>, count: (stream: S) => number, n: number) =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 1_000 && streams.some((stream) => count(stream) < n); i++) yield* Effect.yieldNow()
+    for (const stream of streams) assert.strictEqual(count(stream), n)
+  })
+
+describe("SSE fan-out: synchronous writes", () => {
+  it.scopedLive("a change that passes a member's synchronous checks is written in the pass that announced it, its reader still waiting", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const streams = yield* openPulled(20, latest, () => true)
+      yield* reach(streams, (s) => s.pulled.length, 2)
+      yield* store.insert(Ticks, { n: 7 }).pipe(Subject.asSystem)
+      yield* reach(streams, (s) => s.synced.length, 1)
+      yield* store.insert(Ticks, { n: 8 }).pipe(Subject.asSystem)
+      yield* reach(streams, (s) => s.synced.length, 2)
+      for (const { pulled, reader, synced } of streams) {
+        assert.deepStrictEqual(synced, [`id: 2\nevent: delta\ndata: {"data":7}\n\n`, `id: 3\nevent: delta\ndata: {"data":8}\n\n`])
+        assert.strictEqual(pulled.length, 2, "nothing went through the reader")
+        assert.isTrue(Option.isNone(yield* Fiber.poll(reader)))
+      }
+    }).pipe(Effect.provide(stack)))
+
+  it.scopedLive("a synchronous guard runs once per member per change; its refusal ends the member through the reader with the error event", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      closed = false
+      const streams = yield* openPulled(5, seated, () => true)
+      yield* reach(streams, (s) => s.pulled.length, 2)
+      seatChecks = 0
+      yield* store.insert(Ticks, { n: 4 }).pipe(Subject.asSystem)
+      yield* reach(streams, (s) => s.synced.length, 1)
+      assert.strictEqual(seatChecks, 5, "one guard run per member")
+      closed = true
+      yield* store.insert(Ticks, { n: 5 }).pipe(Subject.asSystem)
+      yield* reach(streams, (s) => s.pulled.length, 3)
+      for (const { pulled, reader, synced } of streams) {
+        assert.strictEqual(pulled[2], `id: 3\nevent: error\ndata: {"_tag":"GuardRefused","message":"closed"}\n\n`)
+        assert.strictEqual(synced.length, 1)
+        yield* Fiber.join(reader)
+      }
+      assert.strictEqual(seatChecks, 10, "the refusal was not checked twice")
+      closed = false
+    }).pipe(Effect.provide(stack)))
+
+  it.scopedLive("a member whose writer is not ready, or whose guard reads the store, gets its frames through the reader", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const busy = yield* openPulled(3, latest, () => false)
+      const effectful = yield* openPulled(3, banned, () => true)
+      const streams = [...busy, ...effectful]
+      yield* reach(streams, (s) => s.pulled.length, 2)
+      yield* store.insert(Ticks, { n: 9 }).pipe(Subject.asSystem)
+      yield* reach(streams, (s) => s.pulled.length, 3)
+      for (const { pulled, synced } of streams) {
+        assert.strictEqual(pulled[2], `id: 2\nevent: delta\ndata: {"data":9}\n\n`)
+        assert.strictEqual(synced.length, 0)
+      }
+    }).pipe(Effect.provide(stack)))
+})
 
 describe("SSE fan-out of a live query", () => {
   it.scopedLive("the members of a group share one encoding of the result and the same delta bytes", () =>
