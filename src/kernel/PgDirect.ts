@@ -66,6 +66,8 @@ export interface Direct {
     text: string,
     parameters: ReadonlyArray<unknown>
   ) => Effect.Effect<ReadonlyArray<A>, SqlError> | undefined
+  /** A statement of the client's, compiled and run directly when `now` would, else through the client. */
+  readonly statement: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
   /** `text` directly when `now` allows it, else `fallback` (the same statement through the client). */
   readonly run: <A>(
     text: string,
@@ -75,11 +77,10 @@ export interface Direct {
 }
 
 /** One reserved connection and how to give it back. */
-interface Slot {
-  readonly pg: PgConnection
-  readonly scope: Scope.CloseableScope
-  busy: boolean
-  dead: boolean
+class Slot {
+  busy = false
+  dead = false
+  constructor(readonly pg: PgConnection, readonly scope: Scope.CloseableScope) {}
 }
 
 /** After a failed reservation, the next attempt waits this long (the database may be away). */
@@ -128,7 +129,7 @@ export const make = (sql: SqlClient.SqlClient): Effect.Effect<Direct | undefined
       )
       const pg = pgOf(connection)
       if (pg === undefined || closed) return yield* Scope.close(own, Exit.void)
-      slot = { pg, scope: own, busy: false, dead: false }
+      slot = new Slot(pg, own)
       pg.on("error", onFailure)
       pg.on("end", onFailure)
     }).pipe(
@@ -193,19 +194,28 @@ export const make = (sql: SqlClient.SqlClient): Effect.Effect<Direct | undefined
     const bypasses = (fiber: Fiber.RuntimeFiber<unknown, unknown>) =>
       !Telemetry.isInstalled(fiber.currentTracer) && Option.isNone(fiber.getFiberRef(Statement.currentTransformer))
 
-    const now = <A>(fiber: Fiber.RuntimeFiber<unknown, unknown>, text: string, parameters: ReadonlyArray<unknown>) => {
+    /** The connection a statement of `fiber` runs on directly: its transaction's, or the idle reserved one. */
+    const connectionFor = (fiber: Fiber.RuntimeFiber<unknown, unknown>): PgConnection | Slot | undefined => {
       if (!bypasses(fiber)) return undefined
       const transaction = Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)
-      if (Option.isSome(transaction)) {
-        const pg = pgOf(transaction.value[0])
-        return pg === undefined ? undefined : execute<A>(pg, text, parameters, undefined)
-      }
-      const own = idle()
-      return own === undefined ? undefined : execute<A>(own.pg, text, parameters, own)
+      return Option.isSome(transaction) ? pgOf(transaction.value[0]) : idle()
+    }
+
+    const now = <A>(fiber: Fiber.RuntimeFiber<unknown, unknown>, text: string, parameters: ReadonlyArray<unknown>) => {
+      const on = connectionFor(fiber)
+      if (on === undefined) return undefined
+      return on instanceof Slot ? execute<A>(on.pg, text, parameters, on) : execute<A>(on, text, parameters, undefined)
     }
 
     return {
       now,
+      statement: <A extends object>(statement: Statement.Statement<A>) =>
+        Effect.withFiberRuntime<ReadonlyArray<A>, SqlError>((fiber) => {
+          const on = connectionFor(fiber)
+          if (on === undefined) return statement
+          const [text, parameters] = statement.compile()
+          return on instanceof Slot ? execute<A>(on.pg, text, parameters, on) : execute<A>(on, text, parameters, undefined)
+        }),
       run: <A>(text: string, parameters: ReadonlyArray<unknown>, fallback: Effect.Effect<ReadonlyArray<A>, SqlError>) =>
         Effect.withFiberRuntime<ReadonlyArray<A>, SqlError>((fiber) => now<A>(fiber, text, parameters) ?? fallback)
     } satisfies Direct

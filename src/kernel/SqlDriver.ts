@@ -274,6 +274,9 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
     pgDirect === undefined
       ? sql.unsafe<A>(text, parameters)
       : pgDirect.run<A>(text, parameters, sql.unsafe<A>(text, parameters))
+  /** A built statement, the same way. */
+  const run = <A extends object>(statement: Statement.Statement<A>) =>
+    pgDirect === undefined ? statement : pgDirect.statement(statement)
 
   /**
    * On PostgreSQL, the store's single operations as effects straight on a connection when that
@@ -319,7 +322,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
     const id = namedDuplicate(error) ?? repeatedId(rows)
     if (id !== undefined || rows.length === 1) return Effect.succeed(new DuplicateRow({ table: table.name, id: id ?? idOf(rows[0]!) }))
     const ids = rows.map(idOf)
-    return sql<{ readonly id: string }>`SELECT ${sql("id")} FROM ${sql(table.name)} WHERE ${sql.in("id", ids)} LIMIT 1`.pipe(
+    return run(sql<{ readonly id: string }>`SELECT ${sql("id")} FROM ${sql(table.name)} WHERE ${sql.in("id", ids)} LIMIT 1`).pipe(
       Effect.map((found) => new DuplicateRow({ table: table.name, id: found[0]?.id ?? ids[0]! })),
       Effect.orElseSucceed(() => new DuplicateRow({ table: table.name, id: ids[0]! }))
     )
@@ -327,7 +330,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
 
   const insertChunk = (table: Table.Any, rows: ReadonlyArray<Driver.Encoded>) => {
     const mapping = mappingOf(table)
-    return sql`INSERT INTO ${sql(table.name)} ${sql.insert(rows.map(mapping.toDb))}`.pipe(
+    return run(sql`INSERT INTO ${sql(table.name)} ${sql.insert(rows.map(mapping.toDb))}`).pipe(
       Effect.asVoid,
       Effect.catchAll((error): Effect.Effect<never, DuplicateRow | StoreUnavailable> =>
         isUniqueViolation(error) ? Effect.flip(duplicateIn(table, error, rows)) : Effect.fail(unavailable(error))
@@ -358,9 +361,9 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
       return Effect.forEach(chunks, (chunk) => insertChunk(table, chunk), { discard: true })
     },
     replace: (table, row) =>
-      sql`UPDATE ${sql(table.name)} SET ${sql.update(mappingOf(table).toDb(row), ["id"])} WHERE ${sql("id")} = ${
+      run(sql`UPDATE ${sql(table.name)} SET ${sql.update(mappingOf(table).toDb(row), ["id"])} WHERE ${sql("id")} = ${
         row.id as string
-      }`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
+      }`).pipe(Effect.asVoid, Effect.mapError(unavailable)),
     delete: (table, id) => point(pointOf(table).delete, [id]).pipe(Effect.asVoid, Effect.mapError(unavailable)),
     get: (table, id, options) => {
       const statements = pointOf(table)
@@ -382,11 +385,11 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
         : sql`ORDER BY ${sql(query.orderBy)} ${
           sql.literal(query.direction === "desc" ? "DESC NULLS LAST" : "ASC NULLS FIRST")
         }, ${sql("id")} ASC`
-      return sql<Record<string, unknown>>`SELECT * FROM ${sql(table.name)} ${whereOf(mapping, query.where)} ${order} ${limit} ${offset}`
+      return run(sql<Record<string, unknown>>`SELECT * FROM ${sql(table.name)} ${whereOf(mapping, query.where)} ${order} ${limit} ${offset}`)
         .pipe(Effect.map(rowsOf(table)), Effect.mapError(unavailable))
     },
     count: (table, where) =>
-      sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM ${sql(table.name)} ${whereOf(mappingOf(table), where)}`.pipe(
+      run(sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM ${sql(table.name)} ${whereOf(mappingOf(table), where)}`).pipe(
         Effect.map((rows) => Number(rows[0]?.n ?? 0)),
         Effect.mapError(unavailable)
       ),
@@ -395,9 +398,9 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
       const where = request.after === null
         ? request.where
         : [...request.where, { field: "id", op: "gt" as const, value: request.after }]
-      return sql<Record<string, unknown>>`SELECT * FROM ${sql(table.name)} ${whereOf(mapping, where)} ORDER BY ${
+      return run(sql<Record<string, unknown>>`SELECT * FROM ${sql(table.name)} ${whereOf(mapping, where)} ORDER BY ${
         sql("id")
-      } ASC LIMIT ${integer(request.limit)}`.pipe(Effect.map(rowsOf(table)), Effect.mapError(unavailable))
+      } ASC LIMIT ${integer(request.limit)}`).pipe(Effect.map(rowsOf(table)), Effect.mapError(unavailable))
     },
     transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       Effect.suspend(() => {
