@@ -16,6 +16,7 @@ import * as DdlLock from "./DdlLock.js"
 import { StoreUnavailable } from "./Errors.js"
 import type { StoreError } from "./Errors.js"
 import * as ListenWatchdog from "./ListenWatchdog.js"
+import * as PgDirect from "./PgDirect.js"
 import * as Subject from "./Subject.js"
 
 /** A change recorded inside a transaction, before commit gives it a `seq`. */
@@ -370,6 +371,8 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
       const { PgClient } = yield* Effect.promise(() => import("@effect/sql-pg"))
       const pg = yield* PgClient.PgClient
       const delivery = yield* makeDelivery
+      // The outbox row is written on the writing transaction's connection directly (see PgDirect).
+      const direct = yield* PgDirect.make(pg, { reserve: false })
       const origin = crypto.randomUUID()
       const readBatch = Math.max(1, options.readBatch ?? 500)
       // Replicas starting together on a fresh database would race on the DDL (PostgreSQL's
@@ -511,8 +514,9 @@ export const layerFleet = (options: FleetOptions = {}): Layer.Layer<ChangeTap, S
         scope: "fleet",
         stage: (changes) =>
           Effect.gen(function*() {
-            const [row] = yield* pg<{ readonly id: string; readonly xid: string }>`INSERT INTO _fw_change_outbox (origin, changes)
+            const statement = pg<{ readonly id: string; readonly xid: string }>`INSERT INTO _fw_change_outbox (origin, changes)
               VALUES (${origin}, ${JSON.stringify(changes)}) RETURNING id::text AS id, xid::text AS xid`
+            const [row] = yield* (direct === undefined ? statement : direct.statement(statement))
             if (row !== undefined) staged.set(changes, { id: row.id, xid: BigInt(row.xid) })
           }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
         ...delivery,

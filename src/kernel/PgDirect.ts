@@ -93,7 +93,13 @@ const cancelTimeoutMs = 5_000
  * connections expose their node-postgres client; otherwise `undefined`, and every statement goes
  * through the client. The reserved connection lives as long as the scope.
  */
-export const make = (sql: SqlClient.SqlClient): Effect.Effect<Direct | undefined, never, Scope.Scope> =>
+export const make = (
+  sql: SqlClient.SqlClient,
+  options: {
+    /** `false`: only statements inside transactions run directly; none reserves a connection. */
+    readonly reserve?: boolean
+  } = {}
+): Effect.Effect<Direct | undefined, never, Scope.Scope> =>
   Effect.gen(function*() {
     if (!(pgClientTypeId in sql)) return undefined
     const config = (sql as PgClientLike).config
@@ -143,9 +149,14 @@ export const make = (sql: SqlClient.SqlClient): Effect.Effect<Direct | undefined
       }))
     )
 
-    // Reserved now, so the first statements need not wait for it.
-    reserving = true
-    yield* reserve
+    if (options.reserve === false) {
+      // Never reserved: statements outside transactions take the client's path.
+      closed = true
+    } else {
+      // Reserved now, so the first statements need not wait for it.
+      reserving = true
+      yield* reserve
+    }
 
     /** The idle reserved connection, if any; starts a reservation when there is none. */
     const idle = (): Slot | undefined => {
