@@ -1,12 +1,18 @@
 /**
  * Row history: insert throughput with the plugin on against off, on SQLite (file) and PostgreSQL,
  * and `rowAsOf` latency on a row with 10,000 versions.
+ *
+ * The three stacks (history off, `sync`, `batched`) run side by side, each on its own database,
+ * in alternating batches of inserts (a loaded shared machine distorts sequential phases far
+ * more); besides the rate it reports this process's CPU time per insert (PostgreSQL's own CPU is
+ * not in it). A batched batch ends once its versions are recorded.
+ * `BENCH_HISTORY_TIERS=pg` (a comma list of `sqlite`, `pg`) measures only those tiers.
  */
 import { FetchHttpClient } from "@effect/platform"
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Effect, Layer, Redacted, Schema } from "effect"
+import { Effect, Layer, ManagedRuntime, Redacted, Schema } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -33,15 +39,22 @@ const stack = (client: Layer.Layer<SqlClient.SqlClient, unknown>, history: RowHi
     Layer.provide(FetchHttpClient.layer)
   )
 
-/** Inserts per second; with batched history, the clock stops once every version is recorded. */
-const inserts = (prefix: string, history: RowHistoryPlugin | null) =>
+/** Rounds of alternating batches, and inserts per batch. */
+const ROUNDS = 10
+const BATCH = N / ROUNDS
+
+/** One batch of `BATCH` inserts; with batched history, it ends once every version is recorded. */
+const batch = (prefix: string, history: RowHistoryPlugin | null) =>
   Effect.gen(function*() {
     const store = yield* Store.Store
-    const start = performance.now()
-    for (let i = 0; i < N; i++) yield* store.insert(Docs, { id: `${prefix}-${i}`, title: "t", n: i })
+    for (let i = 0; i < BATCH; i++) yield* store.insert(Docs, { id: `${prefix}-${i}`, title: "t", n: i })
     if (history !== null) yield* history.drain
-    return N / ((performance.now() - start) / 1000)
   })
+
+interface Totals {
+  wallMs: number
+  cpuMs: number
+}
 
 const asOfLatency = Effect.gen(function*() {
   const store = yield* Store.Store
@@ -77,26 +90,51 @@ export const run = async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "fw-bench-history-"))
   const rows: Array<Record<string, string | number>> = []
   const measure = async (tier: string, client: () => Layer.Layer<SqlClient.SqlClient, unknown>) => {
-    const run = (prefix: string, history: RowHistoryPlugin | null) =>
-      Effect.runPromise(Effect.scoped(Effect.provide(inserts(prefix, history), stack(client(), history))))
-    const off = await run("off", null)
-    const sync = await run("sync", rowHistoryPlugin())
-    const batched = await run("batched", rowHistoryPlugin({ mode: "batched" }))
+    const modes = { off: null, sync: rowHistoryPlugin(), batched: rowHistoryPlugin({ mode: "batched" }) }
+    const runtimes = Object.entries(modes).map(([name, history]) => ({
+      name,
+      history,
+      runtime: ManagedRuntime.make(stack(client(), history))
+    }))
+    const totals: Record<string, Totals> = {}
+    let round = 0
+    const once = async (timed: boolean) => {
+      for (const { history, name, runtime } of runtimes) {
+        const cpu = process.cpuUsage()
+        const start = performance.now()
+        await runtime.runPromise(batch(`${name}-${round}`, history))
+        const used = process.cpuUsage(cpu)
+        if (!timed) continue
+        const total = totals[name] ??= { wallMs: 0, cpuMs: 0 }
+        total.wallMs += performance.now() - start
+        total.cpuMs += (used.user + used.system) / 1000
+      }
+      round++
+    }
+    await once(false)
+    for (let i = 0; i < ROUNDS; i++) await once(true)
+    for (const { runtime } of runtimes) await runtime.dispose()
+    const rate = (name: string) => N / (totals[name]!.wallMs / 1000)
+    const cpu = (name: string) => totals[name]!.cpuMs * 1000 / N
     const latency = await Effect.runPromise(Effect.scoped(Effect.provide(asOfLatency, stack(client(), null))))
     rows.push({
       tier,
-      "insert/s off": perSecond(off),
-      "insert/s sync": perSecond(sync),
-      "sync / off": Number((sync / off).toFixed(2)),
-      "insert/s batched": perSecond(batched),
-      "batched / off": Number((batched / off).toFixed(2)),
+      "insert/s off": perSecond(rate("off")),
+      "insert/s sync": perSecond(rate("sync")),
+      "sync / off": Number((rate("sync") / rate("off")).toFixed(2)),
+      "insert/s batched": perSecond(rate("batched")),
+      "batched / off": Number((rate("batched") / rate("off")).toFixed(2)),
+      "CPU µs off": Math.round(cpu("off")),
+      "CPU µs sync": Math.round(cpu("sync")),
+      "CPU µs batched": Math.round(cpu("batched")),
       "rowAsOf p50 ms (10k versions)": Number(latency.p50.toFixed(2)),
       "rowAsOf p99 ms": Number(latency.p99.toFixed(2))
     })
   }
+  const tiers = new Set((process.env.BENCH_HISTORY_TIERS ?? "sqlite,pg").split(","))
   let n = 0
-  await measure("sqlite (file)", () => SqliteClient.layer({ filename: path.join(dir, `h${n++}.db`) }))
-  try {
+  if (tiers.has("sqlite")) await measure("sqlite (file)", () => SqliteClient.layer({ filename: path.join(dir, `h${n++}.db`) }))
+  if (tiers.has("pg")) try {
     const dbs: Array<{ drop: () => Promise<void> }> = []
     const urls = await Promise.all([scratchDatabase("h"), scratchDatabase("h"), scratchDatabase("h"), scratchDatabase("h")])
     dbs.push(...urls)
@@ -106,7 +144,7 @@ export const run = async () => {
   } catch (error) {
     console.warn(`PostgreSQL not measured: ${String(error)}`)
   }
-  table(`row history (${N} inserts each way, one per transaction)`, rows)
+  table(`row history (${N} inserts each way, one per transaction, ${ROUNDS} alternating batches)`, rows)
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) await run()

@@ -9,7 +9,10 @@
  *   where the time goes whatever else runs;
  * - write → change event latency on the writing replica and on the others (p50, p99), at the
  *   saturated rate and at a paced rate (`FW_BENCH_RATE` commits per second, default 1,000).
- * `FW_BENCH_WRITES` sets the writes per run (default 3,000).
+ * `FW_BENCH_WRITES` sets the writes per run (default 3,000). `FW_BENCH_PROFILE=<dir>` writes a CPU
+ * profile of each replica of the saturated history-on run into `<dir>` (through `cpuProfile.mjs`;
+ * the replicas are stopped with SIGTERM so that they write it): summarise one with
+ * `npx tsx bench/profileSummary.ts <file>`.
  */
 import { Effect, Redacted } from "effect"
 import { spawn } from "node:child_process"
@@ -27,6 +30,7 @@ const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/
 const WRITES = Number(process.env.FW_BENCH_WRITES ?? 3_000)
 const RATE = Number(process.env.FW_BENCH_RATE ?? 1_000)
 const IN_FLIGHT = 48
+const PROFILE_DIR = process.env.FW_BENCH_PROFILE
 
 const freshDb = async () => {
   const name = `fw_bench_f_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
@@ -65,8 +69,28 @@ const writesOver = (history: boolean, paced: boolean) =>
   Effect.scoped(Effect.gen(function*() {
     const db = yield* Effect.acquireRelease(Effect.promise(freshDb), (db) => Effect.promise(db.drop))
     yield* SchemaDiffer.apply([Docs, RowHistory]).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(db.url) })), Effect.orDie)
-    const env = history ? {} : { FW_HISTORY: "off" }
+    const profile = PROFILE_DIR !== undefined && history && !paced
+    const env = {
+      ...(history ? {} : { FW_HISTORY: "off" }),
+      ...(profile
+        ? {
+          NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --import ${path.join(import.meta.dirname, "cpuProfile.mjs")}`.trim(),
+          FW_CPU_PROFILE_DIR: PROFILE_DIR
+        }
+        : {})
+    }
     const replicas = yield* Effect.all([0, 1, 2].map((i) => Fleet.start(`b${i}`, db.url, env)), { concurrency: "unbounded" })
+    if (profile) {
+      // Runs before the replicas' own finalizers (SIGKILL): a replica stopped by SIGTERM exits
+      // normally and writes its profile.
+      yield* Effect.addFinalizer(() =>
+        Effect.forEach(replicas, (replica) =>
+          Effect.async<void>((resume) => {
+            if (replica.child.exitCode !== null) return resume(Effect.void)
+            replica.child.once("exit", () => resume(Effect.void))
+            replica.child.kill("SIGTERM")
+          }).pipe(Effect.timeoutOption("20 seconds")), { concurrency: "unbounded", discard: true }))
+    }
     // Warm up every replica's pool and caches.
     yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) => replicas[i % 3]!.client.call(create, { id: `warm-${i}`, title: "w" }), { concurrency: 12, discard: true })
     let transportErrors = 0

@@ -9,6 +9,7 @@
  * framework adds. PostgreSQL's own CPU is not in it.
  *
  * `npx tsx bench/store/single.ts` (PostgreSQL from FW_TEST_PG_URL or 127.0.0.1:5432; skipped if down).
+ * `BENCH_SINGLE_TIERS=pg` (a comma list of `memory`, `sqlite`, `pg`) measures only those tiers.
  */
 import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
@@ -54,11 +55,14 @@ interface Totals {
   ops: number
 }
 
-/** Runs the batches of every contender in turn, `rounds` times, after one untimed warm-up round. */
-const alternate = async (contenders: Record<string, Batch>, size: number, rounds: number) => {
+/**
+ * Runs the batches of every contender in turn, `rounds` times, after `warmUp` untimed rounds (a
+ * server runs its store paths long after the JIT compiled them).
+ */
+const alternate = async (contenders: Record<string, Batch>, size: number, rounds: number, warmUp = 1) => {
   const totals: Record<string, Totals> = {}
   for (const name of Object.keys(contenders)) totals[name] = { wallMs: 0, cpuMs: 0, ops: 0 }
-  for (const batch of Object.values(contenders)) await batch(size)
+  for (let round = 0; round < warmUp; round++) for (const batch of Object.values(contenders)) await batch(size)
   for (let round = 0; round < rounds; round++) {
     for (const [name, batch] of Object.entries(contenders)) {
       const cpu = process.cpuUsage()
@@ -185,7 +189,7 @@ const postgres = async () => {
       "raw pg": async (n) => {
         for (let i = 0; i < n; i++) await client.query(`SELECT * FROM raw_items WHERE id = $1`, [idOf(i)])
       }
-    }, 200, 10)
+    }, 200, 20, 10)
     report("point read (PostgreSQL)", reads, "raw pg")
     const inserts = await alternate({
       "PostgreSQL Store.insert": fw.insert,
@@ -195,7 +199,7 @@ const postgres = async () => {
           await put(`new-${k}`, k)
         }
       }
-    }, 100, 6)
+    }, 100, 6, 3)
     report("insert, one row (PostgreSQL)", inserts, "raw pg")
     await fw.dispose()
     await client.end()
@@ -208,17 +212,22 @@ const postgres = async () => {
 /** Measures every tier and prints one table. */
 export const run = async () => {
   lines.length = 0
-  await memory()
-  const dir = mkdtempSync(path.join(tmpdir(), "fw-bench-single-"))
-  try {
-    await sqlite(dir)
-  } finally {
-    rmSync(dir, { recursive: true, force: true })
+  const tiers = new Set((process.env.BENCH_SINGLE_TIERS ?? "memory,sqlite,pg").split(","))
+  if (tiers.has("memory")) await memory()
+  if (tiers.has("sqlite")) {
+    const dir = mkdtempSync(path.join(tmpdir(), "fw-bench-single-"))
+    try {
+      await sqlite(dir)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   }
-  try {
-    await postgres()
-  } catch (error) {
-    console.warn(`PostgreSQL not measured: ${String(error)}`)
+  if (tiers.has("pg")) {
+    try {
+      await postgres()
+    } catch (error) {
+      console.warn(`PostgreSQL not measured: ${String(error)}`)
+    }
   }
   console.log("\nsingle store operations against the raw driver, alternating batches (same run)")
   console.table(lines)

@@ -186,7 +186,9 @@ export interface Plugin {
   /**
    * `onStage` written as store statements (see `StageStatements`), for a stager that only finds and
    * inserts rows: on SQLite a one-row write and its staging then commit in one synchronous step,
-   * several times cheaper than the client's transaction. A plugin gives one of the two.
+   * several times cheaper than the client's transaction. Given with `onStage`, `onStage` is what
+   * runs inside the client's transaction and must do the same work (a tier-specific statement,
+   * say); alone, the statements also run there, through the store.
    */
   readonly onStageStatements?: (changes: ReadonlyArray<PendingChange>) => StageStatements.Plan<void>
   /**

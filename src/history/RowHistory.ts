@@ -7,12 +7,16 @@
  * commit order across every replica, and a write commits with its version or not at all. In
  * `batched` mode versions are recorded after commit by the writing replica, in its commit order.
  */
-import { Chunk, Clock, Effect, Layer, Queue, Schedule, Stream, SubscriptionRef } from "effect"
+import { SqlClient } from "@effect/sql"
+import type { Connection } from "@effect/sql/SqlConnection"
+import { Chunk, Clock, Effect, Layer, Option, Queue, Schedule, Stream, SubscriptionRef } from "effect"
 import * as Plugin from "../app/Plugin.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import type { PendingChange } from "../kernel/ChangeTap.js"
+import { DuplicateRow } from "../kernel/Errors.js"
 import type { StoreError } from "../kernel/Errors.js"
+import { unavailable } from "../kernel/SqlDriver.js"
 import type { StoreShape } from "../kernel/Store.js"
 import { Store } from "../kernel/Store.js"
 import * as StageStatements from "../kernel/StageStatements.js"
@@ -185,16 +189,13 @@ const recordsOf = (options: Options, changes: ReadonlyArray<Change>, heads: Map<
     // Versions order by number; their times never run backwards (replicas' clocks may differ).
     const changedAt = Math.max(change.at, head?.changedAt ?? change.at)
     heads.set(key, { version, changedAt })
-    const excluded = options.excludeColumns?.[change.table] ?? []
     return {
       id: versionId(change.table, change.id, version),
       tableName: change.table,
       rowId: change.id,
       version,
       op: change.op,
-      data: change.after === null
-        ? null
-        : Object.fromEntries(Object.entries(change.after).filter(([column]) => !excluded.includes(column))),
+      data: dataOf(options, change),
       changedAt,
       tenantId: change.tenantId,
       traceId: change.provenance.traceId,
@@ -205,6 +206,48 @@ const recordsOf = (options: Options, changes: ReadonlyArray<Change>, heads: Map<
 
 const writeRecords = (store: StoreShape, records: ReadonlyArray<VersionRecord>): Effect.Effect<unknown, StoreError> =>
   records.length === 1 ? store.insert(RowHistory, records[0]!) : store.insertMany(RowHistory, records)
+
+/** The record of `change` as `recordsOf` writes it, without its version (`id`, `version`, `changedAt`). */
+const dataOf = (options: Options, change: Change) => {
+  const excluded = options.excludeColumns?.[change.table] ?? []
+  return change.after === null
+    ? null
+    : Object.fromEntries(Object.entries(change.after).filter(([column]) => !excluded.includes(column)))
+}
+
+/**
+ * One version in one PostgreSQL statement on the writing transaction's connection: the next
+ * version after the row's newest (read in the same statement, under the row lock the write
+ * holds) and its record, as `recordsOf` would make them: `changedAt` never runs backwards.
+ */
+const versionStatement = `INSERT INTO "${RowHistory.name}"
+  ("id", "tableName", "rowId", "version", "op", "data", "changedAt", "tenantId", "traceId", "subjectId", "procedure")
+  SELECT $1::text || ':' || $2::text || ':' || lpad(head.version::text, 10, '0'), $1, $2, head.version, $3, $4::jsonb,
+    GREATEST($5::double precision, head.at), $6, $7, $8, $9
+  FROM (SELECT coalesce(max("version"), 0) + 1 AS version, coalesce(max("changedAt"), $5::double precision) AS at
+    FROM "${RowHistory.name}" WHERE "tableName" = $1 AND "rowId" = $2) head
+  ON CONFLICT ("id") DO NOTHING RETURNING "id"`
+
+const stageOne = (connection: Connection, options: Options, change: Change): Effect.Effect<void, StoreError> => {
+  const data = dataOf(options, change)
+  return connection.execute(versionStatement, [
+    change.table,
+    change.id,
+    change.op,
+    data === null ? null : JSON.stringify(data),
+    change.at,
+    change.tenantId,
+    change.provenance.traceId,
+    change.provenance.subjectId,
+    change.provenance.procedure
+  ], undefined).pipe(
+    Effect.mapError(unavailable),
+    Effect.flatMap((rows) =>
+      // Only a version written past the row's lock (history edited by hand) can collide.
+      rows.length === 1 ? Effect.void : Effect.fail(new DuplicateRow({ table: RowHistory.name, id: `${change.table}:${change.id}` }))
+    )
+  )
+}
 
 /**
  * `sync` mode: versions are assigned and written inside the writing transaction, after its
@@ -218,6 +261,25 @@ function* stageVersions(options: Options, changes: ReadonlyArray<Change>): Stage
   const heads = yield* headsOf(changes)
   yield* StageStatements.insert(RowHistory, recordsOf(options, changes, heads))
 }
+
+/**
+ * `stageVersions` as the store runs it inside a client transaction. On PostgreSQL a few changes
+ * take one statement each on the transaction's connection (the newest version is read in it)
+ * instead of a look-up and an insert.
+ */
+const stageVersionsIn = (options: Options, changes: ReadonlyArray<Change>): Effect.Effect<void, StoreError, Store> =>
+  Effect.gen(function*() {
+    if (changes.length === 0) return
+    const store = yield* Store
+    if (store.dialect === "pg" && changes.length <= separateLookUps) {
+      const transaction = yield* Effect.serviceOption(SqlClient.TransactionConnection)
+      if (Option.isSome(transaction)) {
+        for (const change of changes) yield* stageOne(transaction.value[0], options, change)
+        return
+      }
+    }
+    yield* StageStatements.run(store, () => stageVersions(options, changes))
+  })
 
 /**
  * `batched` mode: records committed changes after the fact, many per statement. The newest
@@ -366,6 +428,8 @@ export const rowHistoryPlugin = (options: Options = {}): RowHistoryPlugin => {
             !recorded(event.table) || event.remote === true || batcher === undefined ? Effect.void : batcher.offer(event)
         }
         : {
+          onStage: (changes: ReadonlyArray<PendingChange>) =>
+            stageVersionsIn(options, changes.filter((change) => recorded(change.table))),
           onStageStatements: (changes: ReadonlyArray<PendingChange>) =>
             stageVersions(options, changes.filter((change) => recorded(change.table)))
         }),

@@ -15,6 +15,14 @@ export const NotNow: unique symbol = Symbol.for("@fw/framework/Driver/NotNow")
 /** The type of `NotNow`. */
 export type NotNow = typeof NotNow
 
+/**
+ * What `getNow` or `insertNow` answers when the outcome needs a round trip to a server but none of
+ * the client's per-statement work (PostgreSQL, see `PgDirect`): the effect that yields it.
+ */
+export class Later<A> {
+  constructor(readonly effect: Effect.Effect<A, StoreUnavailable>) {}
+}
+
 /** A row in its encoded form: what the table schema's `encode` produces. */
 export type Encoded = Readonly<Record<string, unknown>>
 
@@ -78,12 +86,13 @@ export interface Driver {
    * `undefined`: no such row. `NotNow`: the tier cannot answer synchronously at this moment (say
    * another fiber's transaction holds the connection), so the store takes `get`. The store calls
    * it only when no tracer is installed, so a tier that bypasses its client here loses no span.
+   * A tier that must wait for a server may answer with the effect that reads the row (`Later`).
    */
   readonly getNow?: (
     table: Table.Any,
     id: string,
     fiber: Fiber.RuntimeFiber<unknown, unknown>
-  ) => Encoded | undefined | NotNow | StoreUnavailable
+  ) => Encoded | undefined | NotNow | StoreUnavailable | Later<Encoded | undefined>
   /**
    * A one-row insert done synchronously within `fiber` (inside its transaction, if any; else atomic
    * by itself), as `insert` would: `undefined` once written, else the failure, or `NotNow` (nothing
@@ -93,7 +102,7 @@ export interface Driver {
     table: Table.Any,
     row: Encoded,
     fiber: Fiber.RuntimeFiber<unknown, unknown>
-  ) => undefined | NotNow | DuplicateRow | StoreUnavailable
+  ) => undefined | NotNow | DuplicateRow | StoreUnavailable | Later<undefined | DuplicateRow>
   readonly find: (table: Table.Any, query: Query) => Effect.Effect<ReadonlyArray<Encoded>, StoreUnavailable>
   /**
    * A short transaction run synchronously within `fiber`, outside any transaction of its own: BEGIN,

@@ -14,6 +14,7 @@ import * as Delivery from "./Delivery.js"
 import type { ChangeTapShape, PendingChange } from "./Delivery.js"
 import { StoreUnavailable } from "./Errors.js"
 import * as ListenWatchdog from "./ListenWatchdog.js"
+import * as PgDirect from "./PgDirect.js"
 
 /** The PostgreSQL channel fleet scope announces commits on. */
 export const fleetChannel = "fw_changes"
@@ -77,6 +78,8 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     const { PgClient } = yield* Effect.promise(() => import("@effect/sql-pg"))
     const pg = yield* PgClient.PgClient
     const delivery = yield* Delivery.make
+    // The outbox row is written on the writing transaction's connection directly (see PgDirect).
+    const direct = yield* PgDirect.make(pg, { reserve: false })
     const origin = crypto.randomUUID()
     const readBatch = Math.max(1, options.readBatch ?? 500)
     // Replicas starting together on a fresh database would race on the DDL (PostgreSQL's
@@ -218,8 +221,9 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
       scope: "fleet",
       stage: (changes) =>
         Effect.gen(function*() {
-          const [row] = yield* pg<{ readonly id: string; readonly xid: string }>`INSERT INTO _fw_change_outbox (origin, changes)
+          const statement = pg<{ readonly id: string; readonly xid: string }>`INSERT INTO _fw_change_outbox (origin, changes)
             VALUES (${origin}, ${JSON.stringify(changes)}) RETURNING id::text AS id, xid::text AS xid`
+          const [row] = yield* (direct === undefined ? statement : direct.statement(statement))
           if (row !== undefined) staged.set(changes, { id: row.id, xid: BigInt(row.xid) })
         }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
       ...delivery,

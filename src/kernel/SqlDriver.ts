@@ -6,9 +6,12 @@
 import { SqlClient } from "@effect/sql"
 import type { Statement } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
+import type { Scope } from "effect"
 import { Effect, Option, Predicate } from "effect"
 import * as Columns from "./Columns.js"
 import * as Driver from "./Driver.js"
+import * as PgDirect from "./PgDirect.js"
+import * as RowCodec from "./RowCodec.js"
 import * as SqliteDirect from "./SqliteDirect.js"
 import * as SqliteDirectTransaction from "./SqliteDirectTransaction.js"
 import { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
@@ -81,8 +84,11 @@ class Inner<E> {
   constructor(readonly error: E) {}
 }
 
-/** Builds the driver over the provided `SqlClient`. */
-export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Effect.gen(function*() {
+/**
+ * Builds the driver over the provided `SqlClient`. On PostgreSQL it reserves a connection for
+ * direct point statements (see `PgDirect`) for the lifetime of the scope.
+ */
+export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Scope.Scope> = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
   const dialect = sql.onDialectOrElse({ pg: () => "pg" as const, orElse: () => "sqlite" as const })
 
@@ -297,6 +303,53 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
     }, commitFailure)
   }
 
+  /**
+   * A point statement (text built once per table): straight on a connection on PostgreSQL when
+   * that changes nothing (see `PgDirect`), else through the client.
+   */
+  const pgDirect = dialect === "pg" ? yield* PgDirect.make(sql) : undefined
+  const point = <A extends object>(text: string, parameters: ReadonlyArray<unknown>) =>
+    pgDirect === undefined
+      ? sql.unsafe<A>(text, parameters)
+      : pgDirect.run<A>(text, parameters, sql.unsafe<A>(text, parameters))
+  /** A built statement, the same way. */
+  const run = <A extends object>(statement: Statement.Statement<A>) =>
+    pgDirect === undefined ? statement : pgDirect.statement(statement)
+
+  /**
+   * On PostgreSQL, the store's single operations as effects straight on a connection when that
+   * changes nothing (see `PgDirect`): the store then waits for the server and nothing else.
+   */
+  // Built once per table or call, outside the object literal below: a function defined as a
+  // property there is renamed per call when the source runs through esbuild's keepNames (tsx).
+  const firstRows = new WeakMap<Table.Any, (rows: ReadonlyArray<Record<string, unknown>>) => Driver.Encoded | undefined>()
+  const firstOf = (table: Table.Any) => {
+    let first = firstRows.get(table)
+    if (first === undefined) {
+      const mapping = mappingOf(table)
+      first = (rows) => rows.length === 0 ? undefined : mapping.fromDb(rows[0]!)
+      firstRows.set(table, first)
+    }
+    return first
+  }
+  const refusedIf = (table: Table.Any, row: Driver.Encoded) => (written: ReadonlyArray<unknown>) =>
+    written.length === 1 ? undefined : new DuplicateRow({ table: table.name, id: idOf(row) })
+  const pgOperations: Pick<Driver.Driver, "getNow" | "insertNow"> = pgDirect === undefined ? {} : {
+    getNow: (table, id, fiber) => {
+      // PostgreSQL refuses text holding NUL or a lone surrogate: no row has such an id.
+      if (!RowCodec.isStorableId(id)) return undefined
+      const rows = pgDirect.now<Record<string, unknown>>(fiber, pointOf(table).get, [id])
+      if (rows === undefined) return Driver.NotNow
+      return new Driver.Later(Effect.mapBoth(rows, { onFailure: unavailable, onSuccess: firstOf(table) }))
+    },
+    insertNow: (table, row, fiber) => {
+      const inserted = pgDirect.now<{ readonly id: string }>(fiber, pointOf(table).insert, valuesOf(table, row))
+      if (inserted === undefined) return Driver.NotNow
+      // ON CONFLICT DO NOTHING: a refused row returns nothing (and leaves a transaction usable).
+      return new Driver.Later(Effect.mapBoth(inserted, { onFailure: unavailable, onSuccess: refusedIf(table, row) }))
+    }
+  }
+
   const rowsOf = (table: Table.Any) => (rows: ReadonlyArray<Readonly<Record<string, unknown>>>) => {
     const mapping = mappingOf(table)
     return rows.map(mapping.fromDb)
@@ -307,7 +360,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
     const id = namedDuplicate(error) ?? repeatedId(rows)
     if (id !== undefined || rows.length === 1) return Effect.succeed(new DuplicateRow({ table: table.name, id: id ?? idOf(rows[0]!) }))
     const ids = rows.map(idOf)
-    return sql<{ readonly id: string }>`SELECT ${sql("id")} FROM ${sql(table.name)} WHERE ${sql.in("id", ids)} LIMIT 1`.pipe(
+    return run(sql<{ readonly id: string }>`SELECT ${sql("id")} FROM ${sql(table.name)} WHERE ${sql.in("id", ids)} LIMIT 1`).pipe(
       Effect.map((found) => new DuplicateRow({ table: table.name, id: found[0]?.id ?? ids[0]! })),
       Effect.orElseSucceed(() => new DuplicateRow({ table: table.name, id: ids[0]! }))
     )
@@ -315,7 +368,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
 
   const insertChunk = (table: Table.Any, rows: ReadonlyArray<Driver.Encoded>) => {
     const mapping = mappingOf(table)
-    return sql`INSERT INTO ${sql(table.name)} ${sql.insert(rows.map(mapping.toDb))}`.pipe(
+    return run(sql`INSERT INTO ${sql(table.name)} ${sql.insert(rows.map(mapping.toDb))}`).pipe(
       Effect.asVoid,
       Effect.catchAll((error): Effect.Effect<never, DuplicateRow | StoreUnavailable> =>
         isUniqueViolation(error) ? Effect.flip(duplicateIn(table, error, rows)) : Effect.fail(unavailable(error))
@@ -326,12 +379,13 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
   const driver: Driver.Driver = {
     dialect,
     ...directOperations,
+    ...pgOperations,
     insert: (table, rows) => {
       if (rows.length === 1) {
         // ON CONFLICT: a refused row is no SQL error, so an enclosing PostgreSQL transaction stays usable.
         // The statement text is built once per table (no fragment compiled per call).
         const [row] = rows as [Driver.Encoded]
-        return sql.unsafe<{ readonly id: string }>(pointOf(table).insert, valuesOf(table, row)).pipe(
+        return point<{ readonly id: string }>(pointOf(table).insert, valuesOf(table, row)).pipe(
           Effect.mapError(unavailable),
           Effect.flatMap((inserted) =>
             inserted.length === 1 ? Effect.void : Effect.fail(new DuplicateRow({ table: table.name, id: idOf(row) }))
@@ -345,21 +399,21 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
       return Effect.forEach(chunks, (chunk) => insertChunk(table, chunk), { discard: true })
     },
     replace: (table, row) =>
-      sql`UPDATE ${sql(table.name)} SET ${sql.update(mappingOf(table).toDb(row), ["id"])} WHERE ${sql("id")} = ${
+      run(sql`UPDATE ${sql(table.name)} SET ${sql.update(mappingOf(table).toDb(row), ["id"])} WHERE ${sql("id")} = ${
         row.id as string
-      }`.pipe(Effect.asVoid, Effect.mapError(unavailable)),
-    delete: (table, id) => sql.unsafe(pointOf(table).delete, [id]).pipe(Effect.asVoid, Effect.mapError(unavailable)),
+      }`).pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    delete: (table, id) => point(pointOf(table).delete, [id]).pipe(Effect.asVoid, Effect.mapError(unavailable)),
     get: (table, id, options) => {
       const statements = pointOf(table)
-      return sql.unsafe<Record<string, unknown>>(options?.forUpdate ? statements.lock : statements.get, [id]).pipe(
+      return point<Record<string, unknown>>(options?.forUpdate ? statements.lock : statements.get, [id]).pipe(
         Effect.map((rows) => rows.length === 0 ? Option.none() : Option.some(mappingOf(table).fromDb(rows[0]!))),
         Effect.mapError(unavailable)
       )
     },
     find: (table, query) =>
-      findStatement(table, query).pipe(Effect.map(rowsOf(table)), Effect.mapError(unavailable)),
+      run(findStatement(table, query)).pipe(Effect.map(rowsOf(table)), Effect.mapError(unavailable)),
     count: (table, where) =>
-      sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM ${sql(table.name)} ${whereOf(mappingOf(table), where)}`.pipe(
+      run(sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM ${sql(table.name)} ${whereOf(mappingOf(table), where)}`).pipe(
         Effect.map((rows) => Number(rows[0]?.n ?? 0)),
         Effect.mapError(unavailable)
       ),
@@ -368,9 +422,9 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
       const where = request.after === null
         ? request.where
         : [...request.where, { field: "id", op: "gt" as const, value: request.after }]
-      return sql<Record<string, unknown>>`SELECT * FROM ${sql(table.name)} ${whereOf(mapping, where)} ORDER BY ${
+      return run(sql<Record<string, unknown>>`SELECT * FROM ${sql(table.name)} ${whereOf(mapping, where)} ORDER BY ${
         sql("id")
-      } ASC LIMIT ${integer(request.limit)}`.pipe(Effect.map(rowsOf(table)), Effect.mapError(unavailable))
+      } ASC LIMIT ${integer(request.limit)}`).pipe(Effect.map(rowsOf(table)), Effect.mapError(unavailable))
     },
     transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       Effect.suspend(() => {

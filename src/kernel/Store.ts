@@ -31,7 +31,7 @@ export const layerMemory: Layer.Layer<Store, never, ChangeTap> = Layer.effect(
  * The SQL tier: SQLite or PostgreSQL, from the provided `SqlClient`. Needs a `ChangeTap`, and the
  * tables created by `SchemaDiffer.apply`.
  */
-export const layerSql: Layer.Layer<Store, never, ChangeTap | SqlClient.SqlClient> = Layer.effect(
+export const layerSql: Layer.Layer<Store, never, ChangeTap | SqlClient.SqlClient> = Layer.scoped(
   Store,
   Effect.flatMap(SqlDriver.make, StoreRuntime.make)
 )

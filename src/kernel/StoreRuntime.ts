@@ -302,30 +302,44 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
         if (refused !== undefined) return Effect.fail(refused)
         const outcome = insertNow(table, after, fiber)
         if (outcome === Driver.NotNow) return restore(insertAsync(table, row))
+        // A server round trip (PostgreSQL): awaited without interruption, so a written row is announced.
+        if (outcome instanceof Driver.Later) {
+          return Effect.flatMap(outcome.effect, (written) => written === undefined ? inserted(fiber, own, table, after) : Effect.fail(written))
+        }
         if (outcome !== undefined) return Effect.fail(outcome)
-        const change: PendingChange = {
-          table: table.name,
-          op: "insert",
-          id: idOf(after),
-          tenantId: TenantScope.tenantOf(table, after),
-          before: null,
-          after,
-          at: Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis(),
-          provenance: fiber.getFiberRef(Provenance.current),
-          // Stagers name their work by it (inside a transaction too: its stagers run at its commit).
-          ref: nextRef()
-        }
-        const decoded = RowCodec.of(table).decode(after)
-        if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
-        if (own !== undefined) {
-          own.push(change)
-          return Effect.succeed(decoded.right)
-        }
-        CommitWitness.markIn(fiber)
-        const changes = [change]
-        return Effect.as(Effect.zipRight(stage(changes), publish(changes)), decoded.right)
+        return inserted(fiber, own, table, after)
       })
     )
+
+  /** The rest of an `insertNow` once the row is written: recorded, or staged and published. */
+  const inserted = (
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    own: Array<PendingChange> | undefined,
+    table: Table.Any,
+    after: Driver.Encoded
+  ): Effect.Effect<unknown, StoreError> => {
+    const change: PendingChange = {
+      table: table.name,
+      op: "insert",
+      id: idOf(after),
+      tenantId: TenantScope.tenantOf(table, after),
+      before: null,
+      after,
+      at: Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis(),
+      provenance: fiber.getFiberRef(Provenance.current),
+      // Stagers name their work by it (inside a transaction too: its stagers run at its commit).
+      ref: nextRef()
+    }
+    const decoded = RowCodec.of(table).decode(after)
+    if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+    if (own !== undefined) {
+      own.push(change)
+      return Effect.succeed(decoded.right)
+    }
+    CommitWitness.markIn(fiber)
+    const changes = [change]
+    return Effect.as(Effect.zipRight(stage(changes), publish(changes)), decoded.right)
+  }
 
   const transactNow = driver.transactNow
   /**
@@ -482,12 +496,19 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
         if (row === Driver.NotNow) return getAsync(table, id, options)
         noteReadIn(fiber, table.name)
         if (row instanceof StoreUnavailable) return Effect.fail(row)
-        if (row === undefined || row.id !== id || !TenantScope.sees(TenantScope.ofFiber(fiber, table), row)) {
-          return Effect.succeedNone
+        if (row instanceof Driver.Later) {
+          const scope = TenantScope.ofFiber(fiber, table)
+          return Effect.flatMap(row.effect, (found) => found === undefined ? Effect.succeedNone : visibleRow(table, id, scope, found))
         }
-        const decoded = RowCodec.of(table).decode(row)
-        return Either.isRight(decoded) ? Effect.succeed(Option.some(decoded.right)) : Effect.fail(decoded.left)
+        return row === undefined ? Effect.succeedNone : visibleRow(table, id, TenantScope.ofFiber(fiber, table), row)
       })
+
+  /** A row read by id, decoded if the caller may see it. */
+  const visibleRow = (table: Table.Any, id: string, scope: TenantScope.Scope, row: Driver.Encoded) => {
+    if (row.id !== id || !TenantScope.sees(scope, row)) return Effect.succeedNone
+    const decoded = RowCodec.of(table).decode(row)
+    return Either.isRight(decoded) ? Effect.succeed(Option.some(decoded.right)) : Effect.fail(decoded.left)
+  }
 
   const getAsync = (table: Table.Any, id: string, options?: { readonly forUpdate?: boolean }) =>
     Effect.zipRight(

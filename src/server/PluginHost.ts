@@ -25,7 +25,6 @@ export const validate = (plugin: Plugin.Plugin): Effect.Effect<void, Plugin.Plug
   if (plugin.onChangeEvent && !has("store:changes:read")) {
     return invalid(`onChangeEvent needs the permission "store:changes:read"`)
   }
-  if (plugin.onStage && plugin.onStageStatements) return invalid(`give onStage or onStageStatements, not both`)
   if ((plugin.onStage || plugin.onStageStatements) && !(has("store:changes:read") && has("store:write"))) {
     return invalid(`${plugin.onStage ? "onStage" : "onStageStatements"} needs the permissions "store:changes:read" and "store:write"`)
   }
@@ -89,7 +88,7 @@ export const start = (plugin: Plugin.Plugin) =>
     }
     const statements = plugin.onStageStatements
     // Statements run through the plugin's store when a tier runs them as effects.
-    const onStage = statements === undefined
+    const onStage = plugin.onStage !== undefined || statements === undefined
       ? plugin.onStage
       : (changes: ReadonlyArray<PendingChange>) => Effect.flatMap(Store, (store) => StageStatements.run(store, () => statements(changes)))
     const onStageSpan = Telemetry.span(`fw.plugin ${plugin.name} onStage`, { "fw.plugin": plugin.name, "fw.hook": "onStage" })

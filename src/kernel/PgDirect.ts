@@ -1,0 +1,233 @@
+/**
+ * Statements run straight on a node-postgres client under an `@effect/sql-pg` client, for the SQL
+ * tier's point statements (a read by id, a one-row insert, a delete by id, the change outbox row).
+ * Through the client every statement pays a pool checkout and release, a connection scope, a span
+ * (also without a tracer: the built-in one), a compile and its error mapping: together about 60 %
+ * of a point read's CPU time. Here a statement is one `query` call on a connection.
+ *
+ * The connection is used only when that changes nothing:
+ * - inside a transaction, its own connection (statements of a transaction run on it anyway);
+ * - outside one, a connection reserved from the client's pool for this purpose, when it is idle (a
+ *   busy one would queue the statement behind another: the pool path runs it at once instead).
+ * With a tracer installed, or a statement transformer (`Statement.setTransformer`), statements take
+ * the client's path as before, and so they do when the client transforms names (rows then come
+ * back exactly as the client returns them). Failures are the client's `SqlError`s, with the same
+ * messages; an interrupted statement is cancelled on the server as the client does.
+ *
+ * The reserved connection is dropped when it fails (a terminated backend, a lost network path) and
+ * reserved again on a later statement; meanwhile statements take the pool path.
+ */
+import { SqlClient, Statement } from "@effect/sql"
+import type { Connection } from "@effect/sql/SqlConnection"
+import { SqlError } from "@effect/sql/SqlError"
+import type { Fiber } from "effect"
+import { Context, Effect, ExecutionStrategy, Exit, FiberRef, Option, Predicate, Runtime, Scope } from "effect"
+import * as Telemetry from "./Telemetry.js"
+
+/** The part of a node-postgres client used here. */
+interface PgConnection {
+  readonly processID: number | null
+  readonly query: (
+    text: string,
+    values: Array<unknown>,
+    callback: (error: Error | null, result: { readonly rows?: ReadonlyArray<unknown> } | ReadonlyArray<unknown>) => void
+  ) => void
+  readonly on: (event: "error" | "end", listener: () => void) => unknown
+  readonly off: (event: "error" | "end", listener: () => void) => unknown
+}
+
+const isPgConnection = (value: unknown): value is PgConnection =>
+  Predicate.hasProperty(value, "query") && typeof value.query === "function" && Predicate.hasProperty(value, "on") &&
+  typeof value.on === "function"
+
+/** The node-postgres client behind an `@effect/sql-pg` connection (its `pg` field), if it has one. */
+const pgOf = (connection: Connection): PgConnection | undefined => {
+  const pg = Predicate.hasProperty(connection, "pg") ? connection.pg : undefined
+  return isPgConnection(pg) ? pg : undefined
+}
+
+const pgClientTypeId = "~@effect/sql-pg/PgClient"
+
+interface PgClientLike {
+  readonly config?: {
+    readonly transformResultNames?: unknown
+    readonly transformQueryNames?: unknown
+  }
+}
+
+/** Direct statements on one client's connections. */
+export interface Direct {
+  /**
+   * `text` with `parameters` as an effect that runs it on a connection directly, when that changes
+   * nothing for `fiber` (see the module doc); `undefined` when the statement must go through the client.
+   */
+  readonly now: <A>(
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    text: string,
+    parameters: ReadonlyArray<unknown>
+  ) => Effect.Effect<ReadonlyArray<A>, SqlError> | undefined
+  /** A statement of the client's, compiled and run directly when `now` would, else through the client. */
+  readonly statement: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
+  /** `text` directly when `now` allows it, else `fallback` (the same statement through the client). */
+  readonly run: <A>(
+    text: string,
+    parameters: ReadonlyArray<unknown>,
+    fallback: Effect.Effect<ReadonlyArray<A>, SqlError>
+  ) => Effect.Effect<ReadonlyArray<A>, SqlError>
+}
+
+/** One reserved connection and how to give it back. */
+class Slot {
+  busy = false
+  dead = false
+  constructor(readonly pg: PgConnection, readonly scope: Scope.CloseableScope) {}
+}
+
+/** After a failed reservation, the next attempt waits this long (the database may be away). */
+const retryReserveMs = 1_000
+/** How long the cancellation of an interrupted statement may take (as the client's). */
+const cancelTimeoutMs = 5_000
+
+/**
+ * Direct statements for `sql` when it is an `@effect/sql-pg` client without name transforms whose
+ * connections expose their node-postgres client; otherwise `undefined`, and every statement goes
+ * through the client. The reserved connection lives as long as the scope.
+ */
+export const make = (
+  sql: SqlClient.SqlClient,
+  options: {
+    /** `false`: only statements inside transactions run directly; none reserves a connection. */
+    readonly reserve?: boolean
+  } = {}
+): Effect.Effect<Direct | undefined, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    if (!(pgClientTypeId in sql)) return undefined
+    const config = (sql as PgClientLike).config
+    if (config?.transformResultNames !== undefined || config?.transformQueryNames !== undefined) return undefined
+    const scope = yield* Effect.scope
+    const runtime = yield* Effect.runtime<never>()
+    let slot: Slot | undefined
+    let reserving = false
+    let closed = false
+    let nextReserveAt = 0
+    yield* Scope.addFinalizer(scope, Effect.sync(() => {
+      closed = true
+    }))
+
+    const drop = (dead: Slot) => {
+      if (dead.dead) return
+      dead.dead = true
+      if (slot === dead) slot = undefined
+      dead.pg.off("error", onFailure)
+      dead.pg.off("end", onFailure)
+      // Closing the reservation's scope gives the connection back to the pool, which discards a failed one.
+      Runtime.runFork(runtime)(Scope.close(dead.scope, Exit.void))
+    }
+    const onFailure = () => {
+      if (slot !== undefined) drop(slot)
+    }
+
+    /** Reserves a connection in the background; statements take the pool path meanwhile. */
+    const reserve = Effect.gen(function*() {
+      const own = yield* Scope.fork(scope, ExecutionStrategy.sequential)
+      const connection = yield* Scope.extend(sql.reserve, own).pipe(
+        Effect.tapError(() => Scope.close(own, Exit.void))
+      )
+      const pg = pgOf(connection)
+      if (pg === undefined || closed) return yield* Scope.close(own, Exit.void)
+      slot = new Slot(pg, own)
+      pg.on("error", onFailure)
+      pg.on("end", onFailure)
+    }).pipe(
+      Effect.catchAllCause(() =>
+        Effect.sync(() => {
+          nextReserveAt = Date.now() + retryReserveMs
+        })
+      ),
+      Effect.ensuring(Effect.sync(() => {
+        reserving = false
+      }))
+    )
+
+    if (options.reserve === false) {
+      // Never reserved: statements outside transactions take the client's path.
+      closed = true
+    } else {
+      // Reserved now, so the first statements need not wait for it.
+      reserving = true
+      yield* reserve
+    }
+
+    /** The idle reserved connection, if any; starts a reservation when there is none. */
+    const idle = (): Slot | undefined => {
+      if (slot !== undefined) return slot.busy ? undefined : slot
+      if (!reserving && !closed && Date.now() >= nextReserveAt) {
+        reserving = true
+        Runtime.runFork(runtime)(reserve)
+      }
+      return undefined
+    }
+
+    /**
+     * Cancels the statement running on `pg` (best effort, as the client does), from a pool
+     * connection: never from the transaction's own, which is the one busy with the statement.
+     */
+    const cancel = (pg: PgConnection) =>
+      pg.processID === null ? Effect.void : sql.unsafe(`SELECT pg_cancel_backend(${pg.processID})`).pipe(
+        Effect.locallyWith(FiberRef.currentContext, Context.omit(SqlClient.TransactionConnection)),
+        Effect.ignore,
+        Effect.timeoutOption(cancelTimeoutMs),
+        Effect.asVoid
+      )
+
+    const execute = <A>(pg: PgConnection, text: string, parameters: ReadonlyArray<unknown>, own: Slot | undefined) =>
+      Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
+        let pending = true
+        if (own !== undefined) own.busy = true
+        pg.query(text, parameters as Array<unknown>, (error, result) => {
+          pending = false
+          if (own !== undefined) own.busy = false
+          if (error) {
+            resume(Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })))
+          } else {
+            // A multi-statement text answers one result per statement, as through the client.
+            resume(Effect.succeed(
+              (Array.isArray(result)
+                ? result.map((r: { readonly rows?: ReadonlyArray<unknown> }) => r.rows ?? [])
+                : (result as { readonly rows?: ReadonlyArray<unknown> }).rows ?? []) as ReadonlyArray<A>
+            ))
+          }
+        })
+        return Effect.suspend(() => pending ? cancel(pg) : Effect.void)
+      })
+
+    /** Whether a statement of `fiber` may bypass the client (no tracer, no statement transformer). */
+    const bypasses = (fiber: Fiber.RuntimeFiber<unknown, unknown>) =>
+      !Telemetry.isInstalled(fiber.currentTracer) && Option.isNone(fiber.getFiberRef(Statement.currentTransformer))
+
+    /** The connection a statement of `fiber` runs on directly: its transaction's, or the idle reserved one. */
+    const connectionFor = (fiber: Fiber.RuntimeFiber<unknown, unknown>): PgConnection | Slot | undefined => {
+      if (!bypasses(fiber)) return undefined
+      const transaction = Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)
+      return Option.isSome(transaction) ? pgOf(transaction.value[0]) : idle()
+    }
+
+    const now = <A>(fiber: Fiber.RuntimeFiber<unknown, unknown>, text: string, parameters: ReadonlyArray<unknown>) => {
+      const on = connectionFor(fiber)
+      if (on === undefined) return undefined
+      return on instanceof Slot ? execute<A>(on.pg, text, parameters, on) : execute<A>(on, text, parameters, undefined)
+    }
+
+    return {
+      now,
+      statement: <A extends object>(statement: Statement.Statement<A>) =>
+        Effect.withFiberRuntime<ReadonlyArray<A>, SqlError>((fiber) => {
+          const on = connectionFor(fiber)
+          if (on === undefined) return statement
+          const [text, parameters] = statement.compile()
+          return on instanceof Slot ? execute<A>(on.pg, text, parameters, on) : execute<A>(on, text, parameters, undefined)
+        }),
+      run: <A>(text: string, parameters: ReadonlyArray<unknown>, fallback: Effect.Effect<ReadonlyArray<A>, SqlError>) =>
+        Effect.withFiberRuntime<ReadonlyArray<A>, SqlError>((fiber) => now<A>(fiber, text, parameters) ?? fallback)
+    } satisfies Direct
+  })

@@ -1,0 +1,207 @@
+/**
+ * The PostgreSQL tier runs its point statements straight on a connection (see `PgDirect`): outside
+ * a transaction on one reserved from the pool, inside one on the transaction's. It must keep the
+ * client's rules: a statement outside a transaction neither sees nor joins another fiber's open
+ * transaction, a busy reserved connection never makes another statement wait, an interrupted
+ * statement is cancelled on the server, a dead connection is replaced, and with a tracer installed
+ * the statements still go through the client and get their spans.
+ */
+import { SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Layer, Option, Redacted, Schedule, Schema, Tracer } from "effect"
+import type pg from "pg"
+import * as PgDirect from "../../src/kernel/PgDirect.js"
+import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
+import * as Store from "../../src/kernel/Store.js"
+import { defineTable } from "../../src/kernel/Table.js"
+import * as Pg from "../support/Pg.js"
+import * as RecordingTap from "./support/RecordingTap.js"
+
+const Notes = defineTable("direct_notes", { fields: { text: Schema.String } })
+
+/** The store on a fresh database, and that database's URL. */
+const tier = Effect.gen(function*() {
+  const url = yield* Pg.freshDatabase
+  const context = yield* Layer.build(
+    Store.layerSql.pipe(
+      Layer.provideMerge(RecordingTap.layer()),
+      Layer.provideMerge(Layer.effectDiscard(SchemaDiffer.apply([Notes])).pipe(Layer.provideMerge(Pg.layerClient(url))))
+    )
+  )
+  return { store: Effect.runSync(Effect.provide(Store.Store, context)), url }
+})
+
+/** The failure that rolls a test's transaction back. */
+class Abort {
+  readonly _tag = "Abort"
+}
+
+/** Runs `query` on a connection of its own (a lock holder, an administrator). */
+const on = <A>(client: pg.Client, query: string, values: Array<unknown> = []) =>
+  Effect.promise(() => client.query(query, values).then((result) => result.rows as Array<A>))
+
+/** Until some backend of the database waits for a lock (a statement is blocked). */
+const untilBlocked = (admin: pg.Client) =>
+  Effect.promise(async () => {
+    for (let i = 0; i < 500; i++) {
+      const { rows } = await admin.query(
+        `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
+      )
+      if (rows.length > 0) return
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    throw new Error("no statement ever waited for the lock")
+  })
+
+describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct statements", () => {
+  it.scopedLive("a read outside a transaction does not see another fiber's uncommitted row", () =>
+    Effect.gen(function*() {
+      const { store } = yield* tier
+      const opened = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const writer = yield* store.transaction(Effect.gen(function*() {
+        yield* store.insert(Notes, { id: "pending", text: "uncommitted" })
+        yield* Deferred.succeed(opened, undefined)
+        yield* Deferred.await(release)
+        return yield* Effect.fail(new Abort())
+      })).pipe(Effect.either, Effect.fork)
+      yield* Deferred.await(opened)
+      assert.isTrue(Option.isNone(yield* store.get(Notes, "pending")))
+      yield* Deferred.succeed(release, undefined)
+      assert.strictEqual((yield* Fiber.join(writer))._tag, "Left")
+      assert.isTrue(Option.isNone(yield* store.get(Notes, "pending")))
+    }))
+
+  it.scopedLive("an insert outside a transaction does not join another fiber's transaction: its rollback keeps the row", () =>
+    Effect.gen(function*() {
+      const { store } = yield* tier
+      const opened = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const writer = yield* store.transaction(Effect.gen(function*() {
+        yield* store.insert(Notes, { id: "rolled-back", text: "x" })
+        yield* Deferred.succeed(opened, undefined)
+        yield* Deferred.await(release)
+        return yield* Effect.fail(new Abort())
+      })).pipe(Effect.either, Effect.fork)
+      yield* Deferred.await(opened)
+      assert.strictEqual((yield* store.insert(Notes, { id: "kept", text: "y" })).id, "kept")
+      yield* Deferred.succeed(release, undefined)
+      assert.strictEqual((yield* Fiber.join(writer))._tag, "Left")
+      assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, "kept")).text, "y")
+      assert.isTrue(Option.isNone(yield* store.get(Notes, "rolled-back")))
+    }))
+
+  it.scopedLive("inside a transaction, reads see its own writes; a duplicate id is DuplicateRow and the transaction still commits", () =>
+    Effect.gen(function*() {
+      const { store } = yield* tier
+      const seen = yield* store.transaction(Effect.gen(function*() {
+        yield* store.insert(Notes, { id: "mine", text: "own" })
+        const duplicate = yield* Effect.flip(store.insert(Notes, { id: "mine", text: "again" }))
+        assert.strictEqual(duplicate._tag, "DuplicateRow")
+        yield* store.insert(Notes, { id: "after", text: "a" })
+        return yield* store.get(Notes, "mine")
+      }))
+      assert.strictEqual(Option.getOrThrow(seen).text, "own")
+      assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, "after")).text, "a")
+      assert.strictEqual((yield* Effect.flip(store.insert(Notes, { id: "mine", text: "again" })))._tag, "DuplicateRow")
+    }))
+
+  it.scopedLive("a statement blocked on the reserved connection does not hold up another fiber's statement", () =>
+    Effect.gen(function*() {
+      const { store, url } = yield* tier
+      yield* store.insert(Notes, { id: "locked", text: "l" })
+      yield* store.insert(Notes, { id: "free", text: "f" })
+      const locker = yield* Pg.connection(url)
+      const admin = yield* Pg.connection(url)
+      yield* on(locker, "BEGIN")
+      yield* on(locker, `SELECT * FROM direct_notes WHERE id = 'locked' FOR UPDATE`)
+      // Outside a transaction a locking read is one statement: it runs on the reserved connection and waits.
+      const blocked = yield* Effect.fork(store.get(Notes, "locked", { forUpdate: true }))
+      yield* untilBlocked(admin)
+      // Answered meanwhile, through the pool.
+      assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, "free")).text, "f")
+      assert.strictEqual((yield* store.insert(Notes, { id: "meanwhile", text: "m" })).id, "meanwhile")
+      yield* on(locker, "COMMIT")
+      assert.strictEqual(Option.getOrThrow(yield* Fiber.join(blocked)).text, "l")
+    }))
+
+  it.scopedLive("an interrupted statement is cancelled on the server: its transaction ends without waiting for the lock", () =>
+    Effect.gen(function*() {
+      const { store, url } = yield* tier
+      yield* store.insert(Notes, { id: "locked", text: "before" })
+      const locker = yield* Pg.connection(url)
+      const admin = yield* Pg.connection(url)
+      yield* on(locker, "BEGIN")
+      yield* on(locker, `SELECT * FROM direct_notes WHERE id = 'locked' FOR UPDATE`)
+      const update = yield* Effect.fork(store.update(Notes, "locked", { text: "after" }))
+      yield* untilBlocked(admin)
+      // Without the cancellation the interruption would wait for the lock, which is released only below.
+      yield* Fiber.interrupt(update)
+      const waiting = yield* on<{ readonly n: string }>(
+        admin,
+        `SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
+      )
+      assert.strictEqual(Number(waiting[0]!.n), 0)
+      yield* on(locker, "COMMIT")
+      assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, "locked")).text, "before")
+    }))
+
+  it.scopedLive("a terminated connection is replaced: statements go on succeeding", () =>
+    Effect.gen(function*() {
+      const { store, url } = yield* tier
+      yield* store.insert(Notes, { id: "n", text: "t" })
+      const admin = yield* Pg.connection(url)
+      const gone = yield* on<{ readonly pid: number }>(
+        admin,
+        `SELECT pg_terminate_backend(pid), pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`
+      )
+      assert.isAbove(gone.length, 0)
+      // A statement racing the termination may fail as it would through the pool; the store recovers.
+      const read = store.get(Notes, "n").pipe(Effect.retry(Schedule.intersect(Schedule.recurs(50), Schedule.spaced("10 millis"))))
+      for (let i = 0; i < 50; i++) assert.strictEqual(Option.getOrThrow(yield* read).text, "t")
+      for (let i = 0; i < 20; i++) yield* store.insert(Notes, { id: `after-${i}`, text: "a" })
+      assert.strictEqual((yield* store.find(Notes)).length, 21)
+    }))
+
+  it.scopedLive("with a tracer installed, point reads and inserts go through the client: fw.store spans with sql.execute children", () =>
+    Effect.gen(function*() {
+      const { store } = yield* tier
+      // Effect's own tracer, wrapped so that it counts as installed and records every span.
+      const native = yield* Effect.tracer
+      const spans: Array<Tracer.Span> = []
+      const recording = Tracer.make({
+        context: native.context,
+        span: (...args) => {
+          const span = native.span(...args)
+          spans.push(span)
+          return span
+        }
+      })
+      yield* Effect.withTracer(Effect.gen(function*() {
+        yield* store.insert(Notes, { id: "traced", text: "t" })
+        assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, "traced")).text, "t")
+      }), recording)
+      for (const operation of ["insert", "get"]) {
+        const span = spans.find((s) => s.name === `fw.store ${operation}`)
+        assert.isDefined(span, `a fw.store ${operation} span among ${spans.map((s) => s.name).join(", ")}`)
+        const statement = spans.find((s) =>
+          s.name === "sql.execute" && Option.isSome(s.parent) && s.parent.value.spanId === span!.spanId
+        )
+        assert.isDefined(statement, `fw.store ${operation} has a sql.execute child`)
+      }
+    }))
+
+  it.scopedLive("an @effect/sql-pg client gives direct statements; one with name transforms does not", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const direct = (options: Partial<PgClient.PgClientConfig>) =>
+        Effect.flatMap(SqlClient.SqlClient, PgDirect.make).pipe(
+          Effect.provide(PgClient.layer({ url: Redacted.make(url), ...options }).pipe(Layer.orDie))
+        )
+      assert.isDefined(yield* direct({}))
+      assert.isUndefined(yield* direct({ transformResultNames: (name) => name.toUpperCase() }))
+    }))
+})
+
+if (Pg.serverUrl === null) console.warn(Pg.skipReason)
