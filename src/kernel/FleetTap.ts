@@ -1,0 +1,237 @@
+/**
+ * FleetTap: the fleet change scope on PostgreSQL — the outbox, its catch-up reads by snapshot
+ * visibility, the LISTEN that wakes them, and the coalesced announcements. `ChangeTap.layerFleet`
+ * serves it as the change tap.
+ */
+// Type only: `@effect/sql-pg` is an optional peer, loaded when a fleet tap is built (SQLite apps need not install it).
+import type { PgClient } from "@effect/sql-pg"
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import type { Scope } from "effect"
+import { Effect, Queue, Schedule } from "effect"
+import * as DdlLock from "./DdlLock.js"
+import * as Delivery from "./Delivery.js"
+import type { ChangeTapShape, PendingChange } from "./Delivery.js"
+import { StoreUnavailable } from "./Errors.js"
+import * as ListenWatchdog from "./ListenWatchdog.js"
+
+/** The PostgreSQL channel fleet scope announces commits on. */
+export const fleetChannel = "fw_changes"
+
+/** Options of `layerFleet`. */
+export interface FleetOptions {
+  /** Outbox rows older than this, by the database's clock, are pruned (default 1 hour). */
+  readonly retainMs?: number
+  /** A catch-up read runs this often even without a notification (default 5 s). */
+  readonly pollMs?: number
+  /**
+   * How often the LISTEN connection (a connection of its own, not from the pool) is checked with a
+   * heartbeat notification sent through the pool (default 10 s). A connection that does not hear it
+   * within 2 s (deaf: a half-dead network path, a server gone without closing the socket) or that
+   * closed (a PostgreSQL restart, a failover, an idle kill) is dropped without waiting on it, a read
+   * runs at once, and a fresh connection LISTENs. See ListenWatchdog.
+   */
+  readonly listenCheckMs?: number
+  /** Most outbox rows one catch-up read returns (default 500); a longer backlog is read in pages. */
+  readonly readBatch?: number
+}
+
+/** A PostgreSQL snapshot (`xmin:xmax:xip,…`) and whether a transaction id was visible in it. */
+export interface Snapshot {
+  readonly xmin: bigint
+  readonly xmax: bigint
+  readonly inProgress: ReadonlySet<bigint>
+}
+
+/** Parses the text form of `pg_snapshot`. */
+export const parseSnapshot = (text: string): Snapshot => {
+  const [xmin = "0", xmax = "0", xip = ""] = text.split(":")
+  return { xmin: BigInt(xmin), xmax: BigInt(xmax), inProgress: new Set(xip === "" ? [] : xip.split(",").map(BigInt)) }
+}
+
+/** True when `xid` had finished (committed or aborted) when `snapshot` was taken. */
+export const finishedIn = (snapshot: Snapshot, xid: bigint) =>
+  xid < snapshot.xmin || (xid < snapshot.xmax && !snapshot.inProgress.has(xid))
+
+/**
+ * The database's wall clock in milliseconds. Outbox rows are stamped and pruned by it, not by a
+ * replica's `Clock`: a replica whose clock runs ahead (skew, or a test clock) would otherwise
+ * prune rows other replicas have not read yet.
+ */
+const databaseNowMs = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
+
+/**
+ * Fleet change scope on PostgreSQL: each transaction's changes are written as one outbox row,
+ * stamped with the writing transaction's id (`pg_current_xact_id()`), and announced with
+ * `pg_notify` after commit (coalesced; announcements only wake the readers up).
+ *
+ * Every replica LISTENs and reads what committed since its last read: the rows whose transaction
+ * was not yet visible in the snapshot of that read. Outbox ids are taken at insert, not at commit,
+ * so an id watermark would skip a transaction that stalls between its insert and its commit;
+ * snapshot visibility does not. A replica's first snapshot is taken as it starts: it receives
+ * every change that commits after that, including those of transactions already under way.
+ * Other replicas' changes are delivered to the local listeners; its own are delivered at publish.
+ */
+export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, SqlError, PgClient.PgClient | Scope.Scope> =>
+  Effect.gen(function*() {
+    const { PgClient } = yield* Effect.promise(() => import("@effect/sql-pg"))
+    const pg = yield* PgClient.PgClient
+    const delivery = yield* Delivery.make
+    const origin = crypto.randomUUID()
+    const readBatch = Math.max(1, options.readBatch ?? 500)
+    // Replicas starting together on a fresh database would race on the DDL (PostgreSQL's
+    // CREATE … IF NOT EXISTS is not safe against a concurrent create): one at a time, under a lock.
+    yield* DdlLock.withDdlLock(DdlLock.keys.outbox)(Effect.gen(function*() {
+      yield* pg`CREATE TABLE IF NOT EXISTS _fw_change_outbox (
+        id BIGSERIAL PRIMARY KEY, origin TEXT NOT NULL, changes JSONB NOT NULL,
+        created_at BIGINT NOT NULL DEFAULT ${pg.literal(databaseNowMs)},
+        xid XID8 NOT NULL DEFAULT pg_current_xact_id())`
+      // Outboxes created before the transaction id was recorded gain it (old rows: the ALTER's id).
+      // Checked first: ALTER and CREATE INDEX lock the table even when there is nothing to do,
+      // and would wait for every transaction writing to it (a replica starting mid-commit).
+      const [shape] = yield* pg<{ readonly xid: boolean; readonly stamped: boolean; readonly indexed: boolean }>`SELECT
+        EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = '_fw_change_outbox' AND column_name = 'xid'
+          AND table_schema = current_schema()) AS xid,
+        EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = '_fw_change_outbox' AND column_name = 'created_at'
+          AND table_schema = current_schema() AND column_default IS NOT NULL) AS stamped,
+        EXISTS (SELECT 1 FROM pg_indexes WHERE indexname = '_fw_change_outbox_xid' AND schemaname = current_schema()) AS indexed`
+      if (shape?.xid !== true) {
+        yield* pg`ALTER TABLE _fw_change_outbox ADD COLUMN IF NOT EXISTS xid XID8 NOT NULL DEFAULT pg_current_xact_id()`
+      }
+      // Outboxes whose rows were stamped with the writer's clock gain the database's.
+      if (shape?.stamped !== true) {
+        yield* pg`ALTER TABLE _fw_change_outbox ALTER COLUMN created_at SET DEFAULT ${pg.literal(databaseNowMs)}`
+      }
+      if (shape?.indexed !== true) yield* pg`CREATE INDEX IF NOT EXISTS _fw_change_outbox_xid ON _fw_change_outbox (xid)`
+    })).pipe(Effect.provideService(SqlClient.SqlClient, pg))
+    const [first] = yield* pg<{ readonly snap: string }>`SELECT pg_current_snapshot()::text AS snap`
+    // Everything visible in `seen` has been read (or predates this replica).
+    let seen = first!.snap
+    // Rows read that were not visible in `seen` (a page read after it): skipped when read again.
+    const read = new Map<string, bigint>()
+    // The outbox row of each transaction this replica staged (dropped with its changes array).
+    const staged = new WeakMap<ReadonlyArray<PendingChange>, { readonly id: string; readonly xid: bigint }>()
+    // Own outbox rows whose COMMIT had an unknown outcome: delivered here if they show up committed.
+    const unknown = new Map<string, bigint>()
+    // The latest own rows read (bounded), for a CommitUnknown reported after its row was read.
+    const ownRead = new Set<string>()
+    const ownReadKept = 10_000
+
+    type Row = {
+      readonly snap: string
+      readonly id: string | null
+      readonly xid: string | null
+      readonly origin: string | null
+      readonly changes: ReadonlyArray<PendingChange> | null
+    }
+    // Not visible in `seen` means begun at or after its xmax, or in progress then: asked as those
+    // two ranges of the xid index. (`xid >= xmin` read every row written since the oldest
+    // transaction open in the whole cluster, any database's, on every read: with a long report
+    // or a stuck session elsewhere, each notification scanned the outbox.)
+    const page = (after: string) =>
+      pg<Row>`SELECT s.snap, o.id, o.xid, o.origin, o.changes
+        FROM (SELECT pg_current_snapshot()::text AS snap) s
+        LEFT JOIN LATERAL ( -- ordered by the number, not by its text form
+
+          SELECT id::text AS id, xid::text AS xid, origin, changes FROM _fw_change_outbox
+          WHERE (xid >= pg_snapshot_xmax(${seen}::pg_snapshot) OR xid = ANY(ARRAY(SELECT pg_snapshot_xip(${seen}::pg_snapshot))))
+            AND NOT pg_visible_in_snapshot(xid, ${seen}::pg_snapshot)
+            AND id > ${after}::bigint
+          ORDER BY _fw_change_outbox.id LIMIT ${readBatch}
+        ) o ON true`
+
+    const catchUp = Effect.gen(function*() {
+
+      let after = "0"
+      let next: string | undefined
+      while (true) {
+        const rows = yield* page(after)
+        next ??= rows[0]!.snap
+        let count = 0
+        for (const row of rows) {
+          if (row.id === null) continue
+          count++
+          after = row.id
+          if (read.has(row.id)) continue
+          read.set(row.id, BigInt(row.xid!))
+          if (row.origin !== origin) {
+            yield* delivery.publish(row.changes!.map((change) => ({ ...change, remote: true })))
+          } else if (unknown.delete(row.id)) {
+            // Our own write whose COMMIT answered CommitUnknown: it did commit.
+            yield* delivery.publish(row.changes!)
+          } else {
+            // Possibly read before its writer learnt that the COMMIT's outcome is unknown.
+            ownRead.add(row.id)
+            if (ownRead.size > ownReadKept) ownRead.delete(ownRead.values().next().value!)
+          }
+        }
+        if (count < readBatch) break
+      }
+      // The next read starts from the first page's snapshot: rows of later pages that committed
+      // after it are read again, and skipped; once visible in `seen` they can no longer come back.
+      seen = next
+      const snapshot = parseSnapshot(seen)
+      for (const [id, xid] of read) if (finishedIn(snapshot, xid)) read.delete(id)
+      // Finished and never read: the transaction rolled back after all.
+      for (const [id, xid] of unknown) if (finishedIn(snapshot, xid)) unknown.delete(id)
+    }).pipe(Effect.catchAll((error) => Effect.logWarning("fleet change catch-up failed", error)))
+
+    // Notifications only wake the reader; many arriving during one read cost one more read.
+    const wake = yield* Queue.sliding<void>(1)
+    yield* Effect.forever(Effect.zipRight(Queue.take(wake), catchUp)).pipe(Effect.forkScoped)
+
+    // LISTEN on a connection of its own, checked by a heartbeat and replaced when it goes deaf
+    // (see ListenWatchdog): the layer is ready once the server confirmed the first LISTEN.
+    yield* ListenWatchdog.make({
+      config: pg.config,
+      channel: fleetChannel,
+      heartbeat: `alive:${origin}`,
+      notify: (payload) => pg`SELECT pg_notify(${fleetChannel}, ${payload})`,
+      onPayload: (from) =>
+        // Our own commits, and other replicas' heartbeats (and the `ready:` pings of replicas of
+        // earlier versions, during a rolling deploy), announce nothing to read.
+        from === origin || from.startsWith("alive:") || from.startsWith("ready:")
+          ? Effect.void
+          : Queue.offer(wake, undefined),
+      onMissed: Queue.offer(wake, undefined),
+      checkMs: options.listenCheckMs ?? 10_000
+    })
+    // A commit between the first snapshot and LISTEN announced itself to no one: read now.
+    yield* Queue.offer(wake, undefined)
+    yield* Queue.offer(wake, undefined).pipe(Effect.repeat(Schedule.spaced(options.pollMs ?? 5_000)), Effect.forkScoped)
+    const retainMs = options.retainMs ?? 3_600_000
+    yield* pg`DELETE FROM _fw_change_outbox WHERE created_at < ${pg.literal(databaseNowMs)} - ${retainMs}`.pipe(Effect.ignore, Effect.repeat(Schedule.spaced(Math.max(1_000, retainMs / 4))), Effect.forkScoped)
+
+    // The announcement is sent after commit, outside the transaction, coalesced: PostgreSQL
+    // serialises the commits of transactions that NOTIFY (a database-wide lock held through the
+    // commit's WAL flush), which capped the fleet at one commit per flush. A replica that dies
+    // between its commit and the announcement is covered by the others' periodic reads.
+    const announce = yield* Queue.sliding<void>(1)
+    yield* Effect.forever(Effect.zipRight(
+      Queue.take(announce),
+      pg`SELECT pg_notify(${fleetChannel}, ${origin})`.pipe(
+        Effect.catchAll((error) => Effect.logWarning("fleet change announcement failed; the others' reads cover it", error))
+      )
+    )).pipe(Effect.forkScoped)
+
+    return {
+      scope: "fleet",
+      stage: (changes) =>
+        Effect.gen(function*() {
+          const [row] = yield* pg<{ readonly id: string; readonly xid: string }>`INSERT INTO _fw_change_outbox (origin, changes)
+            VALUES (${origin}, ${JSON.stringify(changes)}) RETURNING id::text AS id, xid::text AS xid`
+          if (row !== undefined) staged.set(changes, { id: row.id, xid: BigInt(row.xid) })
+        }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
+      ...delivery,
+      publish: (changes) => Effect.zipRight(delivery.publish(changes), Queue.offer(announce, undefined)),
+      commitUnknown: (changes) =>
+        Effect.suspend(() => {
+          const row = staged.get(changes)
+          if (row === undefined) return Effect.void
+          // Already read: it committed, and nothing delivered it here.
+          if (ownRead.delete(row.id)) return delivery.publish(changes)
+          unknown.set(row.id, row.xid)
+          return Queue.offer(wake, undefined)
+        })
+    }
+  })
