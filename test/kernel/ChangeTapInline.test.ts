@@ -63,6 +63,7 @@ describe("ChangeTap inline listeners", () => {
   it.scoped("a batch goes to the listeners there were when its turn came, whoever subscribes or leaves while it is handled", () =>
     Effect.gen(function*() {
       const store = yield* Store.Store
+      const tap = yield* ChangeTap.ChangeTap
       const leaving = yield* Scope.make()
       const joining = yield* Scope.make()
       const seen: Array<string> = []
@@ -80,7 +81,7 @@ describe("ChangeTap inline listeners", () => {
         inline: true,
         onEvent: (event) =>
           event.after?.["text"] === "n1"
-            ? Effect.zipRight(Scope.close(leaving, Exit.void), Scope.extend(subscribe(record("joining")), joining))
+            ? Effect.zipRight(Scope.close(leaving, Exit.void), Scope.extend(tap.subscribe(record("joining")), joining))
             : Effect.void
       })
       yield* Scope.extend(subscribe(record("leaving")), leaving)
