@@ -21,11 +21,13 @@ import * as SearchMemory from "./search/memory.js"
 import * as SearchReindex from "./search/reindex.js"
 import * as SearchSqlPg from "./search/sqlPg.js"
 import * as Store from "./store/store.js"
+import * as StoreMemoryReads from "./store/memoryReads.js"
 import * as StorePointRead from "./store/pointRead.js"
 import * as StoreSingle from "./store/single.js"
 
 await Store.run()
 await StorePointRead.run()
+await StoreMemoryReads.run()
 await StoreSingle.run()
 await Rpc.run()
 await Rest.run()

@@ -3,7 +3,7 @@
  * and one budget, against the same inserts with none declared (no standing plugin), on memory,
  * SQLite (file) and PostgreSQL. A third peer, the standing plugin with nothing declared, separates
  * the framework's change-listener dispatch from the standing work. After a warm-up round per peer,
- * rounds alternate (medians of `BENCH_STANDING_ROUNDS`, default 3) so the shared box's noise hits
+ * rounds alternate (medians of `BENCH_STANDING_ROUNDS`, default 5) so the shared box's noise hits
  * every peer; ratios are given in wall time and in process CPU time (steadier on a loaded box).
  * Aim: at least 0.7×. `BENCH_STANDING_N` sets the inserts per round (default 5,000).
  */
@@ -36,7 +36,7 @@ const Orders = defineTable("orders", {
 const N = Number(process.env.BENCH_STANDING_N ?? 5_000)
 /** `BENCH_STANDING_TIERS` (comma-separated `memory`, `sqlite`, `pg`) limits the tiers measured (default all). */
 /** Measured rounds per peer (medians), after one warm-up round each. */
-const rounds = Number(process.env.BENCH_STANDING_ROUNDS ?? 3)
+const rounds = Number(process.env.BENCH_STANDING_ROUNDS ?? 5)
 const tiers = new Set((process.env.BENCH_STANDING_TIERS ?? "memory,sqlite,pg").split(","))
 
 const watched = standingPlugin({

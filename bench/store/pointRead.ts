@@ -1,25 +1,21 @@
 /**
  * Point reads through `Store.get`, in alternating batches in one process (a loaded shared machine
  * distorts sequential phases far more): the memory tier, the SQLite tier, and raw better-sqlite3
- * running the same prepared SELECT.
+ * running the same prepared SELECT. Each batch goes through `runPromise` (a fiber per batch of
+ * 1,000); bench/store/memoryReads.ts reads in one Effect, without that cost.
  *
  * `npx tsx bench/store/pointRead.ts`
  */
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import Database from "better-sqlite3"
-import { Effect, Layer, ManagedRuntime, Schema } from "effect"
+import { Effect, type Layer, ManagedRuntime } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import { itemsTable, memoryTier, rawItemsDdl, sqlTier } from "./shared.js"
 
-const Items = defineTable("bench_point_items", {
-  fields: { tenantId: Schema.String, name: Schema.String, price: Schema.Number },
-  tenantField: "tenantId"
-})
+const Items = itemsTable("bench_point_items")
 const rows = 1_000
 const batch = 1_000
 const rounds = 20
@@ -41,24 +37,19 @@ const storeReader = async (layer: Layer.Layer<Store.Store, unknown>) => {
   }
 }
 
-const tap = ChangeTap.layerLocal
-const sqlite = (file: string) =>
-  Store.layerSql.pipe(
-    Layer.provideMerge(tap),
-    Layer.provide(Layer.effectDiscard(SchemaDiffer.apply([Items])).pipe(Layer.provideMerge(SqliteClient.layer({ filename: file }))))
-  )
+const sqlite = (file: string) => sqlTier(Items, SqliteClient.layer({ filename: file }))
 
 export const run = async () => {
   const dir = mkdtempSync(path.join(tmpdir(), "fw-bench-point-"))
   try {
     const db = new Database(path.join(dir, "raw.db"))
     db.pragma("journal_mode = WAL")
-    db.exec(`CREATE TABLE raw_items (id TEXT PRIMARY KEY, "tenantId" TEXT, name TEXT, price REAL)`)
+    db.exec(rawItemsDdl.sqlite)
     const insert = db.prepare(`INSERT INTO raw_items (id, "tenantId", name, price) VALUES (?, ?, ?, ?)`)
     db.transaction(() => seed.forEach((r) => insert.run(r.id, r.tenantId, r.name, r.price)))()
     const select = db.prepare(`SELECT * FROM raw_items WHERE id = ?`)
     const readers: Record<string, () => Promise<number>> = {
-      "memory Store.get": await storeReader(Store.layerMemory.pipe(Layer.provide(tap))),
+      "memory Store.get": await storeReader(memoryTier),
       "SQLite Store.get": await storeReader(sqlite(path.join(dir, "fw.db"))),
       "raw better-sqlite3 get": async () => {
         const start = performance.now()

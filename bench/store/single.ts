@@ -15,36 +15,18 @@ import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import Database from "better-sqlite3"
-import { Effect, Layer, ManagedRuntime, Queue, Redacted, Schema } from "effect"
+import { Effect, type Layer, ManagedRuntime, Redacted } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import pg from "pg"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import { itemsTable, memoryTier, rawItemsDdl, sqlTier, withPgDatabase } from "./shared.js"
 
-const Items = defineTable("bench_single_items", {
-  fields: { tenantId: Schema.String, name: Schema.String, price: Schema.Number },
-  tenantField: "tenantId"
-})
-const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+const Items = itemsTable("bench_single_items")
 const seeded = 1_000
 const idOf = (i: number) => `item-${String(i % seeded).padStart(6, "0")}`
 const seed = Array.from({ length: seeded }, (_, i) => ({ id: idOf(i), tenantId: "t", name: `n${i}`, price: i }))
-
-/** A tap that stages and publishes nothing: measures the store, not its listeners. */
-const discardingTap = Layer.succeed(ChangeTap.ChangeTap, {
-  scope: "local",
-  stage: () => Effect.void,
-  publish: () => Effect.void,
-  subscribe: () => Effect.void,
-  addStager: () => Effect.void,
-  stagers: () => [],
-  settled: Effect.void,
-  events: Effect.acquireRelease(Queue.unbounded<never>(), Queue.shutdown)
-})
 
 /** One batch of `n` operations; resolves when done. */
 type Batch = (n: number) => Promise<void>
@@ -116,26 +98,20 @@ const storeBatches = async (layer: Layer.Layer<Store.Store, unknown>) => {
   return { read, insert, dispose: () => runtime.dispose() }
 }
 
-const sqlTier = (client: Layer.Layer<SqlClient.SqlClient, unknown>): Layer.Layer<Store.Store, unknown> =>
-  Store.layerSql.pipe(
-    Layer.provideMerge(discardingTap),
-    Layer.provide(Layer.effectDiscard(SchemaDiffer.apply([Items])).pipe(Layer.provideMerge(client)))
-  )
-
-const rawColumns = `(id TEXT PRIMARY KEY, "tenantId" TEXT, name TEXT, price REAL)`
+const itemsTier = (client: Layer.Layer<SqlClient.SqlClient, unknown>) => sqlTier(Items, client)
 
 const sqlite = async (dir: string) => {
   const db = new Database(path.join(dir, "raw.db"))
   db.pragma("journal_mode = WAL")
-  db.exec(`CREATE TABLE raw_items ${rawColumns}`)
-  db.exec(`CREATE INDEX raw_items_tenant ON raw_items ("tenantId")`)
+  db.exec(rawItemsDdl.sqlite)
+  db.exec(rawItemsDdl.tenantIndex)
   // The statements the store sends: its one-row insert refuses a duplicate id without an error.
   const insert = db.prepare(
     `INSERT INTO raw_items (id, "tenantId", name, price) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING RETURNING id`
   )
   const select = db.prepare(`SELECT * FROM raw_items WHERE id = ?`)
   db.transaction(() => seed.forEach((r) => insert.get(r.id, r.tenantId, r.name, r.price)))()
-  const fw = await storeBatches(sqlTier(SqliteClient.layer({ filename: path.join(dir, "fw.db") })))
+  const fw = await storeBatches(itemsTier(SqliteClient.layer({ filename: path.join(dir, "fw.db") })))
   let next = 0
   const reads = await alternate({
     "SQLite Store.get": fw.read,
@@ -159,30 +135,24 @@ const sqlite = async (dir: string) => {
 }
 
 const memory = async () => {
-  const fw = await storeBatches(Store.layerMemory.pipe(Layer.provide(discardingTap)))
+  const fw = await storeBatches(memoryTier)
   report("point read (memory)", await alternate({ "memory Store.get": fw.read }, 10_000, 20), undefined)
   await fw.dispose()
 }
 
-const postgres = async () => {
-  const name = `fw_bench_single_${Date.now().toString(36)}`
-  const admin = new pg.Client({ connectionString: pgUrl, connectionTimeoutMillis: 2_000 })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  const url = new URL(pgUrl)
-  url.pathname = `/${name}`
-  try {
-    const client = new pg.Client({ connectionString: url.toString() })
+const postgres = () =>
+  withPgDatabase("single", async (url) => {
+    const client = new pg.Client({ connectionString: url })
     await client.connect()
-    await client.query(`CREATE TABLE raw_items (id TEXT COLLATE "C" PRIMARY KEY, "tenantId" TEXT, name TEXT, price DOUBLE PRECISION)`)
-    await client.query(`CREATE INDEX raw_items_tenant ON raw_items ("tenantId")`)
+    await client.query(rawItemsDdl.pg)
+    await client.query(rawItemsDdl.tenantIndex)
     const put = (id: string, k: number) =>
       client.query(
         `INSERT INTO raw_items (id, "tenantId", name, price) VALUES ($1, $2, $3, $4) ON CONFLICT (id) DO NOTHING RETURNING id`,
         [id, "t", `n${k}`, k]
       )
     for (let i = 0; i < seeded; i++) await put(idOf(i), i)
-    const fw = await storeBatches(sqlTier(PgClient.layer({ url: Redacted.make(url.toString()) })))
+    const fw = await storeBatches(itemsTier(PgClient.layer({ url: Redacted.make(url) })))
     let next = 0
     const reads = await alternate({
       "PostgreSQL Store.get": fw.read,
@@ -203,11 +173,7 @@ const postgres = async () => {
     report("insert, one row (PostgreSQL)", inserts, "raw pg")
     await fw.dispose()
     await client.end()
-  } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-    await admin.end()
-  }
-}
+  })
 
 /** Measures every tier and prints one table. */
 export const run = async () => {

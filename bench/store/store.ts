@@ -7,25 +7,18 @@
  *
  * Run: `npx tsx bench/store/store.ts` (PostgreSQL from FW_TEST_PG_URL or 127.0.0.1:5432).
  */
-import type { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import Database from "better-sqlite3"
-import { Effect, Layer, Queue, Redacted, Schema } from "effect"
+import { Effect, Redacted } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import pg from "pg"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import { itemsTable, memoryTier, rawItemsDdl, sqlTier, withPgDatabase } from "./shared.js"
 
-const Items = defineTable("bench_items", {
-  fields: { tenantId: Schema.String, name: Schema.String, price: Schema.Number },
-  tenantField: "tenantId"
-})
-const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
+const Items = itemsTable("bench_items")
 
 /** Operations per phase, per tier (PostgreSQL round trips are slower: fewer of them). */
 interface Sizes {
@@ -46,18 +39,6 @@ interface Rates {
 }
 
 const row = (prefix: string, i: number) => ({ id: `${prefix}-${String(i).padStart(8, "0")}`, tenantId: "t", name: `n${i}`, price: i })
-
-/** A tap that stages and publishes nothing: measures the store, not its listeners. */
-const discardingTap = Layer.succeed(ChangeTap.ChangeTap, {
-  scope: "local",
-  stage: () => Effect.void,
-  publish: () => Effect.void,
-  subscribe: () => Effect.void,
-  addStager: () => Effect.void,
-  stagers: () => [],
-  settled: Effect.void,
-  events: Effect.acquireRelease(Queue.unbounded<never>(), Queue.shutdown)
-})
 
 const seconds = (start: number) => (performance.now() - start) / 1000
 
@@ -86,17 +67,11 @@ const measureStore = (n: Sizes) =>
     return { insert, batched, read } satisfies Rates
   })
 
-const sqlTier = (client: Layer.Layer<SqlClient.SqlClient, unknown>) =>
-  Store.layerSql.pipe(
-    Layer.provideMerge(discardingTap),
-    Layer.provide(Layer.effectDiscard(SchemaDiffer.apply([Items])).pipe(Layer.provideMerge(client)))
-  )
-
 const rawSqlite = (file: string, n: Sizes): Rates => {
   const db = new Database(file)
   db.pragma("journal_mode = WAL")
-  db.exec(`CREATE TABLE raw_items (id TEXT PRIMARY KEY, "tenantId" TEXT, name TEXT, price REAL)`)
-  db.exec(`CREATE INDEX raw_items_tenant ON raw_items ("tenantId")`)
+  db.exec(rawItemsDdl.sqlite)
+  db.exec(rawItemsDdl.tenantIndex)
   const insert = db.prepare(`INSERT INTO raw_items (id, "tenantId", name, price) VALUES (?, ?, ?, ?)`)
   const select = db.prepare(`SELECT * FROM raw_items WHERE id = ?`)
   const put = (r: ReturnType<typeof row>) => insert.run(r.id, r.tenantId, r.name, r.price)
@@ -120,8 +95,8 @@ const rawSqlite = (file: string, n: Sizes): Rates => {
 const rawPg = async (url: string, n: Sizes): Promise<Rates> => {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
-  await client.query(`CREATE TABLE raw_items (id TEXT COLLATE "C" PRIMARY KEY, "tenantId" TEXT, name TEXT, price DOUBLE PRECISION)`)
-  await client.query(`CREATE INDEX raw_items_tenant ON raw_items ("tenantId")`)
+  await client.query(rawItemsDdl.pg)
+  await client.query(rawItemsDdl.tenantIndex)
   const put = (r: ReturnType<typeof row>) =>
     client.query(`INSERT INTO raw_items (id, "tenantId", name, price) VALUES ($1, $2, $3, $4)`, [r.id, r.tenantId, r.name, r.price])
   const get = (id: string) => client.query(`SELECT * FROM raw_items WHERE id = $1`, [id])
@@ -154,22 +129,6 @@ const rawPg = async (url: string, n: Sizes): Promise<Rates> => {
   return { insert: single, batched, read }
 }
 
-/** Runs `f` on a fresh PostgreSQL database, dropped afterwards. */
-const withPgDatabase = async <A>(f: (url: string) => Promise<A>): Promise<A> => {
-  const name = `fw_bench_store_${Date.now().toString(36)}`
-  const admin = new pg.Client({ connectionString: pgUrl, connectionTimeoutMillis: 2_000 })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE ${name}`)
-  const url = new URL(pgUrl)
-  url.pathname = `/${name}`
-  try {
-    return await f(url.toString())
-  } finally {
-    await admin.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)
-    await admin.end()
-  }
-}
-
 const format = (n: number) => Math.round(n).toLocaleString("en-US")
 
 /** Measures every tier and prints one line per tier and operation. */
@@ -187,13 +146,12 @@ export const run = async () => {
       })
     }
   }
-  const memoryTier = Store.layerMemory.pipe(Layer.provide(discardingTap))
   add("memory", await Effect.runPromise(measureStore(sizes.memory).pipe(Effect.provide(memoryTier))), undefined, "-")
 
   const dir = mkdtempSync(path.join(tmpdir(), "fw-bench-store-"))
   try {
     const fw = await Effect.runPromise(
-      measureStore(sizes.sqlite).pipe(Effect.provide(sqlTier(SqliteClient.layer({ filename: path.join(dir, "fw.db") }))))
+      measureStore(sizes.sqlite).pipe(Effect.provide(sqlTier(Items, SqliteClient.layer({ filename: path.join(dir, "fw.db") }))))
     )
     add("sqlite (file, WAL)", fw, rawSqlite(path.join(dir, "raw.db"), sizes.sqlite), "better-sqlite3")
   } finally {
@@ -201,9 +159,9 @@ export const run = async () => {
   }
 
   try {
-    await withPgDatabase(async (url) => {
+    await withPgDatabase("store", async (url) => {
       const fw = await Effect.runPromise(
-        measureStore(sizes.pg).pipe(Effect.provide(sqlTier(PgClient.layer({ url: Redacted.make(url) }))))
+        measureStore(sizes.pg).pipe(Effect.provide(sqlTier(Items, PgClient.layer({ url: Redacted.make(url) }))))
       )
       add("postgresql", fw, await rawPg(url, sizes.pg), "pg")
     })

@@ -203,28 +203,29 @@ export const make: Effect.Effect<Delivery> = Effect.gen(function*() {
         })
       })
   }
+  /** Called when the batch's turn comes (after it was published to the queues and the hub). */
   const handleInline = (events: ReadonlyArray<ChangeEvent>): Effect.Effect<void> => {
-    if (inline.length === 0) return Effect.void
-    return Effect.suspend(() => {
-      // Per event, per listener, in order; each event's handling is built when its turn comes (after
-      // the previous handling ran), so a listener that counts synchronously sees the changes in order.
-      const listeners = [...inline]
-      const total = events.length * listeners.length
-      const from = (index: number, inRegion: boolean): Effect.Effect<void> => {
-        for (let i = index; i < total; i++) {
-          const handled = handleInlineOne(listeners[i % listeners.length]!, events[Math.floor(i / listeners.length)]!)
-          // Nothing to run (a listener that counted synchronously, or ignores the table): no step.
-          if (handled === Effect.void) continue
-          const rest = i + 1 < total ? Effect.zipRight(handled, Effect.suspend(() => from(i + 1, true))) : handled
-          // Listeners are system code: they act across tenants, whoever made the write. One region
-          // per published batch, entered only when some handling has an effect to run (entering it
-          // copies the fiber's references: a cost per write otherwise).
-          return inRegion ? rest : Subject.asSystem(rest)
-        }
-        return Effect.void
+    // Per event, per listener, in order; each event's handling is built when its turn comes (after
+    // the previous handling ran), so a listener that counts synchronously sees the changes in order.
+    let listeners: ReadonlyArray<Listener> = inline
+    const total = events.length * listeners.length
+    const from = (index: number, inRegion: boolean): Effect.Effect<void> => {
+      for (let i = index; i < total; i++) {
+        const handled = handleInlineOne(listeners[i % listeners.length]!, events[Math.floor(i / listeners.length)]!)
+        // Nothing to run (a listener that counted synchronously, or ignores the table): no step.
+        if (handled === Effect.void) continue
+        // Other fibers run from here on, and may subscribe or unsubscribe: the later turns go to the
+        // listeners there were (copied only now: most batches never get here).
+        if (listeners === inline) listeners = [...inline]
+        const rest = i + 1 < total ? Effect.zipRight(handled, Effect.suspend(() => from(i + 1, true))) : handled
+        // Listeners are system code: they act across tenants, whoever made the write. One region
+        // per published batch, entered only when some handling has an effect to run (entering it
+        // copies the fiber's references: a cost per write otherwise).
+        return inRegion ? rest : Subject.asSystem(rest)
       }
-      return from(0, false)
-    })
+      return Effect.void
+    }
+    return from(0, false)
   }
 
   const subscribe = (listener: Listener) =>
@@ -280,8 +281,12 @@ export const make: Effect.Effect<Delivery> = Effect.gen(function*() {
         }
         return events
       }),
-      (events) => Effect.zipRight(PubSub.publishAll(hub, events), handleInline(events))
-    ).pipe(Effect.asVoid)
+      // The inline listeners' turn comes in the step after the hub's, not in a step of its own.
+      (events) =>
+        inline.length === 0
+          ? Effect.asVoid(PubSub.publishAll(hub, events))
+          : Effect.flatMap(PubSub.publishAll(hub, events), () => handleInline(events))
+    )
 
   const addStager = (stager: Stager) =>
     Effect.acquireRelease(

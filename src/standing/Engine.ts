@@ -47,24 +47,34 @@ export const make = (config: Config, store: StoreShape) =>
     const experiments = yield* ExperimentEngine.make(config.experiments, bootedAt)
     const bootScan = BootScan.make(store)
 
-    const watched = new Set([CostEvents.name, ExpectationState.name, ...expectations.tables, ...experiments.tables])
-
     /**
-     * Applies one committed change: the counting is done now, synchronously (it may throw: a
+     * What a committed change of each watched table does, composed once here rather than tested per
+     * write: the ledger's attribution, a state row to adopt, then the expectations and experiments
+     * on the table. The counting is done when a handler is called, synchronously (it may throw: a
      * `where` or `subject` function is the app's code); the effect returned persists and notifies
      * what the change caused, and is `Effect.void` when there is nothing to run (most writes).
      */
+    const handlers = new Map<string, (event: ChangeEvent) => Effect.Effect<void>>()
+    for (const table of new Set([CostEvents.name, ExpectationState.name, ...expectations.tables, ...experiments.tables])) {
+      const parts: Array<(event: ChangeEvent) => Effect.Effect<void>> = []
+      if (table === CostEvents.name) parts.push(costs.apply)
+      if (table === ExpectationState.name) parts.push(expectations.adoptState)
+      if (expectations.tables.includes(table)) parts.push(expectations.apply)
+      if (experiments.tables.includes(table)) parts.push(experiments.apply)
+      handlers.set(table, parts.length === 1 ? parts[0]! : (event) => {
+        let effect: Effect.Effect<void> = Effect.void
+        for (const part of parts) {
+          const next = part(event)
+          if (next !== Effect.void) effect = effect === Effect.void ? next : Effect.zipRight(effect, next)
+        }
+        return effect
+      })
+    }
+
+    /** Applies one committed change (see `handlers`). */
     const applyChange = (event: ChangeEvent): Effect.Effect<void> => {
-      const first = event.table === CostEvents.name
-        ? costs.apply(event)
-        : event.table === ExpectationState.name
-        ? expectations.adoptState(event)
-        : Effect.void
-      const second = expectations.apply(event)
-      const third = experiments.apply(event)
-      return first === Effect.void && second === Effect.void && third === Effect.void
-        ? Effect.void
-        : Effect.zipRight(first, Effect.zipRight(second, third))
+      const handler = handlers.get(event.table)
+      return handler === undefined ? Effect.void : handler(event)
     }
 
     /** Scans every watched table once, then replays the changes that arrived meanwhile and the scan missed. */
@@ -95,10 +105,10 @@ export const make = (config: Config, store: StoreShape) =>
      * the app's code (`where`, `subject`) fails that effect instead, as a defect.
      */
     const onChange = (event: ChangeEvent): Effect.Effect<void> => {
-      if (!watched.has(event.table)) return Effect.void
-      if (bootScan.hold(event)) return Effect.void
+      const handler = handlers.get(event.table)
+      if (handler === undefined || bootScan.hold(event)) return Effect.void
       try {
-        return applyChange(event)
+        return handler(event)
       } catch (defect) {
         return Effect.die(defect)
       }

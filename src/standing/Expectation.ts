@@ -144,53 +144,89 @@ const thresholdOf = (invariant: Invariant): Readonly<Record<string, number>> => 
 
 /**
  * The counters of one expectation. A freshness expectation keeps a multiset of timestamps, so
- * deleting the newest row finds the next newest without reading the table again.
+ * deleting the newest row finds the next newest without reading the table again: the count of
+ * rows at the newest timestamp, and a map of the older ones (a row stamped "now" touches no map).
+ *
+ * The invariant's kind, column and bounds are copied into fields of their own: the per-write path
+ * reads plain numbers rather than the (differently shaped) invariant objects.
  */
 export class Counters {
   matched = 0
   nulls = 0
   nonNull = 0
   outside = 0
-  private readonly stamps = new Map<number, number>()
+  /** Rows per timestamp older than `newest`. */
+  private readonly older = new Map<number, number>()
   private newest: number | null = null
-  private readonly decode: ((row: EncodedRow) => unknown) | undefined
-  /** The invariant's threshold: fixed by the definition, so built once rather than per evaluation (per write). */
-  private readonly threshold: Readonly<Record<string, number>>
+  /** Rows stamped `newest`. */
+  private newestRows = 0
+  private readonly where: ((row: EncodedRow) => boolean) | undefined
+  private readonly kind: Invariant["kind"]
+  private readonly column: string
+  /** `valueBounds`: the bounds (infinite when not given). */
+  private readonly min: number
+  private readonly max: number
+  /** The rate or age above which the invariant is violated. */
+  private readonly limit: number
+  /** The invariant's threshold: fixed by the definition, so built once (a shared frozen object). */
+  readonly threshold: Readonly<Record<string, number>>
 
   constructor(readonly expectation: Any) {
     // Shared by every evaluation and handed to readers: frozen so none can change another's.
     this.threshold = Object.freeze(thresholdOf(expectation.invariant))
-    if (expectation.where !== undefined) {
+    const where = expectation.where
+    if (where !== undefined) {
       const decodeRow = Schema.decodeUnknownSync(expectation.table.schema)
-      this.decode = (row) => decodeRow(row)
+      this.where = (row) => (where as (row: unknown) => boolean)(decodeRow(row))
     } else {
-      this.decode = undefined
+      this.where = undefined
     }
+    const invariant = expectation.invariant
+    this.kind = invariant.kind
+    this.column = invariant.kind === "rowCount" ? "" : invariant.column
+    this.min = "min" in invariant && invariant.min !== undefined ? invariant.min : Number.NEGATIVE_INFINITY
+    this.max = "max" in invariant && invariant.max !== undefined ? invariant.max : Number.POSITIVE_INFINITY
+    this.limit = invariant.kind === "nullRate"
+      ? invariant.maxRate
+      : invariant.kind === "valueBounds"
+      ? invariant.maxViolationRate ?? 0
+      : invariant.kind === "freshness"
+      ? invariant.maxAgeMs
+      : 0
   }
 
-  private matches(row: EncodedRow | null): row is EncodedRow {
-    if (row === null) return false
-    const where = this.expectation.where
-    return where === undefined || (where as (row: unknown) => boolean)(this.decode!(row))
+  private stamp(stamp: number, sign: 1 | -1) {
+    const newest = this.newest
+    if (stamp === newest) {
+      this.newestRows += sign
+      if (this.newestRows > 0) return
+      // The newest rows are gone: the next newest comes out of the older ones.
+      let next: number | null = null
+      for (const key of this.older.keys()) if (next === null || key > next) next = key
+      this.newest = next
+      this.newestRows = next === null ? 0 : this.older.get(next)!
+      if (next !== null) this.older.delete(next)
+      return
+    }
+    if (sign === 1 && (newest === null || stamp > newest)) {
+      if (newest !== null) this.older.set(newest, this.newestRows)
+      this.newest = stamp
+      this.newestRows = 1
+      return
+    }
+    const count = (this.older.get(stamp) ?? 0) + sign
+    if (count <= 0) this.older.delete(stamp)
+    else this.older.set(stamp, count)
   }
 
   private add(row: EncodedRow, sign: 1 | -1) {
     this.matched += sign
-    const invariant = this.expectation.invariant
-    if (invariant.kind === "rowCount") return
-    const value = row[invariant.column]
-    if (invariant.kind === "freshness") {
+    const kind = this.kind
+    if (kind === "rowCount") return
+    const value = row[this.column]
+    if (kind === "freshness") {
       const stamp = timestampOf(value)
-      if (stamp === null) return
-      const count = (this.stamps.get(stamp) ?? 0) + sign
-      if (count <= 0) this.stamps.delete(stamp)
-      else this.stamps.set(stamp, count)
-      if (sign === 1 && (this.newest === null || stamp > this.newest)) this.newest = stamp
-      if (sign === -1 && count <= 0 && stamp === this.newest) {
-        let next: number | null = null
-        for (const key of this.stamps.keys()) if (next === null || key > next) next = key
-        this.newest = next
-      }
+      if (stamp !== null) this.stamp(stamp, sign)
       return
     }
     if (value === null || value === undefined) {
@@ -198,19 +234,14 @@ export class Counters {
       return
     }
     this.nonNull += sign
-    if (invariant.kind === "valueBounds") {
-      const number = typeof value === "number" ? value : Number.NaN
-      const out = Number.isNaN(number) ||
-        (invariant.min !== undefined && number < invariant.min) ||
-        (invariant.max !== undefined && number > invariant.max)
-      if (out) this.outside += sign
-    }
+    if (kind === "valueBounds" && !(typeof value === "number" && value >= this.min && value <= this.max)) this.outside += sign
   }
 
   /** Applies a change (a row is `null` on the side where it does not exist). */
   apply(before: EncodedRow | null, after: EncodedRow | null) {
-    if (this.matches(before)) this.add(before, -1)
-    if (this.matches(after)) this.add(after, 1)
+    const where = this.where
+    if (before !== null && (where === undefined || where(before))) this.add(before, -1)
+    if (after !== null && (where === undefined || where(after))) this.add(after, 1)
   }
 
   /** The newest timestamp (freshness), or null. */
@@ -218,32 +249,43 @@ export class Counters {
     return this.newest
   }
 
+  /**
+   * The status at `now` (epoch ms): the per-write check, which builds nothing (an evaluation object
+   * per expectation per write was most of the standing cost of an insert).
+   */
+  statusAt(now: number): Status {
+    switch (this.kind) {
+      case "rowCount":
+        return this.matched < this.min || this.matched > this.max ? "violated" : "holding"
+      case "nullRate":
+        if (this.matched === 0) return "unknown"
+        return this.nulls / this.matched > this.limit ? "violated" : "holding"
+      case "valueBounds":
+        if (this.nonNull === 0) return "unknown"
+        return this.outside / this.nonNull > this.limit ? "violated" : "holding"
+      case "freshness":
+        if (this.newest === null) return "unknown"
+        return now - this.newest > this.limit ? "violated" : "holding"
+    }
+  }
+
+  /** The measured value at `now`: the count, the rate or the age in ms; null when the status is `unknown`. */
+  metricAt(now: number): number | null {
+    switch (this.kind) {
+      case "rowCount":
+        return this.matched
+      case "nullRate":
+        return this.matched === 0 ? null : this.nulls / this.matched
+      case "valueBounds":
+        return this.nonNull === 0 ? null : this.outside / this.nonNull
+      case "freshness":
+        return this.newest === null ? null : now - this.newest
+    }
+  }
+
   /** Evaluates the invariant at `now` (epoch ms). */
   evaluate(now: number): Evaluation {
-    const invariant = this.expectation.invariant
-    const threshold = this.threshold
-    switch (invariant.kind) {
-      case "rowCount": {
-        const broken = (invariant.min !== undefined && this.matched < invariant.min) ||
-          (invariant.max !== undefined && this.matched > invariant.max)
-        return { status: broken ? "violated" : "holding", metric: this.matched, threshold }
-      }
-      case "nullRate": {
-        if (this.matched === 0) return { status: "unknown", metric: null, threshold }
-        const rate = this.nulls / this.matched
-        return { status: rate > invariant.maxRate ? "violated" : "holding", metric: rate, threshold }
-      }
-      case "valueBounds": {
-        if (this.nonNull === 0) return { status: "unknown", metric: null, threshold }
-        const rate = this.outside / this.nonNull
-        return { status: rate > (invariant.maxViolationRate ?? 0) ? "violated" : "holding", metric: rate, threshold }
-      }
-      case "freshness": {
-        if (this.newest === null) return { status: "unknown", metric: null, threshold }
-        const age = now - this.newest
-        return { status: age > invariant.maxAgeMs ? "violated" : "holding", metric: age, threshold }
-      }
-    }
+    return { status: this.statusAt(now), metric: this.metricAt(now), threshold: this.threshold }
   }
 
   /** When a freshness expectation that holds now ages out (epoch ms), or null. */

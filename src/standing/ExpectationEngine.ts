@@ -17,13 +17,15 @@ import * as Listeners from "./Listeners.js"
 import type * as Registries from "./Registries.js"
 import { ExpectationState } from "./tables.js"
 
-/** One expectation as it runs: its counters and the state they were last evaluated to. */
+/**
+ * One expectation as it runs: its counters and the status they were last evaluated to. The metric is
+ * not kept: every change of the counters is followed by an evaluation, so the metric of the last
+ * evaluation is the counters' metric at `lastEvaluatedAt` (computed when read, not per write).
+ */
 interface ExpectationRuntime {
   readonly definition: Expectation.Any
   readonly counters: Expectation.Counters
   status: Expectation.Status
-  metric: number | null
-  threshold: Readonly<Record<string, number>>
   since: number | null
   /** When the status before the current one began: a recorded start at or before it is from an older episode. */
   previousSince: number | null
@@ -49,6 +51,8 @@ const causeKey = (cause: Registries.Cause | null) => cause === null ? "" : `${ca
 const asCause = (value: Readonly<Record<string, unknown>> | null): Registries.Cause | null =>
   value === null ? null : value as unknown as Registries.Cause
 
+const noThreshold: Readonly<Record<string, number>> = Object.freeze({})
+
 /** Builds the expectations of `definitions` over `store`, unknown until `boot`; `bootedAt` is when the engine started. */
 export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreShape, bootedAt: number) =>
   Effect.gen(function*() {
@@ -60,8 +64,6 @@ export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreSh
         definition,
         counters: new Expectation.Counters(definition),
         status: "unknown",
-        metric: null,
-        threshold: {},
         since: null,
         previousSince: null,
         lastEvaluatedAt: null,
@@ -74,30 +76,28 @@ export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreSh
     }
 
     /**
-     * Evaluates (synchronously) at `now`: `undefined` when the status stayed (most writes), else the
-     * transition the change of status makes, or null for a move into or out of `unknown`. The cause
-     * is `event`'s provenance (null without one), built only for a transition.
+     * Evaluates (synchronously) at `now`: `undefined` when the status stayed (most writes: a status
+     * check, nothing built), else the transition the change of status makes, or null for a move
+     * into or out of `unknown`. The cause is `event`'s provenance (null without one).
      */
     const evaluate = (runtime: ExpectationRuntime, now: number, event: ChangeEvent | null): Registries.ExpectationTransition | null | undefined => {
-      const evaluation = runtime.counters.evaluate(now)
-      runtime.metric = evaluation.metric
-      runtime.threshold = evaluation.threshold
       runtime.lastEvaluatedAt = now
+      const status = runtime.counters.statusAt(now)
       const previous = runtime.status
-      if (evaluation.status === previous) return undefined
-      runtime.status = evaluation.status
+      if (status === previous) return undefined
+      runtime.status = status
       runtime.previousSince = runtime.since
       runtime.since = now
-      if (evaluation.status !== "violated" && !(previous === "violated" && evaluation.status === "holding")) return null
+      if (status !== "violated" && !(previous === "violated" && status === "holding")) return null
       const cause = event === null ? null : causeOf(event)
       runtime.lastCause = cause
       return {
         name: runtime.definition.name,
-        transition: evaluation.status === "violated" ? "violated" : "recovered",
+        transition: status === "violated" ? "violated" : "recovered",
         at: now,
         cause,
-        metric: evaluation.metric,
-        threshold: evaluation.threshold,
+        metric: runtime.counters.metricAt(now),
+        threshold: runtime.counters.threshold,
         severity: runtime.definition.severity
       }
     }
@@ -144,8 +144,9 @@ export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreSh
       kind: runtime.definition.invariant.kind,
       severity: runtime.definition.severity,
       status: runtime.status,
-      metric: runtime.metric,
-      threshold: runtime.threshold,
+      // Before the first evaluation: no metric, and no threshold reported yet.
+      metric: runtime.lastEvaluatedAt === null ? null : runtime.counters.metricAt(runtime.lastEvaluatedAt),
+      threshold: runtime.lastEvaluatedAt === null ? noThreshold : runtime.counters.threshold,
       since: runtime.since,
       lastEvaluatedAt: runtime.lastEvaluatedAt,
       lastCause: runtime.lastCause

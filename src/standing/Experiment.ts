@@ -192,6 +192,8 @@ interface UnitTally {
   assigned: string | undefined
   /** Counted rows per arm named. */
   readonly arms: Map<string, number>
+  /** The key of `arms` when it has exactly one (kept as it changes: no iterator per write). */
+  only: string | undefined
   rows: number
   sum: number
   valueSum: number
@@ -208,14 +210,21 @@ interface ArmTally {
   converted: number
 }
 
+/**
+ * What one side of a change (the row before or after) contributes: a slot the tally reuses for
+ * every write (two per tally), filled by `read` before anything is counted.
+ */
 interface Contribution {
-  readonly unit: string
-  readonly arm: string
-  readonly value: number | null
-  readonly converting: boolean
+  unit: string
+  arm: string
+  value: number | null
+  converting: boolean
 }
 
 const numberOf = (value: unknown): number | null => typeof value === "number" && Number.isFinite(value) ? value : null
+
+/** A unit whose rows name more than one arm (not an arm name: any string may name an arm). */
+const crossover = Symbol("crossover")
 
 /**
  * The incremental state of one experiment: apply each change as (before, after); boot applies every
@@ -228,6 +237,9 @@ export class Tally {
   private readonly known: ReadonlySet<string>
   private readonly decode: (row: EncodedRow) => unknown
   private crossoverCount = 0
+  /** The contributions of the change being applied (reused: a write allocates none). */
+  private readonly removed: Contribution = { unit: "", arm: "", value: null, converting: false }
+  private readonly added: Contribution = { unit: "", arm: "", value: null, converting: false }
   lastUpdatedAt: number | null = null
 
   constructor(readonly experiment: Any) {
@@ -237,47 +249,53 @@ export class Tally {
     this.decode = (row) => decodeRow(row)
   }
 
-  private contribution(row: EncodedRow | null): Contribution | null {
-    if (row === null) return null
+  /** Fills `into` with what `row` contributes; false when it contributes nothing (no row, no unit, no known arm). */
+  private read(row: EncodedRow | null, into: Contribution): boolean {
+    if (row === null) return false
     const experiment = this.experiment
     const rawUnit = typeof experiment.subject === "string"
       ? row[experiment.subject]
       : (experiment.subject as (row: unknown) => unknown)(this.decode(row))
-    if (rawUnit === null || rawUnit === undefined || rawUnit === "") return null
-    const unit = String(rawUnit)
+    if (rawUnit === null || rawUnit === undefined || rawUnit === "") return false
+    const unit = typeof rawUnit === "string" ? rawUnit : String(rawUnit)
     let arm: string
     if (experiment.variantFrom === undefined) {
       // The arm of a unit never changes: hash it once per tallied unit.
       arm = this.units.get(unit)?.assigned ?? assignVariant(experiment, unit)
     } else {
       const served = row[experiment.variantFrom]
-      if (typeof served !== "string" || !this.known.has(served)) return null
+      if (typeof served !== "string" || !this.known.has(served)) return false
       arm = served
     }
+    into.unit = unit
+    into.arm = arm
     const metric = experiment.metric
     switch (metric.kind) {
       case "count":
-        return { unit, arm, value: null, converting: false }
+        into.value = null
+        into.converting = false
+        break
       case "sum":
       case "avg":
-        return { unit, arm, value: numberOf(row[metric.column]), converting: false }
+        into.value = numberOf(row[metric.column])
+        into.converting = false
+        break
       case "conversionRate": {
         const value = row[metric.column]
-        const converting = "equals" in metric ? value === metric.equals : Boolean(value)
-        return { unit, arm, value: null, converting }
+        into.value = null
+        into.converting = "equals" in metric ? value === metric.equals : Boolean(value)
+        break
       }
     }
+    return true
   }
 
-  /**
-   * The arm a unit is exposed in, or null (not exposed, or a crossover). `arms` holds only arms with
-   * rows (an arm whose count drops to 0 is deleted), so its size tells without iterating.
-   */
-  private armOf(unit: UnitTally): string | null | "crossover" {
+  /** The arm a unit is exposed in, or null (not exposed), or `crossover`. */
+  private armOf(unit: UnitTally): string | null | typeof crossover {
     const size = unit.arms.size
     if (size === 0) return null
-    if (size > 1) return "crossover"
-    return unit.arms.keys().next().value!
+    if (size > 1) return crossover
+    return unit.only!
   }
 
   private move(unit: UnitTally, arm: string, sign: 1 | -1) {
@@ -295,16 +313,18 @@ export class Tally {
     const name = contribution.unit
     let unit = this.units.get(name)
     if (unit === undefined) {
-      unit = { assigned: undefined, arms: new Map(), rows: 0, sum: 0, valueSum: 0, values: 0, converting: 0 }
+      unit = { assigned: undefined, arms: new Map(), only: undefined, rows: 0, sum: 0, valueSum: 0, values: 0, converting: 0 }
       this.units.set(name, unit)
     }
     const before = this.armOf(unit)
-    if (before === "crossover") this.crossoverCount -= 1
+    if (before === crossover) this.crossoverCount -= 1
     else if (before !== null) this.move(unit, before, -1)
     if (this.experiment.variantFrom === undefined) unit.assigned = contribution.arm
     const rows = (unit.arms.get(contribution.arm) ?? 0) + sign
     if (rows === 0) unit.arms.delete(contribution.arm)
     else unit.arms.set(contribution.arm, rows)
+    // The one arm left: the one just counted, or (after its last row went) the other one.
+    if (unit.arms.size === 1) unit.only = rows === 0 ? unit.arms.keys().next().value! : contribution.arm
     unit.rows += sign
     if (contribution.value !== null) {
       unit.sum += sign * contribution.value
@@ -313,17 +333,18 @@ export class Tally {
     }
     if (contribution.converting) unit.converting += sign
     const after = this.armOf(unit)
-    if (after === "crossover") this.crossoverCount += 1
+    if (after === crossover) this.crossoverCount += 1
     else if (after !== null) this.move(unit, after, 1)
     if (unit.rows === 0) this.units.delete(name)
   }
 
   /** Applies one change of the experiment's table (a row is `null` on the side it does not exist). */
   apply(before: EncodedRow | null, after: EncodedRow | null, at: number) {
-    const removed = this.contribution(before)
-    const added = this.contribution(after)
-    if (removed !== null) this.add(removed, -1)
-    if (added !== null) this.add(added, 1)
+    // Both sides are read before anything is counted: a subject function that throws changes nothing.
+    const removes = this.read(before, this.removed)
+    const adds = this.read(after, this.added)
+    if (removes) this.add(this.removed, -1)
+    if (adds) this.add(this.added, 1)
     this.lastUpdatedAt = Math.max(this.lastUpdatedAt ?? at, at)
   }
 

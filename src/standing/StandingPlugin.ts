@@ -73,6 +73,9 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
     return slot
   }
   const engineOf = Effect.map(Store, (store) => slots.get(store)?.engine)
+  /** The services `onChangeEvent` was last called with, and their store's slot. */
+  let lastServices: Context.Context<Plugin.Services> | undefined
+  let lastSlot: { engine: Engine.Engine | undefined } | undefined
   const watchedTables: ReadonlySet<string> = new Set([
     CostEvents.name,
     ExpectationState.name,
@@ -86,7 +89,13 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
     const slot = slotOf(store)
     // Installed before the boot scan: changes committed meanwhile are held and replayed, not lost.
     slot.engine = engine
-    yield* Effect.addFinalizer(() => Effect.sync(() => slots.delete(store)))
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        slots.delete(store)
+        // A change still arriving for this store finds no engine (the slot may be cached by onChangeEvent).
+        slot.engine = undefined
+      })
+    )
     yield* engine.boot
     yield* Deferred.succeed(slot.ready, engine)
     yield* engine.background
@@ -121,7 +130,15 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
       // table, or one that moves no status and has no listener to tell, costs the writer no effect.
       onChangeEvent: (event, services) => {
         if (!watchedTables.has(event.table)) return Effect.void
-        const engine = slots.get(Context.get(services, Store))?.engine
+        // The services are the same object for every change of one running host: its store's slot
+        // is looked up once, not per write.
+        if (services !== lastServices) {
+          const slot = slots.get(Context.get(services, Store))
+          if (slot === undefined) return Effect.void
+          lastServices = services
+          lastSlot = slot
+        }
+        const engine = lastSlot!.engine
         return engine === undefined ? Effect.void : engine.onChange(event)
       },
       onLivePush: (push) => Effect.flatMap(engineOf, (engine) => engine === undefined ? Effect.void : engine.onLivePush(push)),

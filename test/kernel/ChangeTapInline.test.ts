@@ -4,7 +4,7 @@
  * building its handling fails neither the write nor the listener's later changes.
  */
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FiberRef, Layer, Option, Schema } from "effect"
+import { Effect, Exit, FiberRef, Layer, Option, Schema, Scope } from "effect"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
@@ -58,6 +58,40 @@ describe("ChangeTap inline listeners", () => {
       assert.deepStrictEqual(seen, ["n1:system", "n3:system"])
       // Each change reached the second listener after the first listener's handling of it ran.
       assert.deepStrictEqual(counted, ["n0:0", "n1:1", "n2:1", "n3:2"])
+    }).pipe(Effect.provide(memory)))
+
+  it.scoped("a batch goes to the listeners there were when its turn came, whoever subscribes or leaves while it is handled", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const tap = yield* ChangeTap.ChangeTap
+      const leaving = yield* Scope.make()
+      const joining = yield* Scope.make()
+      const seen: Array<string> = []
+      const record = (name: string): ChangeTap.Listener => ({
+        name,
+        inline: true,
+        onEvent: (event) => {
+          seen.push(`${name}:${event.after?.["text"]}`)
+          return Effect.void
+        }
+      })
+      // Handling n1 (an effect: other fibers may run) removes "leaving" and adds "joining".
+      yield* subscribe({
+        name: "mover",
+        inline: true,
+        onEvent: (event) =>
+          event.after?.["text"] === "n1"
+            ? Effect.zipRight(Scope.close(leaving, Exit.void), Scope.extend(tap.subscribe(record("joining")), joining))
+            : Effect.void
+      })
+      yield* Scope.extend(subscribe(record("leaving")), leaving)
+      yield* store.transaction(Effect.gen(function*() {
+        yield* store.insert(Notes, { text: "n1" })
+        yield* store.insert(Notes, { text: "n2" })
+      }))
+      yield* store.insert(Notes, { text: "n3" })
+      assert.deepStrictEqual(seen, ["leaving:n1", "leaving:n2", "joining:n3"])
+      yield* Scope.close(joining, Exit.void)
     }).pipe(Effect.provide(memory)))
 
   it.scoped("a listener that throws while building its handling fails neither the write nor its later changes", () =>

@@ -2,6 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Ref, TestClock } from "effect"
 import * as Provenance from "../../src/kernel/Provenance.js"
 import * as Store from "../../src/kernel/Store.js"
+import * as Expectation from "../../src/standing/Expectation.js"
 import {
   defineExpectation,
   ExpectationRegistry,
@@ -53,6 +54,44 @@ describe("defineExpectation", () => {
     assert.throws(() => defineExpectation({ name: "x", on: { table: Orders }, invariant: { kind: "valueBounds", column: "amount", min: 5, max: 1 } }), /above/)
     assert.throws(() => defineExpectation({ name: "x", on: { table: Orders }, invariant: { kind: "freshness", column: "placedAt", maxAgeMs: 0 } }), /maxAgeMs/)
     assert.throws(() => standingPlugin({ expectations: [nulls, nulls] }), /declared twice/)
+  })
+
+  it("counters match a recount of the rows after every insert, update and delete (seeded random writes)", () => {
+    const bounded = defineExpectation({ name: "b", on: { table: Orders }, invariant: { kind: "valueBounds", column: "amount", min: 10, max: 50, maxViolationRate: 0.2 } })
+    const where = defineExpectation({ name: "w", on: { table: Orders, where: (row) => row.status === "open" }, invariant: { kind: "freshness", column: "placedAt", maxAgeMs: 5 } })
+    const definitions = [nulls, bounded, volume, fresh, where]
+    const counters = definitions.map((definition) => new Expectation.Counters(definition))
+    const rows = new Map<string, ReturnType<typeof order>>()
+    let seed = 7
+    const random = (n: number) => (seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648) % n
+    for (let step = 0; step < 3_000; step++) {
+      const id = `o${random(40)}`
+      const before = rows.get(id) ?? null
+      // Few distinct timestamps, so rows share the newest one and deleting it falls back.
+      const after = random(4) === 0 ? null : order(id, random(6) === 0 ? null : random(70), random(2) === 0 ? "open" : "done", random(5) === 0 ? null : random(12))
+      if (after === null) rows.delete(id)
+      else rows.set(id, after)
+      for (const counter of counters) counter.apply(before, after)
+      const now = 10
+      for (const [i, definition] of definitions.entries()) {
+        const live = [...rows.values()].filter((row) => definition.where === undefined || (definition.where as (row: unknown) => boolean)(row))
+        const stamps = live.map((row) => row.placedAt).filter((stamp): stamp is number => stamp !== null)
+        const newest = stamps.length === 0 ? null : Math.max(...stamps)
+        const amounts = live.map((row) => row.amount)
+        const values = amounts.filter((amount): amount is number => amount !== null)
+        const outside = values.filter((value) => value < 10 || value > 50).length
+        const expected = definition.invariant.kind === "freshness"
+          ? newest === null ? null : now - newest
+          : definition.invariant.kind === "rowCount"
+          ? live.length
+          : definition.invariant.kind === "nullRate"
+          ? live.length === 0 ? null : (live.length - values.length) / live.length
+          : values.length === 0 ? null : outside / values.length
+        assert.strictEqual(counters[i]!.metricAt(now), expected, `${definition.name} at step ${step}`)
+        if (definition.invariant.kind === "freshness") assert.strictEqual(counters[i]!.newestStamp, newest)
+        assert.strictEqual(counters[i]!.statusAt(now), counters[i]!.evaluate(now).status)
+      }
+    }
   })
 
   it.effect("useExpectation answers null outside a served app", () =>

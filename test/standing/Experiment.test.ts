@@ -162,6 +162,43 @@ describe("experiment readout", () => {
     close(arms(resolved)["control"]!.metric, 1 / 3)
   })
 
+  it("an arm may be named \"crossover\": its units are exposed, not counted as crossovers", () => {
+    const experiment = defineExperiment({
+      name: "named-crossover",
+      on: { table: Events },
+      subject: "userId",
+      variants: [{ name: "crossover" }, { name: "other" }],
+      metric: { kind: "count" },
+      variantFrom: "arm"
+    })
+    const tally = new Experiment.Tally(experiment)
+    tally.apply(null, { id: "1", userId: "u1", value: 1, converted: false, arm: "crossover" }, 0)
+    tally.apply(null, { id: "2", userId: "u1", value: 1, converted: false, arm: "crossover" }, 0)
+    tally.apply(null, { id: "3", userId: "u2", value: 1, converted: false, arm: "other" }, 0)
+    const readout = tally.readout()
+    assert.strictEqual(readout.crossovers, 0)
+    assert.deepStrictEqual(readout.variants.map((arm) => [arm.variant, arm.exposure, arm.rows]), [["crossover", 1, 2], ["other", 1, 1]])
+  })
+
+  it("a unit's arm follows its rows through crossover and back, by update and delete", () => {
+    const tally = new Experiment.Tally(flagged({ kind: "sum", column: "value" }))
+    const a1 = { id: "1", userId: "u", value: 1, converted: false, arm: "control" }
+    const a2 = { id: "2", userId: "u", value: 2, converted: false, arm: "control" }
+    tally.apply(null, a1, 0)
+    tally.apply(null, a2, 0)
+    const moved = { ...a2, arm: "treatment" }
+    tally.apply(a2, moved, 0)
+    assert.strictEqual(tally.readout().crossovers, 1)
+    assert.strictEqual(tally.readout().totalExposure, 0)
+    // Its control row goes: the unit is in treatment alone, with the one row left.
+    tally.apply(a1, null, 0)
+    const readout = tally.readout()
+    assert.strictEqual(readout.crossovers, 0)
+    assert.deepStrictEqual(readout.variants.map((arm) => [arm.variant, arm.exposure, arm.rows, arm.metric]), [["control", 0, 0, null], ["treatment", 1, 1, 2]])
+    tally.apply(moved, null, 0)
+    assert.strictEqual(tally.readout().totalExposure, 0)
+  })
+
   it("conversionRate with `equals` converts on strict equality only", () => {
     const experiment = defineExperiment({
       name: "eq",
