@@ -148,18 +148,18 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // transaction open in the whole cluster, any database's, on every read: with a long report
     // or a stuck session elsewhere, each notification scanned the outbox.) A replica's own rows come
     // without their changes: it delivered them at publish, and needs only their ids.
-    const page = (after: string) =>
-      pg<Row>`SELECT s.snap, o.id, o.xid, o.origin, o.changes
-        FROM (SELECT pg_current_snapshot()::text AS snap) s
-        LEFT JOIN LATERAL ( -- ordered by the number, not by its text form
-
-          SELECT id::text AS id, xid::text AS xid, origin, CASE WHEN origin = ${origin} THEN NULL ELSE changes END AS changes
-          FROM _fw_change_outbox
-          WHERE (xid >= pg_snapshot_xmax(${seen}::pg_snapshot) OR xid = ANY(ARRAY(SELECT pg_snapshot_xip(${seen}::pg_snapshot))))
-            AND NOT pg_visible_in_snapshot(xid, ${seen}::pg_snapshot)
-            AND id > ${after}::bigint
-          ORDER BY _fw_change_outbox.id LIMIT ${readBatch}
-        ) o ON true`
+    // One text for every read (bound parameters, not a template compiled per read).
+    const pageText = `SELECT s.snap, o.id, o.xid, o.origin, o.changes
+      FROM (SELECT pg_current_snapshot()::text AS snap) s
+      LEFT JOIN LATERAL ( -- ordered by the number, not by its text form
+        SELECT id::text AS id, xid::text AS xid, origin, CASE WHEN origin = $1 THEN NULL ELSE changes END AS changes
+        FROM _fw_change_outbox
+        WHERE (xid >= pg_snapshot_xmax($2::pg_snapshot) OR xid = ANY(ARRAY(SELECT pg_snapshot_xip($2::pg_snapshot))))
+          AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)
+          AND id > $3::bigint
+        ORDER BY _fw_change_outbox.id LIMIT $4
+      ) o ON true`
+    const page = (after: string) => pg.unsafe<Row>(pageText, [origin, seen, after, readBatch])
 
     const catchUp = Effect.gen(function*() {
 
