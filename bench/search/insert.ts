@@ -67,12 +67,14 @@ const measure = (withSearch: boolean) => {
     const tap = yield* ChangeTap.ChangeTap
     for (let i = 0; i < 500; i++) yield* call(i)
     yield* tap.settled
+    const cpu = process.cpuUsage()
     const start = performance.now()
     for (let i = 0; i < N; i++) yield* call(i)
     const written = performance.now()
     yield* tap.settled
     const caughtUp = performance.now()
-    return { writers: N / ((written - start) / 1000), settled: N / ((caughtUp - start) / 1000) }
+    const used = process.cpuUsage(cpu)
+    return { writers: N / ((written - start) / 1000), settled: N / ((caughtUp - start) / 1000), cpuUs: (used.user + used.system) / N }
   }).pipe(Effect.provide(stack), Effect.scoped)
 }
 
@@ -82,6 +84,9 @@ export const run = async () => {
   const off2 = await Effect.runPromise(measure(false))
   const on2 = await Effect.runPromise(measure(true))
   const offBest = Math.max(off.settled, off2.settled)
+  // CPU time per insert until the index has it (writer and listener): steadier than throughput on a shared machine.
+  const offCpu = Math.min(off.cpuUs, off2.cpuUs)
+  const onCpu = Math.min(on.cpuUs, on2.cpuUs)
   const onWriters = Math.max(on.writers, on2.writers)
   const onSettled = Math.max(on.settled, on2.settled)
   table(`search: inserts through a procedure (${onSqlite ? "SQLite file" : "memory"} store), ${N.toLocaleString("en-US")} per run, best of two`, [
@@ -89,7 +94,10 @@ export const run = async () => {
     { setup: "search plugin on: writers (index catching up behind)", "inserts/s": perSecond(onWriters) },
     { setup: "search plugin on: until the index has every insert", "inserts/s": perSecond(onSettled) },
     { setup: "ratio on/off, writers (aim ≥ 0.7)", "inserts/s": (onWriters / offBest).toFixed(2) },
-    { setup: "ratio on/off, until indexed", "inserts/s": (onSettled / offBest).toFixed(2) }
+    { setup: "ratio on/off, until indexed", "inserts/s": (onSettled / offBest).toFixed(2) },
+    { setup: "CPU µs per insert, off (best of two)", "inserts/s": offCpu.toFixed(0) },
+    { setup: "CPU µs per insert, on, until indexed (best of two)", "inserts/s": onCpu.toFixed(0) },
+    { setup: "ratio on/off, CPU per insert", "inserts/s": (offCpu / onCpu).toFixed(2) }
   ])
 }
 

@@ -15,6 +15,7 @@ import type { PendingChange } from "../kernel/ChangeTap.js"
 import type { StoreError } from "../kernel/Errors.js"
 import type { StoreShape } from "../kernel/Store.js"
 import { Store } from "../kernel/Store.js"
+import * as StageStatements from "../kernel/StageStatements.js"
 import * as Subject from "../kernel/Subject.js"
 import * as TenantScope from "../kernel/TenantScope.js"
 import * as Table from "../kernel/Table.js"
@@ -125,11 +126,10 @@ const keyOf = (table: string, id: string) => `${table}\u0000${id}`
 const separateLookUps = 8
 
 /** The newest version of a row (`undefined`: none), one indexed query. */
-const newestOf = (store: StoreShape, table: string, id: string) =>
-  Effect.map(
-    store.find(RowHistory, { where: { tableName: table, rowId: id }, orderBy: "version", direction: "desc", limit: 1 }),
-    (records): Head | undefined => records[0]
-  )
+function* newestOf(table: string, id: string): StageStatements.Plan<Head | undefined> {
+  const records = yield* StageStatements.find(RowHistory, { where: { tableName: table, rowId: id }, orderBy: "version", direction: "desc", limit: 1 })
+  return records[0]
+}
 
 /**
  * The newest version of every row `changes` touch, reading no more than that: one query per row,
@@ -138,44 +138,43 @@ const newestOf = (store: StoreShape, table: string, id: string) =>
  * with one query over the ids their next versions would take (history that missed a delete would
  * collide there), and only a colliding row is looked up on its own.
  */
-const headsOf = (store: StoreShape, changes: ReadonlyArray<Change>) =>
-  Effect.gen(function*() {
-    const heads = new Map<string, Head | undefined>()
-    const inserted = new Map<string, Set<string>>()
-    const separate: Array<Change> = []
-    for (const change of changes) {
-      const key = keyOf(change.table, change.id)
-      if (heads.has(key)) continue
-      heads.set(key, undefined)
-      if (change.op === "insert") {
-        if (!inserted.has(change.table)) inserted.set(change.table, new Set())
-        inserted.get(change.table)!.add(change.id)
-      } else {
-        separate.push(change)
-      }
+function* headsOf(changes: ReadonlyArray<Change>): StageStatements.Plan<Map<string, Head | undefined>> {
+  const heads = new Map<string, Head | undefined>()
+  const inserted = new Map<string, Set<string>>()
+  const separate: Array<Change> = []
+  for (const change of changes) {
+    const key = keyOf(change.table, change.id)
+    if (heads.has(key)) continue
+    heads.set(key, undefined)
+    if (change.op === "insert") {
+      if (!inserted.has(change.table)) inserted.set(change.table, new Set())
+      inserted.get(change.table)!.add(change.id)
+    } else {
+      separate.push(change)
     }
-    const insertedCount = [...inserted.values()].reduce((n, ids) => n + ids.size, 0)
-    if (separate.length + insertedCount <= separateLookUps) {
-      for (const key of heads.keys()) {
-        const [table, id] = key.split("\u0000") as [string, string]
-        heads.set(key, yield* newestOf(store, table, id))
-      }
-      return heads
-    }
-    for (const change of separate) heads.set(keyOf(change.table, change.id), yield* newestOf(store, change.table, change.id))
-    for (const [table, ids] of inserted) {
-      const deletes = yield* store.find(RowHistory, { where: { tableName: table, rowId: { in: [...ids] }, op: "delete" } })
-      for (const record of deletes) {
-        const key = keyOf(table, record.rowId)
-        const head = heads.get(key)
-        if (head === undefined || head.version < record.version) heads.set(key, record)
-      }
-      const next = [...ids].map((id) => versionId(table, id, (heads.get(keyOf(table, id))?.version ?? 0) + 1))
-      const taken = yield* store.find(RowHistory, { where: { id: { in: next } } })
-      for (const record of taken) heads.set(keyOf(table, record.rowId), yield* newestOf(store, table, record.rowId))
+  }
+  const insertedCount = [...inserted.values()].reduce((n, ids) => n + ids.size, 0)
+  if (separate.length + insertedCount <= separateLookUps) {
+    for (const key of heads.keys()) {
+      const [table, id] = key.split("\u0000") as [string, string]
+      heads.set(key, yield* newestOf(table, id))
     }
     return heads
-  })
+  }
+  for (const change of separate) heads.set(keyOf(change.table, change.id), yield* newestOf(change.table, change.id))
+  for (const [table, ids] of inserted) {
+    const deletes = yield* StageStatements.find(RowHistory, { where: { tableName: table, rowId: { in: [...ids] }, op: "delete" } })
+    for (const record of deletes) {
+      const key = keyOf(table, record.rowId)
+      const head = heads.get(key)
+      if (head === undefined || head.version < record.version) heads.set(key, record)
+    }
+    const next = [...ids].map((id) => versionId(table, id, (heads.get(keyOf(table, id))?.version ?? 0) + 1))
+    const taken = yield* StageStatements.find(RowHistory, { where: { id: { in: next } } })
+    for (const record of taken) heads.set(keyOf(table, record.rowId), yield* newestOf(table, record.rowId))
+  }
+  return heads
+}
 
 /** The records of `changes` as the next versions after `heads` (updated as it goes). */
 const recordsOf = (options: Options, changes: ReadonlyArray<Change>, heads: Map<string, Head | undefined>): Array<VersionRecord> =>
@@ -211,15 +210,14 @@ const writeRecords = (store: StoreShape, records: ReadonlyArray<VersionRecord>):
  * `sync` mode: versions are assigned and written inside the writing transaction, after its
  * writes, which hold the changed rows' locks until commit: the row's previous writers have
  * committed their versions, and its next ones wait. Versions are gapless and in commit order
- * across replicas, and commit (or not) with the write.
+ * across replicas, and commit (or not) with the write. Written as statements, so that on SQLite
+ * a one-row write and its version commit in one step (see `StageStatements`).
  */
-const stageVersions = (options: Options, changes: ReadonlyArray<Change>): Effect.Effect<void, StoreError, Store> =>
-  Effect.gen(function*() {
-    if (changes.length === 0) return
-    const store = yield* Store
-    const heads = yield* headsOf(store, changes)
-    yield* writeRecords(store, recordsOf(options, changes, heads))
-  })
+function* stageVersions(options: Options, changes: ReadonlyArray<Change>): StageStatements.Plan<void> {
+  if (changes.length === 0) return
+  const heads = yield* headsOf(changes)
+  yield* StageStatements.insert(RowHistory, recordsOf(options, changes, heads))
+}
 
 /**
  * `batched` mode: records committed changes after the fact, many per statement. The newest
@@ -237,7 +235,7 @@ const makeRecorder = (options: Options) => {
       if (known === undefined) remembered.set(store, known = new Map())
       const unknown = events.filter((event) => !known.has(keyOf(event.table, event.id)))
       // Rows not remembered are looked up together (see `headsOf`).
-      const heads = unknown.length === 0 ? new Map<string, Head | undefined>() : yield* headsOf(store, unknown)
+      const heads = unknown.length === 0 ? new Map<string, Head | undefined>() : yield* StageStatements.run(store, () => headsOf(unknown))
       for (const event of events) {
         const key = keyOf(event.table, event.id)
         if (!heads.has(key)) heads.set(key, known.get(key))
@@ -367,7 +365,10 @@ export const rowHistoryPlugin = (options: Options = {}): RowHistoryPlugin => {
           onChangeEvent: (event: ChangeEvent) =>
             !recorded(event.table) || event.remote === true || batcher === undefined ? Effect.void : batcher.offer(event)
         }
-        : { onStage: (changes: ReadonlyArray<PendingChange>) => stageVersions(options, changes.filter((change) => recorded(change.table))) }),
+        : {
+          onStageStatements: (changes: ReadonlyArray<PendingChange>) =>
+            stageVersions(options, changes.filter((change) => recorded(change.table)))
+        }),
       ...(batched || retention ? { layer: background } : {})
     }),
     drain: Effect.flatMap(ChangeTap, (tap) => Effect.zipRight(tap.settled, Effect.suspend(() => batcher?.drain ?? Effect.void)))

@@ -8,6 +8,7 @@ import type { Cause } from "effect"
 import { Chunk, Deferred, Effect, Exit, Fiber, FiberId, PubSub, Queue } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
 import type { StoreError, StoreUnavailable } from "./Errors.js"
+import type * as StageStatements from "./StageStatements.js"
 import * as Subject from "./Subject.js"
 
 /** A change recorded inside a transaction, before commit gives it a `seq`. */
@@ -51,6 +52,12 @@ export interface Listener {
 export interface Stager {
   readonly name: string
   readonly stage: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void, StoreError>
+  /**
+   * The same work as store statements (what `stage` runs through the store): with it, a tier that
+   * runs a short transaction synchronously (SQLite) can commit a one-row write and its staging in
+   * one step. Without it, every staged write takes the client's transaction.
+   */
+  readonly statements?: (changes: ReadonlyArray<PendingChange>) => StageStatements.Plan<void>
 }
 
 /** The change tap service. */

@@ -3,7 +3,7 @@
  * Everything else — schema encoding, tenant scoping, change events, read tracking — lives once in
  * `StoreRuntime`, so every tier behaves the same.
  */
-import type { Effect, Fiber, Option } from "effect"
+import type { Effect, Either, Fiber, Option } from "effect"
 import type { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type * as Table from "./Table.js"
 
@@ -95,6 +95,16 @@ export interface Driver {
     fiber: Fiber.RuntimeFiber<unknown, unknown>
   ) => undefined | NotNow | DuplicateRow | StoreUnavailable
   readonly find: (table: Table.Any, query: Query) => Effect.Effect<ReadonlyArray<Encoded>, StoreUnavailable>
+  /**
+   * A short transaction run synchronously within `fiber`, outside any transaction of its own: BEGIN,
+   * `body` with statements that answer at once, then COMMIT — or ROLLBACK when `body` answers a
+   * `Left`, which is returned. `NotNow`: nothing was run (say another fiber's transaction is open);
+   * the store then takes `transaction`. Called under the same conditions as `getNow`.
+   */
+  readonly transactNow?: <A, E>(
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    body: (now: Now) => Either.Either<A, E>
+  ) => Either.Either<A, E | StoreUnavailable | CommitUnknown> | NotNow
   readonly count: (table: Table.Any, where: ReadonlyArray<Clause>) => Effect.Effect<number, StoreUnavailable>
   readonly page: (table: Table.Any, page: Page) => Effect.Effect<ReadonlyArray<Encoded>, StoreUnavailable>
   /**
@@ -102,4 +112,12 @@ export interface Driver {
    * connection failed during COMMIT (the outcome is unknown).
    */
   readonly transaction: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | StoreUnavailable | CommitUnknown, R>
+}
+
+/** The statements of a `transactNow` body, answered synchronously inside its transaction. */
+export interface Now {
+  /** Inserts one row, as `insert` would. */
+  readonly insert: (table: Table.Any, row: Encoded) => undefined | DuplicateRow | StoreUnavailable
+  /** Reads as `find` would. */
+  readonly find: (table: Table.Any, query: Query) => ReadonlyArray<Encoded> | StoreUnavailable
 }

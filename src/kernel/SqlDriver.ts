@@ -10,6 +10,7 @@ import { Effect, Option, Predicate } from "effect"
 import * as Columns from "./Columns.js"
 import * as Driver from "./Driver.js"
 import * as SqliteDirect from "./SqliteDirect.js"
+import * as SqliteDirectTransaction from "./SqliteDirectTransaction.js"
 import { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type * as Table from "./Table.js"
 
@@ -220,6 +221,23 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
     return values
   }
 
+  /** The SELECT of `find`. */
+  const findStatement = (table: Table.Any, query: Driver.Query) => {
+    const mapping = mappingOf(table)
+    const limit = query.limit !== undefined
+      ? sql`LIMIT ${integer(query.limit)}`
+      : query.offset && dialect === "sqlite"
+      ? sql.literal("LIMIT -1") // SQLite needs a LIMIT before an OFFSET.
+      : sql.literal("")
+    const offset = query.offset ? sql`OFFSET ${integer(query.offset)}` : sql.literal("")
+    const order = query.orderBy === "id"
+      ? sql`ORDER BY ${sql("id")} ${sql.literal(query.direction === "desc" ? "DESC" : "ASC")}`
+      : sql`ORDER BY ${sql(query.orderBy)} ${
+        sql.literal(query.direction === "desc" ? "DESC NULLS LAST" : "ASC NULLS FIRST")
+      }, ${sql("id")} ASC`
+    return sql<Record<string, unknown>>`SELECT * FROM ${sql(table.name)} ${whereOf(mapping, query.where)} ${order} ${limit} ${offset}`
+  }
+
   /**
    * Direct statements on SQLite (see `SqliteDirect`): a point read and a one-row insert in one
    * synchronous step. A failure reads as the client's would.
@@ -239,7 +257,16 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
       return unavailable(new SqlError({ cause, message: "Failed to execute statement" }))
     }
   }
-  const directOperations: Pick<Driver.Driver, "getNow" | "insertNow"> = direct === undefined ? {} : {
+  /** A one-row insert on the handle, ready or not (the caller checked). */
+  const insertDirect = (on: SqliteDirect.Direct, table: Table.Any, row: Driver.Encoded) => {
+    const statement = prepared(on, pointOf(table).insert)
+    if (statement instanceof StoreUnavailable) return statement
+    const inserted = step(statement, valuesOf(table, row))
+    if (inserted instanceof StoreUnavailable) return inserted
+    // ON CONFLICT DO NOTHING: a refused row returns nothing.
+    return inserted === undefined ? new DuplicateRow({ table: table.name, id: idOf(row) }) : undefined
+  }
+  const directOperations: Pick<Driver.Driver, "getNow" | "insertNow" | "transactNow"> = direct === undefined ? {} : {
     getNow: (table, id, fiber) => {
       if (!direct.ready(fiber)) return Driver.NotNow
       const statement = prepared(direct, pointOf(table).get)
@@ -248,15 +275,26 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
       if (row === undefined || row instanceof StoreUnavailable) return row
       return mappingOf(table).fromDb(row as Readonly<Record<string, unknown>>)
     },
-    insertNow: (table, row, fiber) => {
-      if (!direct.ready(fiber)) return Driver.NotNow
-      const statement = prepared(direct, pointOf(table).insert)
-      if (statement instanceof StoreUnavailable) return statement
-      const inserted = step(statement, valuesOf(table, row))
-      if (inserted instanceof StoreUnavailable) return inserted
-      // ON CONFLICT DO NOTHING: a refused row returns nothing.
-      return inserted === undefined ? new DuplicateRow({ table: table.name, id: idOf(row) }) : undefined
-    }
+    insertNow: (table, row, fiber) => direct.ready(fiber) ? insertDirect(direct, table, row) : Driver.NotNow,
+    transactNow: SqliteDirectTransaction.make(direct, {
+      insert: (table, row) => insertDirect(direct, table, row),
+      find: (table, query) => {
+        const [source, parameters] = findStatement(table, query).compile()
+        // A text listing values (`in`) varies with the list: prepared for this once.
+        const keep = !query.where.some((clause) => clause.op === "in" || clause.op === "nin")
+        let statement: SqliteDirect.Statement
+        try {
+          statement = direct.statement(source, keep)
+        } catch (cause) {
+          return unavailable(new SqlError({ cause, message: "Failed to prepare statement " }))
+        }
+        try {
+          return rowsOf(table)(statement.all(...parameters) as ReadonlyArray<Readonly<Record<string, unknown>>>)
+        } catch (cause) {
+          return unavailable(new SqlError({ cause, message: "Failed to execute statement" }))
+        }
+      }
+    }, commitFailure)
   }
 
   const rowsOf = (table: Table.Any) => (rows: ReadonlyArray<Readonly<Record<string, unknown>>>) => {
@@ -318,22 +356,8 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient> = Ef
         Effect.mapError(unavailable)
       )
     },
-    find: (table, query) => {
-      const mapping = mappingOf(table)
-      const limit = query.limit !== undefined
-        ? sql`LIMIT ${integer(query.limit)}`
-        : query.offset && dialect === "sqlite"
-        ? sql.literal("LIMIT -1") // SQLite needs a LIMIT before an OFFSET.
-        : sql.literal("")
-      const offset = query.offset ? sql`OFFSET ${integer(query.offset)}` : sql.literal("")
-      const order = query.orderBy === "id"
-        ? sql`ORDER BY ${sql("id")} ${sql.literal(query.direction === "desc" ? "DESC" : "ASC")}`
-        : sql`ORDER BY ${sql(query.orderBy)} ${
-          sql.literal(query.direction === "desc" ? "DESC NULLS LAST" : "ASC NULLS FIRST")
-        }, ${sql("id")} ASC`
-      return sql<Record<string, unknown>>`SELECT * FROM ${sql(table.name)} ${whereOf(mapping, query.where)} ${order} ${limit} ${offset}`
-        .pipe(Effect.map(rowsOf(table)), Effect.mapError(unavailable))
-    },
+    find: (table, query) =>
+      findStatement(table, query).pipe(Effect.map(rowsOf(table)), Effect.mapError(unavailable)),
     count: (table, where) =>
       sql<{ readonly n: number | string }>`SELECT COUNT(*) AS n FROM ${sql(table.name)} ${whereOf(mappingOf(table), where)}`.pipe(
         Effect.map((rows) => Number(rows[0]?.n ?? 0)),

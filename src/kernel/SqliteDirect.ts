@@ -19,6 +19,8 @@ import { Context, Effect, Option } from "effect"
 /** The part of a better-sqlite3 statement used here. */
 export interface Statement {
   readonly get: (...parameters: ReadonlyArray<unknown>) => unknown
+  readonly all: (...parameters: ReadonlyArray<unknown>) => ReadonlyArray<unknown>
+  readonly run: (...parameters: ReadonlyArray<unknown>) => unknown
 }
 
 /** The part of a better-sqlite3 database handle used here. */
@@ -32,8 +34,11 @@ interface Handle {
 export interface Direct {
   /** Whether `fiber` may run a statement on the handle now, synchronously (see the module doc). */
   readonly ready: (fiber: Fiber.RuntimeFiber<unknown, unknown>) => boolean
-  /** The prepared statement for `source`, prepared once per handle. Throws what `prepare` throws. */
-  readonly statement: (source: string) => Statement
+  /**
+   * The prepared statement for `source`, prepared once per handle (`keep: false`: prepared afresh
+   * and not kept, for texts that vary, such as lists of values). Throws what `prepare` throws.
+   */
+  readonly statement: (source: string, keep?: boolean) => Statement
 }
 
 const sqliteClientTypeId = Symbol.for("@effect/sql-sqlite-node/SqliteClient")
@@ -98,7 +103,8 @@ export const make = (sql: SqlClient.SqlClient): Effect.Effect<Direct | undefined
         const inTransaction = Option.isSome(Context.getOption(fiber.currentContext, SqlClient.TransactionConnection))
         return inTransaction ? handle.inTransaction : !handle.inTransaction
       },
-      statement: (source) => {
+      statement: (source, keep = true) => {
+        if (!keep) return handle.prepare(source)
         let statement = statements.get(source)
         if (statement === undefined) {
           statement = handle.prepare(source)

@@ -4,9 +4,10 @@
  * events per transaction and hands them to the ChangeTap (staged inside the outermost transaction
  * just before commit, published after it), and records which tables a computation read.
  */
+import type { Fiber } from "effect"
 import { Chunk, Clock, Context, Effect, Either, FiberRef, Option, Stream } from "effect"
 import { ChangeTap } from "./ChangeTap.js"
-import type { ChangeTapShape, PendingChange } from "./ChangeTap.js"
+import type { ChangeTapShape, PendingChange, Stager } from "./ChangeTap.js"
 import * as Driver from "./Driver.js"
 import * as CommitWitness from "./CommitWitness.js"
 import { CommitUnknown, DuplicateRow, RowInvalid, RowNotFound, StoreUnavailable, UnknownField } from "./Errors.js"
@@ -17,6 +18,7 @@ import { noteRead, noteReadIn } from "./ReadTracking.js"
 import * as RowCodec from "./RowCodec.js"
 import type { StoreShape } from "./StoreShape.js"
 import * as Subject from "./Subject.js"
+import * as StageStatements from "./StageStatements.js"
 import type * as Table from "./Table.js"
 import * as TenantScope from "./TenantScope.js"
 
@@ -98,6 +100,34 @@ const decodeAll = (table: Table.Any, rows: ReadonlyArray<Driver.Encoded>): Eithe
   return Either.right(decoded)
 }
 
+/** The driver query of `find`'s options, under `scope`. */
+const queryOf = (
+  table: Table.Any,
+  options: {
+    readonly where?: Readonly<Record<string, unknown>>
+    readonly orderBy?: string
+    readonly direction?: "asc" | "desc"
+    readonly limit?: number
+    readonly offset?: number
+  } | undefined,
+  scope: TenantScope.Scope
+): Either.Either<Driver.Query, UnknownField | RowInvalid> => {
+  const where = clausesOf(table, options?.where, scope)
+  if (Either.isLeft(where)) return Either.left(where.left)
+  const orderBy = options?.orderBy ?? "id"
+  if (!RowCodec.of(table).fields.has(orderBy)) return Either.left(new UnknownField({ table: table.name, field: orderBy }))
+  return Either.right({
+    where: where.right,
+    orderBy,
+    direction: options?.direction ?? "asc",
+    limit: wholeNumber(options?.limit),
+    offset: wholeNumber(options?.offset)
+  })
+}
+
+/** System code's scope: every tenant's rows. */
+const unscoped: TenantScope.Scope = { _tag: "Unscoped" }
+
 /** A COMMIT whose outcome is unknown: it may have committed, so a witness must count it. */
 const isCommitUnknown = (error: unknown): boolean => error instanceof CommitUnknown
 
@@ -106,6 +136,7 @@ const idOf = (row: Driver.Encoded): string => row.id as string
 /** This process's prefix of change refs (random), and a counter after it: unique across processes. */
 const refPrefix = crypto.randomUUID().slice(0, 13)
 let refCounter = 0
+const nextRef = () => `${refPrefix}:${(++refCounter).toString(36)}`
 
 /**
  * A limit, offset or page size as a whole number from 0 to 2^53 − 1 (`undefined` when absent or not
@@ -216,8 +247,7 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       const provenance = yield* FiberRef.get(Provenance.current)
       for (const { after, before } of rows) {
         const row = (after ?? before)!
-        const ref = `${refPrefix}:${(++refCounter).toString(36)}`
-        changes.push({ table: table.name, op, id: idOf(row), tenantId: TenantScope.tenantOf(table, row), before, after, at, provenance, ref })
+        changes.push({ table: table.name, op, id: idOf(row), tenantId: TenantScope.tenantOf(table, row), before, after, at, provenance, ref: nextRef() })
       }
     })
 
@@ -262,7 +292,9 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       Effect.withFiberRuntime<unknown, StoreError>((fiber) => {
         if (Telemetry.isInstalled(fiber.currentTracer)) return restore(inSpan("insert", table, insertAsync(table, row)))
         const own = fiber.getFiberRef(buffer)
-        if (own === undefined && (tap.scope !== "local" || tap.stagers().length > 0)) return restore(insertAsync(table, row))
+        if (own === undefined && (tap.scope !== "local" || tap.stagers().length > 0)) {
+          return insertStagedNow(fiber, table, row) ?? restore(insertAsync(table, row))
+        }
         const encoded = encodeNew(table, row)
         if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
         const after = encoded.right
@@ -279,7 +311,9 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
           before: null,
           after,
           at: Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis(),
-          provenance: fiber.getFiberRef(Provenance.current)
+          provenance: fiber.getFiberRef(Provenance.current),
+          // Stagers name their work by it (inside a transaction too: its stagers run at its commit).
+          ref: nextRef()
         }
         const decoded = RowCodec.of(table).decode(after)
         if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
@@ -292,6 +326,86 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
         return Effect.as(Effect.zipRight(stage(changes), publish(changes)), decoded.right)
       })
     )
+
+  const transactNow = driver.transactNow
+  /**
+   * The stagers' statements run synchronously in a `transactNow` body: as the store would run them
+   * for a stager (system scope, no change events), reads noted as `fiber`'s.
+   */
+  const stagingNow = (fiber: Fiber.RuntimeFiber<unknown, unknown>, now: Driver.Now): StageStatements.Now => ({
+    insert: (table, rows) => {
+      for (const row of rows) {
+        const encoded = encodeNew(table, row)
+        if (Either.isLeft(encoded)) return encoded.left
+        const failed = now.insert(table, encoded.right)
+        if (failed !== undefined) return failed
+      }
+      return undefined
+    },
+    find: (table, options) => {
+      noteReadIn(fiber, table.name)
+      const query = queryOf(table, options, unscoped)
+      if (Either.isLeft(query)) return Either.left(query.left)
+      const rows = now.find(table, query.right)
+      return rows instanceof StoreUnavailable ? Either.left(rows) : decodeAll(table, rows)
+    }
+  })
+
+  /**
+   * A one-row insert outside a transaction, with stagers, on a tier that runs a short transaction
+   * synchronously (SQLite): the row, every stager's statements and COMMIT in this fiber step, then
+   * publication — the client's transaction costs several times the insert. `undefined` when that
+   * cannot be (a stager without `statements`, a tap that stages itself under fleet scope, the tier
+   * not ready): the caller takes the client's transaction. Called with no tracer installed.
+   */
+  const insertStagedNow = (
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    table: Table.Any,
+    row: Readonly<Record<string, unknown>>
+  ): Effect.Effect<unknown, StoreError> | undefined => {
+    if (transactNow === undefined || tap.scope !== "local") return undefined
+    const plans: Array<NonNullable<Stager["statements"]>> = []
+    for (const stager of tap.stagers()) {
+      if (stager.statements === undefined) return undefined
+      plans.push(stager.statements)
+    }
+    const encoded = encodeNew(table, row)
+    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+    const after = encoded.right
+    const refused = TenantScope.violation(table, TenantScope.ofFiber(fiber, table), after)
+    if (refused !== undefined) return Effect.fail(refused)
+    const decoded = RowCodec.of(table).decode(after)
+    if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+    const changes: Array<PendingChange> = [{
+      table: table.name,
+      op: "insert",
+      id: idOf(after),
+      tenantId: TenantScope.tenantOf(table, after),
+      before: null,
+      after,
+      at: Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis(),
+      provenance: fiber.getFiberRef(Provenance.current),
+      ref: nextRef()
+    }]
+    const outcome = transactNow(fiber, (now) => {
+      const inserted = now.insert(table, after)
+      if (inserted !== undefined) return Either.left(inserted)
+      const staging = stagingNow(fiber, now)
+      for (const plan of plans) {
+        const staged = StageStatements.runNow(plan(changes), staging)
+        if (Either.isLeft(staged)) return staged
+      }
+      return Either.right(undefined)
+    })
+    if (outcome === Driver.NotNow) return undefined
+    if (Either.isLeft(outcome)) {
+      if (!isCommitUnknown(outcome.left)) return Effect.fail(outcome.left)
+      CommitWitness.markIn(fiber)
+      return Effect.zipRight(tap.commitUnknown === undefined ? Effect.void : tap.commitUnknown(changes), Effect.fail(outcome.left))
+    }
+    CommitWitness.markIn(fiber)
+    return Effect.as(publish(changes), decoded.right)
+  }
 
   const insertMany = (table: Table.Any, rows: ReadonlyArray<Readonly<Record<string, unknown>>>) =>
     rows.length === 0 ? Effect.succeed([]) : transaction(Effect.gen(function*() {
@@ -401,17 +515,9 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
 
   const find = (table: Table.Any, options?: Options) =>
     Effect.gen(function*() {
-      const where = yield* whereOf(table, options)
-      const orderBy = options?.orderBy ?? "id"
-      if (!RowCodec.of(table).fields.has(orderBy)) return yield* new UnknownField({ table: table.name, field: orderBy })
-      const rows = yield* driver.find(table, {
-        where,
-        orderBy,
-        direction: options?.direction ?? "asc",
-        limit: wholeNumber(options?.limit),
-        offset: wholeNumber(options?.offset)
-      })
-      return yield* decodeAll(table, rows)
+      yield* noteRead(table.name)
+      const query = yield* queryOf(table, options, yield* TenantScope.of(table))
+      return yield* decodeAll(table, yield* driver.find(table, query))
     })
 
   const count = (table: Table.Any, options?: Options) =>

@@ -13,8 +13,7 @@
  */
 import { Clock, Effect, Option } from "effect"
 import type { PendingChange } from "../kernel/ChangeTap.js"
-import type { StoreError } from "../kernel/Errors.js"
-import { Store } from "../kernel/Store.js"
+import * as StageStatements from "../kernel/StageStatements.js"
 import type { StoreShape } from "../kernel/Store.js"
 import type { Resolved } from "./Options.js"
 import { driftId, SearchDrift, SearchPending } from "./tables.js"
@@ -34,24 +33,16 @@ export type InFlight = Map<string, number>
  * statement). Its failure fails the write.
  */
 export const stage = (tables: ReadonlySet<string>, inFlight: InFlight) =>
-(changes: ReadonlyArray<PendingChange>): Effect.Effect<void, StoreError, Store> =>
-  Effect.suspend(() => {
+  function*(changes: ReadonlyArray<PendingChange>): StageStatements.Plan<void> {
     let markers: Array<{ readonly id: string; readonly tableName: string; readonly rowId: string; readonly stagedAt: number }> | undefined
     for (const change of changes) {
       if (change.ref === undefined || !tables.has(change.table)) continue
       ;(markers ??= []).push({ id: change.ref, tableName: change.table, rowId: change.id, stagedAt: change.at })
     }
-    if (markers === undefined) return Effect.void
-    const written = markers
-    return Effect.flatMap(Store, (store) =>
-      store.insertMany(SearchPending, written).pipe(
-        Effect.tap(() =>
-          Effect.sync(() => {
-            for (const marker of written) inFlight.set(marker.id, marker.stagedAt)
-          })
-        )
-      ))
-  })
+    if (markers === undefined) return
+    yield* StageStatements.insert(SearchPending, markers)
+    for (const marker of markers) inFlight.set(marker.id, marker.stagedAt)
+  }
 
 /**
  * Deletes markers in the background, many per transaction: the listener hands over refs as it

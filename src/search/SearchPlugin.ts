@@ -18,6 +18,7 @@ import * as Options from "./Options.js"
 import * as Pending from "./Pending.js"
 import * as Query from "./Query.js"
 import * as Sync from "./Sync.js"
+import * as SyncError from "./SyncError.js"
 import { searchTables } from "./tables.js"
 
 /** The running state of a started plugin. */
@@ -184,7 +185,7 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
     // In the writing transaction: a pending-sync marker per change to an indexed table, so no
     // change commits without a durable record that it must reach the index (a marker that cannot
     // be written fails the write). See `Pending`.
-    onStage: Pending.stage(indexedTables, inFlight),
+    onStageStatements: Pending.stage(indexedTables, inFlight),
     // The memory tier dies with its process, rows and all: a marker there would guard nothing.
     onStageTiers: ["sqlite", "pg"],
     // Off the writer's path: the listener runs on its own fiber, in commit order, so a write never
@@ -195,7 +196,7 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
     recordChangeFailure: (event, cause) =>
       Effect.flatMap(running, (current) =>
         // A failed ledger write already means the change is lost: the write must fail loudly.
-        cause._tag === "Fail" && cause.error instanceof Sync.LedgerWriteFailed
+        cause._tag === "Fail" && cause.error instanceof SyncError.LedgerWriteFailed
           ? Effect.fail(cause.error)
           : current.engine.recordEvent(event, "the search listener failed unexpectedly")),
     procedures: [query],

@@ -23,41 +23,12 @@ import * as DdlLock from "../kernel/DdlLock.js"
 import type { BackendFactory } from "./Backend.js"
 import { SearchBackendError } from "./Errors.js"
 import * as Matching from "./Matching.js"
-import type { Document, Filter, Hit, IndexSpec, Query, Rebuild, Result, SearchBackendShape } from "./SearchBackend.js"
+import type { Document, Hit, IndexSpec, Query, Rebuild, Result, SearchBackendShape } from "./SearchBackend.js"
 import { maxEdits, SearchBackend } from "./SearchBackend.js"
+import * as SqlPg from "./SqlPg.js"
 import * as Text from "./Text.js"
 
-const distanceWeight = [1, 0.35, 0.15]
 const vocabularyTtlMs = 60_000
-
-/**
- * PostgreSQL: the tenant is also a word of the document's tsvector, so one GIN lookup answers
- * "these terms in this tenant" (hex keeps any tenant id a single word of the simple parser).
- */
-const tenantWord = (tenant: string) => `zzt${Buffer.from(tenant, "utf8").toString("hex")}`
-
-const isOrdered = (filter: Filter) => filter.op === "gt" || filter.op === "gte" || filter.op === "lt" || filter.op === "lte"
-
-/** A JSON value as the list of its elements (a scalar as a list of one; SQL NULL as `[null]`). */
-const wrap = (value: string) => `(CASE jsonb_typeof(${value}) WHEN 'array' THEN ${value} ELSE jsonb_build_array(${value}) END)`
-
-/**
- * One filter as a PostgreSQL condition on `d.doc`, with the semantics of `Matching.predicate`:
- * any element of a list matches; jsonb equality is JavaScript's `===` on JSON scalars; ordered
- * operators compare numbers only (an ordered filter on a date runs in the process instead).
- */
-const filterSql = (filter: Filter, param: (value: unknown) => string): string => {
-  const path = `${param(filter.field.split("."))}::text[]`
-  const elements = `jsonb_array_elements(${wrap(`d.doc #> ${path}`)}) e`
-  if (isOrdered(filter)) {
-    const op = filter.op === "gt" ? ">" : filter.op === "gte" ? ">=" : filter.op === "lt" ? "<" : "<="
-    // PostgreSQL may evaluate the cast before the type test of an AND: the CASE guards it.
-    return `EXISTS (SELECT 1 FROM ${elements} WHERE (CASE WHEN jsonb_typeof(e) = 'number' THEN e::numeric END) ${op} ${param(filter.value)}::numeric)`
-  }
-  const values = (Array.isArray(filter.value) ? filter.value : [filter.value]).map((value) => JSON.stringify(value))
-  const any = `EXISTS (SELECT 1 FROM ${elements} WHERE e = ANY(${param(values)}::text[]::jsonb[]))`
-  return filter.op === "eq" || filter.op === "in" ? any : `NOT ${any}`
-}
 
 /** Makes the backend over a SqlClient; creates its tables if missing. */
 export const make = Effect.gen(function*() {
@@ -159,7 +130,7 @@ export const make = Effect.gen(function*() {
           batch.map((doc) => typeof doc[spec.tenantField] === "string" ? doc[spec.tenantField] as string : null),
           bodies.map((words, i) => {
             const tenant = batch[i]![spec.tenantField]
-            return typeof tenant === "string" ? `${words.join(" ")} ${tenantWord(tenant)}` : words.join(" ")
+            return typeof tenant === "string" ? `${words.join(" ")} ${SqlPg.tenantWord(tenant)}` : words.join(" ")
           })
         ]
       )
@@ -236,86 +207,21 @@ export const make = Effect.gen(function*() {
 
   const quoteFts = (word: string) => `"${word.replace(/"/g, "\"\"")}"`
 
-  /**
-   * PostgreSQL answers the whole query in one statement: the matched set is materialised once, and
-   * its size, its facet counts, its page (ranked) and, for highlights, the words it matched come
-   * back; only the page's documents cross the wire. `where`/`params` already select the index, the
-   * tenant and the text match; the filters are added here.
-   */
+  /** PostgreSQL answers the whole query in one statement (see `SqlPg.statement`). */
   const queryInPg = (
     query: Query,
     baseWhere: string,
     baseParams: ReadonlyArray<unknown>,
     expansions: ReadonlyArray<ReadonlyArray<readonly [string, number]>> | undefined
-  ): Effect.Effect<Result, SqlError> =>
-    Effect.gen(function*() {
-      const params = [...baseParams]
-      const param = (value: unknown) => {
-        params.push(value)
-        return `$${params.length}`
-      }
-      let where = baseWhere
-      for (const filter of query.filters) where += ` AND ${filterSql(filter, param)}`
-      let score = "0::float8 AS score, ARRAY[]::text[] AS words"
-      let lateral = ""
-      if (expansions !== undefined) {
-        // Per term, its closest vocabulary word present in the document, weighted by distance and
-        // term frequency (the positions the tsvector keeps for it): the in-process formula.
-        const t: Array<number> = []
-        const word: Array<string> = []
-        const rank: Array<number> = []
-        const weight: Array<number> = []
-        expansions.forEach((words, i) =>
-          words.forEach(([w, distance], r) => {
-            t.push(i)
-            word.push(w)
-            rank.push(r)
-            weight.push(distanceWeight[distance] ?? 0.1)
-          })
-        )
-        lateral = ` CROSS JOIN LATERAL (
-          SELECT COALESCE(sum(b.wt * (1 + ln(b.tf))), 0)::float8 AS score, array_agg(b.word) AS words FROM (
-            SELECT DISTINCT ON (x.t) x.wt, x.word, COALESCE(array_length(u.positions, 1), 1) AS tf
-            FROM unnest(d.tsv) u
-            JOIN unnest(${param(t)}::int[], ${param(word)}::text[], ${param(rank)}::int[], ${param(weight)}::float8[]) AS x(t, word, r, wt) ON x.word = u.lexeme
-            ORDER BY x.t, x.r) b) s`
-        score = "s.score, s.words"
-      }
-      const limit = param(query.limit)
-      const offset = param(query.offset)
-      const facetFields = param(query.facets)
-      const parts = [
-        `SELECT 0 AS kind, NULL::int AS facet, NULL::text AS value, count(*)::int AS n, NULL::jsonb AS doc FROM m`,
-        `SELECT 1, f.ord::int, v.k, count(*)::int, NULL FROM m
-           CROSS JOIN unnest(${facetFields}::text[]) WITH ORDINALITY AS f(path, ord)
-           CROSS JOIN LATERAL (SELECT CASE jsonb_typeof(e) WHEN 'string' THEN e #>> '{}' WHEN 'number' THEN e::text WHEN 'boolean' THEN e::text END AS k
-             FROM jsonb_array_elements(${wrap("m.doc #> string_to_array(f.path, '.')")}) e) v
-           WHERE v.k IS NOT NULL GROUP BY f.ord, v.k`,
-        `SELECT 2, NULL, NULL, p.ord::int, p.doc FROM p`
-      ]
-      if (query.highlight !== undefined && expansions !== undefined) parts.push(`SELECT DISTINCT 3, NULL::int, w, 0, NULL::jsonb FROM m, unnest(m.words) w`)
-      const text = `WITH m AS MATERIALIZED (SELECT d.id, d.doc, ${score} FROM _fw_search_docs d${lateral} WHERE ${where}),
-        p AS (SELECT m.doc, row_number() OVER (ORDER BY m.score DESC, m.id COLLATE "C") AS ord FROM m
-              ORDER BY m.score DESC, m.id COLLATE "C" LIMIT ${limit} OFFSET ${offset})
-        ${parts.join(" UNION ALL ")}`
-      const rows = yield* run(text, params)
-      let found = 0
-      const facets: Record<string, Record<string, number>> = {}
-      for (const field of query.facets) facets[field] = {}
-      const page: Array<readonly [number, Document]> = []
-      const matchedWords = new Set<string>()
-      for (const row of rows) {
-        const kind = Number(row["kind"])
-        if (kind === 0) found = Number(row["n"])
-        else if (kind === 1) facets[query.facets[Number(row["facet"]) - 1]!]![String(row["value"])] = Number(row["n"])
-        else if (kind === 2) page.push([Number(row["n"]), (typeof row["doc"] === "string" ? JSON.parse(row["doc"]) : row["doc"]) as Document])
-        else matchedWords.add(String(row["value"]))
-      }
-      page.sort((a, b) => a[0] - b[0])
+  ): Effect.Effect<Result, SqlError> => {
+    const statement = SqlPg.statement(query, baseWhere, baseParams, expansions)
+    return Effect.map(run(statement.text, statement.params), (rows) => {
+      const { facets, found, matchedWords, page } = SqlPg.answer(query, rows)
       const spec = specOf(String(baseParams[0]))
-      const hits = page.map(([, doc]): Hit => highlighted(spec, query, doc, matchedWords, expansions === undefined))
+      const hits = page.map((doc): Hit => highlighted(spec, query, doc, matchedWords, expansions === undefined))
       return { hits, facets, found }
     })
+  }
 
   const highlighted = (spec: IndexSpec, query: Query, doc: Document, matchedWords: ReadonlySet<string>, noTerms: boolean): Hit => {
     if (query.highlight === undefined || noTerms) return { doc }
@@ -356,7 +262,7 @@ export const make = Effect.gen(function*() {
       if (terms.length === 0) {
         text = `SELECT d.doc FROM _fw_search_docs d WHERE ${where}`
       } else if (pg) {
-        const tenantTerm = tenantFilter !== undefined ? ` & '${tenantWord(tenantFilter.value as string)}'` : ""
+        const tenantTerm = tenantFilter !== undefined ? ` & '${SqlPg.tenantWord(tenantFilter.value as string)}'` : ""
         params.push(expansions.map((words) => `(${words.map(([word]) => `'${word}'`).join(" | ")})`).join(" & ") + tenantTerm)
         where += ` AND d.tsv @@ to_tsquery('simple', ${p(params.length)})`
         text = `SELECT d.doc FROM _fw_search_docs d WHERE ${where}`
@@ -364,7 +270,7 @@ export const make = Effect.gen(function*() {
         params.push(expansions.map((words) => `(${words.map(([word]) => quoteFts(word)).join(" OR ")})`).join(" AND "))
         text = `SELECT d.doc FROM _fw_search_fts f JOIN _fw_search_docs d ON d.rid = f.rowid WHERE ${where} AND _fw_search_fts MATCH ?`
       }
-      if (pg && !query.filters.some((filter) => isOrdered(filter) && typeof filter.value !== "number")) {
+      if (pg && !query.filters.some((filter) => SqlPg.isOrdered(filter) && typeof filter.value !== "number")) {
         return yield* queryInPg(query, where, params, terms.length === 0 ? undefined : expansions)
       }
       const rows = yield* run(text, params)
@@ -382,7 +288,7 @@ export const make = Effect.gen(function*() {
             for (const [word, distance] of words) {
               const tf = counts.get(word)
               if (tf === undefined) continue
-              score += (distanceWeight[distance] ?? 0.1) * (1 + Math.log(tf))
+              score += (SqlPg.distanceWeight[distance] ?? 0.1) * (1 + Math.log(tf))
               matchedWords.add(word)
               break
             }

@@ -1,7 +1,8 @@
 /**
- * The sync engine of one running search plugin: applies committed changes to the backend, retries
- * transient failures with capped exponential backoff in the background, keeps the drift ledger,
- * repairs it, reindexes, and buffers the sync counters.
+ * The sync engine of one running search plugin: applies committed changes to the backend (the
+ * listener), retries transient failures in the background (`Backoff`) in per-row order
+ * (`RowOrder`), keeps and repairs the drift ledger (`Ledger`, the sweep under a fleet-wide `Lease`),
+ * reindexes (`Reindex`), and buffers the sync counters (`Stats`).
  *
  * Ordering: the change tap delivers one change at a time in commit order, on the plugin's own
  * listener fiber (off the writer's path: a write never waits for the engine), and the first
@@ -18,58 +19,29 @@
  * a marker, made by hand, fails its delivery instead: the tap retries delivery and recording.)
  */
 import type { Scope } from "effect"
-import { Clock, Duration, Effect, Either, Exit, Fiber, FiberSet, Option, Schedule, Schema, SchemaAST, Stream } from "effect"
+import { Clock, Duration, Effect, Either, Exit, Fiber, FiberSet, Option, Schema, SchemaAST } from "effect"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
-import type { StoreError } from "../kernel/Errors.js"
 import type { StoreShape } from "../kernel/Store.js"
-import { SearchBackendError } from "./Errors.js"
+import * as Backoff from "./Backoff.js"
+import * as Lease from "./Lease.js"
+import * as Ledger from "./Ledger.js"
 import type { Resolved, Sync } from "./Options.js"
 import * as Pending from "./Pending.js"
-import type { Document, Rebuild, SearchBackendShape } from "./SearchBackend.js"
-import { driftId, SearchDrift, SearchLease, SearchStats } from "./tables.js"
+import * as Reindex from "./Reindex.js"
+import * as RowOrder from "./RowOrder.js"
+import type { Document, SearchBackendShape } from "./SearchBackend.js"
+import * as Stats from "./Stats.js"
+import { DocumentInvalid, isTransient } from "./SyncError.js"
+import type { LedgerWriteFailed, SyncError } from "./SyncError.js"
+import { driftId, SearchDrift, SearchStats } from "./tables.js"
 
-/** The ledger could not be written: the change would be lost, so its write must fail loudly. */
-export class LedgerWriteFailed extends Schema.TaggedError<LedgerWriteFailed>()("LedgerWriteFailed", {
-  index: Schema.String,
-  rowId: Schema.String,
-  message: Schema.String
-}) {}
-
-/** A row whose document cannot be derived (`map` threw, or returned a wrong id or tenant). */
-export class DocumentInvalid extends Schema.TaggedError<DocumentInvalid>()("DocumentInvalid", {
-  index: Schema.String,
-  rowId: Schema.String,
-  message: Schema.String
-}) {}
-
-type SyncError = SearchBackendError | DocumentInvalid | StoreError
-
-const isTransient = (error: SyncError) =>
-  error._tag === "SearchBackendError" ? error.kind === "transient" : error._tag === "StoreUnavailable"
-
-const describe = (error: SyncError) => error._tag === "SearchBackendError" ? `${error.operation}: ${error.message}` : error.message
-
-/** Progress of a reindex. */
-export interface ReindexProgress {
-  readonly index: string
-  readonly phase: "walking" | "catching-up" | "swapping" | "done"
-  /** Rows written to the fresh index so far. */
-  readonly done: number
-  /** Rows in the table when the walk began. */
-  readonly total: number
-}
+export type { ReindexProgress } from "./Reindex.js"
 
 /** The result of a repair pass. */
 export interface ResyncReport {
   readonly scanned: number
   readonly repaired: number
   readonly failed: number
-}
-
-interface Counters {
-  synced: number
-  removed: number
-  dropped: number
 }
 
 /** The per-index view of the inspect surface (spec 2.4, 4.1). */
@@ -122,21 +94,14 @@ export const make = (options: {
       const decode = Schema.decodeUnknownEither(index.table.schema)
       return [index.name, plain ? (row: unknown) => Either.right(row) : decode] as const
     }))
-    // Maintenance leases outlive a stalled holder by a minute at most (renewed while it works).
-    const leaseMs = 60_000
-    const busy = new Map<string, { dirty: boolean }>()
-    const ledgerKeys = new Set<string>()
-    const rebuilding = new Map<string, { readonly rebuild: Rebuild; readonly touched: Set<string> }>()
-    const reindexing = new Set<string>()
-    const counters = new Map<string, Counters>(indexes.map((index) => [index.name, { synced: 0, removed: 0, dropped: 0 }]))
-    let buffered = 0
-    let flushScheduled = false
-    let sawRemote = false
+    const rows = RowOrder.make()
+    const rebuilding: Reindex.Rebuilding = new Map()
+    const stats = yield* Stats.make({ store, indexes, sync, replica, background })
+    const ledger = yield* Ledger.make(store)
+    const { withLease } = Lease.make(store, replica)
     let warnedPeer = false
     let repairedTotal = 0
 
-    // Known ledger entries: a later successful write clears its entry without a read per change.
-    yield* store.walk(SearchDrift, { pageSize: 1000 }).pipe(Stream.runForEach((entry) => Effect.sync(() => ledgerKeys.add(entry.id))))
     const markers = Pending.makeClearer(store, background)
     const staging = store.dialect !== "memory"
 
@@ -170,18 +135,6 @@ export const make = (options: {
         : Effect.fail(new DocumentInvalid({ index: index.name, rowId, message: "the changed row does not decode" }))
     }
 
-    const count = (index: Resolved, key: keyof Counters, n = 1) =>
-      Effect.suspend(() => {
-        counters.get(index.name)![key] += n
-        buffered += n
-        if (sync.statsFlushIntervalMs === 0) return flushStats
-        if (buffered >= sync.statsFlushMaxBuffered && !flushScheduled) {
-          flushScheduled = true
-          return background(Effect.ensuring(flushStats, Effect.sync(() => flushScheduled = false)))
-        }
-        return Effect.void
-      })
-
     /** Writes the document (or its removal) to the live index and to a fresh one being built. */
     const write = (index: Resolved, rowId: string, doc: Document | null) =>
       Effect.gen(function*() {
@@ -192,7 +145,7 @@ export const make = (options: {
         if (building !== undefined) {
           yield* (doc === null ? building.rebuild.remove([rowId]) : building.rebuild.upsert([doc]))
         }
-        yield* count(index, doc === null ? "removed" : "synced")
+        yield* stats.count(index, doc === null ? "removed" : "synced")
       })
 
     /** Re-reads the row and writes what it is now (its document, or its removal). */
@@ -203,70 +156,15 @@ export const make = (options: {
         yield* write(index, rowId, yield* derive(index, row.value, rowId))
       })
 
-    const ledgerFailure = (index: Resolved, rowId: string) => (error: StoreError) =>
-      new LedgerWriteFailed({ index: index.name, rowId, message: error.message })
-
-    /** Records (or updates) a ledger entry. */
-    const record = (index: Resolved, rowId: string, state: "retrying" | "failed", error: SyncError, attempts: number) =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const id = driftId(index.name, rowId)
-        const existing = ledgerKeys.has(id) ? yield* store.get(SearchDrift, id) : Option.none()
-        yield* store.upsert(SearchDrift, {
-          id,
-          indexName: index.name,
-          rowId,
-          tableName: index.table.name,
-          state,
-          lastError: describe(error).slice(0, 2000),
-          errorKind: isTransient(error) ? "transient" : "permanent",
-          attempts: Option.match(existing, { onNone: () => attempts, onSome: (entry) => entry.attempts + attempts }),
-          firstFailedAt: Option.match(existing, { onNone: () => now, onSome: (entry) => entry.firstFailedAt }),
-          lastFailedAt: now
-        })
-        ledgerKeys.add(id)
-      }).pipe(Effect.mapError(ledgerFailure(index, rowId)))
-
-    const clear = (index: Resolved, rowId: string) =>
-      Effect.suspend(() => {
-        const id = driftId(index.name, rowId)
-        if (!ledgerKeys.has(id)) return Effect.void
-        return store.delete(SearchDrift, id).pipe(
-          Effect.catchTag("RowNotFound", () => Effect.void),
-          Effect.tap(() => Effect.sync(() => ledgerKeys.delete(id)))
-        )
-      })
-
-    /** Marks a row busy and runs `body`; re-runs `resyncRow` while changes arrived meanwhile. */
-    const exclusive = <A, E>(key: string, body: Effect.Effect<A, E>) =>
-      Effect.acquireUseRelease(
-        Effect.sync(() => {
-          // A retry inherits the mark `onChange` set when it scheduled it.
-          const mark = busy.get(key) ?? { dirty: false }
-          busy.set(key, mark)
-          return mark
-        }),
-        () => body,
-        () => Effect.sync(() => busy.delete(key))
-      )
-
-    const delay = (attempt: number, error: SyncError) => {
-      const backoff = Math.min(sync.retryBaseDelayMs * 2 ** attempt, sync.retryMaxDelayMs)
-      const asked = error._tag === "SearchBackendError" ? error.retryAfterMs ?? 0 : 0
-      return Math.min(Math.max(backoff, asked), sync.retryMaxDelayMs)
-    }
-
     /** The background retries of one (index, row) after a transient failure. */
     const retry = (index: Resolved, rowId: string, first: SyncError) => {
       const key = driftId(index.name, rowId)
-      return exclusive(
-        key,
+      return rows.exclusive(key, (mark) =>
         Effect.gen(function*() {
-          const mark = busy.get(key)!
           let error = first
           let attempts = 0
           while (attempts < sync.retries && isTransient(error)) {
-            yield* Effect.sleep(Duration.millis(delay(attempts, error)))
+            yield* Effect.sleep(Duration.millis(Backoff.delay(sync, attempts, error)))
             attempts++
             mark.dirty = false
             const outcome = yield* Effect.exit(resyncRow(index, rowId))
@@ -277,26 +175,25 @@ export const make = (options: {
                 const again = yield* Effect.exit(resyncRow(index, rowId))
                 if (Exit.isFailure(again)) break
               }
-              yield* clear(index, rowId).pipe(Effect.catchAll((e) => Effect.logWarning(`search: could not clear ${key} from the drift ledger`, e)))
+              yield* ledger.clear(index, rowId).pipe(Effect.catchAll((e) => Effect.logWarning(`search: could not clear ${key} from the drift ledger`, e)))
               return
             }
             const failure = outcome.cause._tag === "Fail" ? outcome.cause.error : undefined
             if (failure === undefined) return yield* Effect.failCause(outcome.cause)
             error = failure
           }
-          yield* count(index, "dropped")
-          yield* record(index, rowId, "failed", error, attempts).pipe(
+          yield* stats.count(index, "dropped")
+          yield* ledger.record(index, rowId, "failed", error, attempts).pipe(
             // The entry is already there as `retrying`: the sweep still repairs it.
             Effect.catchAll((e) => Effect.logError(`search: could not mark ${key} failed in the drift ledger`, e))
           )
-        })
-      ).pipe(Effect.catchAllCause((cause) => Effect.logError(`search: retry of ${key} failed unexpectedly`, cause)))
+        })).pipe(Effect.catchAllCause((cause) => Effect.logError(`search: retry of ${key} failed unexpectedly`, cause)))
     }
 
     /** Handles one committed change (the plugin's `onChangeEvent`). */
     const onChange = (event: ChangeEvent): Effect.Effect<void, LedgerWriteFailed> =>
       Effect.gen(function*() {
-        if (event.remote === true && !sawRemote) sawRemote = true
+        if (event.remote === true) stats.noteRemote()
         const targets = byTable.get(event.table)
         if (targets === undefined) return
         // Markers exist only on the SQL tiers (see `Pending.stage`).
@@ -317,7 +214,7 @@ export const make = (options: {
           ))
         for (const index of targets) {
           const key = driftId(index.name, event.id)
-          const mark = busy.get(key)
+          const mark = rows.get(key)
           if (mark !== undefined) {
             // A retry or repair owns this row: it re-reads the row after its current attempt.
             mark.dirty = true
@@ -331,19 +228,19 @@ export const make = (options: {
               Effect.flatMap(derive(index, row, event.id), (doc) => write(index, event.id, doc)))
           const outcome = yield* Effect.either(attempt)
           if (outcome._tag === "Right") {
-            yield* recorded(index, clear(index, event.id).pipe(Effect.mapError(ledgerFailure(index, event.id))))
+            yield* recorded(index, ledger.clear(index, event.id).pipe(Effect.mapError(ledger.failure(index, event.id))))
             continue
           }
           const error = outcome.left
           if (isTransient(error) && sync.retries > 0) {
             // Unrecorded, the row is left to the sweep (through the marker), not retried here.
-            if (!(yield* recorded(index, record(index, event.id, "retrying", error, 1)))) continue
+            if (!(yield* recorded(index, ledger.record(index, event.id, "retrying", error, 1)))) continue
             // Registered before delivery returns, so the next change to this row sees it busy.
-            busy.set(key, { dirty: false })
+            rows.claim(key)
             yield* background(retry(index, event.id, error))
           } else {
-            yield* count(index, "dropped")
-            yield* recorded(index, record(index, event.id, "failed", error, 1))
+            yield* stats.count(index, "dropped")
+            yield* recorded(index, ledger.record(index, event.id, "failed", error, 1))
           }
         }
         if (ref !== undefined) {
@@ -355,13 +252,13 @@ export const make = (options: {
     /** Records a change as failed for every index of its table (a defect in the listener itself). */
     const recordEvent = (event: ChangeEvent, message: string) =>
       Effect.forEach(byTable.get(event.table) ?? [], (index) =>
-        record(index, event.id, "failed", new DocumentInvalid({ index: index.name, rowId: event.id, message }), 1), { discard: true })
+        ledger.record(index, event.id, "failed", new DocumentInvalid({ index: index.name, rowId: event.id, message }), 1), { discard: true })
 
     /** Moves abandoned pending-sync markers to the ledger (see `Pending.adopt`). */
     const adoptAbandoned = (limit: number) =>
       !staging ? Effect.void : Effect.flatMap(Pending.adopt(store, indexes, inFlight, markers.queued, limit), (ids) =>
         Effect.sync(() => {
-          for (const id of ids) ledgerKeys.add(id)
+          for (const id of ids) ledger.known(id)
         }))
 
     /** Repairs ledger entries: re-reads each row and writes what it is now. */
@@ -376,11 +273,10 @@ export const make = (options: {
             yield* store.delete(SearchDrift, entry.id).pipe(Effect.ignore)
             continue
           }
-          if (busy.has(entry.id)) continue
-          const outcome = yield* exclusive(
+          if (rows.get(entry.id) !== undefined) continue
+          const outcome = yield* rows.exclusive(
             entry.id,
-            Effect.gen(function*() {
-              const mark = busy.get(entry.id)!
+            (mark) => Effect.gen(function*() {
               let result = yield* Effect.either(resyncRow(index, entry.rowId))
               while (result._tag === "Right" && mark.dirty) {
                 mark.dirty = false
@@ -392,59 +288,15 @@ export const make = (options: {
           if (outcome._tag === "Right") {
             repaired++
             repairedTotal++
-            ledgerKeys.add(entry.id)
-            yield* clear(index, entry.rowId)
+            ledger.known(entry.id)
+            yield* ledger.clear(index, entry.rowId)
           } else {
             failed++
-            yield* record(index, entry.rowId, "failed", outcome.left, 1)
+            yield* ledger.record(index, entry.rowId, "failed", outcome.left, 1)
           }
         }
         return { scanned: entries.length, repaired, failed }
       })
-
-    /**
-     * Takes the fleet-wide lease `name` for `leaseMs` (free, lapsed, or already this replica's).
-     * The read locks the row (PostgreSQL `FOR UPDATE`), and a concurrent first claim fails
-     * `DuplicateRow`, so two replicas never both hold it.
-     */
-    const claimLease = (name: string) =>
-      store.transaction(Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const current = yield* store.get(SearchLease, name, { forUpdate: true })
-        const lease = { id: name, holder: replica, expiresAt: now + leaseMs }
-        if (Option.isNone(current)) {
-          yield* store.insert(SearchLease, lease)
-          return true
-        }
-        if (current.value.holder !== replica && current.value.expiresAt > now) return false
-        yield* store.upsert(SearchLease, lease)
-        return true
-      })).pipe(Effect.catchTag("DuplicateRow", () => Effect.succeed(false)))
-
-    const releaseLease = (name: string) =>
-      store.transaction(Effect.gen(function*() {
-        const current = yield* store.get(SearchLease, name, { forUpdate: true })
-        if (Option.isSome(current) && current.value.holder === replica) yield* store.delete(SearchLease, name)
-      })).pipe(Effect.catchAll((e) => Effect.logWarning(`search: could not release the lease ${name}`, e)))
-
-    /**
-     * Runs `work` under the fleet-wide lease `name`, renewed every third of `leaseMs` while it
-     * runs; `None` when another replica holds it.
-     */
-    const withLease = <A, E, R>(name: string, work: Effect.Effect<A, E, R>) =>
-      Effect.flatMap(claimLease(name), (held) =>
-        !held ? Effect.succeed(Option.none<A>()) : Effect.gen(function*() {
-          const renew = yield* claimLease(name).pipe(
-            Effect.catchAll(() => Effect.succeed(false)),
-            Effect.repeat(Schedule.spaced(Duration.millis(leaseMs / 3))),
-            Effect.delay(Duration.millis(leaseMs / 3)),
-            Effect.fork
-          )
-          return yield* work.pipe(
-            Effect.map(Option.some),
-            Effect.ensuring(Effect.zipRight(Fiber.interrupt(renew), releaseLease(name)))
-          )
-        }))
 
     /**
      * One sweep: the oldest `resyncBatchSize` entries, by one replica of the fleet at a time (the
@@ -476,54 +328,9 @@ export const make = (options: {
         return total as ResyncReport
       })
 
-    /** Adds the buffered counters to this replica's stats rows. */
-    const flushLock = yield* Effect.makeSemaphore(1)
-    const flushStats: Effect.Effect<void> = flushLock.withPermits(1)(Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      for (const index of indexes) {
-        const pending = counters.get(index.name)!
-        const delta = { ...pending }
-        pending.synced = pending.removed = pending.dropped = 0
-        const id = driftId(index.name, replica)
-        const outcome = yield* Effect.either(Effect.gen(function*() {
-          const existing = yield* store.get(SearchStats, id)
-          const base = Option.getOrElse(existing, () => ({
-            id, indexName: index.name, replica, synced: 0, removed: 0, dropped: 0, fleet: false,
-            lastReindexAt: null, lastReindexRows: null, seenAt: now
-          }))
-          yield* store.upsert(SearchStats, {
-            ...base,
-            synced: base.synced + delta.synced,
-            removed: base.removed + delta.removed,
-            dropped: base.dropped + delta.dropped,
-            fleet: base.fleet || sawRemote,
-            seenAt: now
-          })
-        }))
-        if (outcome._tag === "Left") {
-          // Put the counts back for the next flush.
-          pending.synced += delta.synced
-          pending.removed += delta.removed
-          pending.dropped += delta.dropped
-          yield* Effect.logWarning("search: could not flush sync stats", outcome.left)
-          return
-        }
-      }
-      buffered = 0
-    }))
-
-    const setReindexed = (index: Resolved, rows: number) =>
-      Effect.gen(function*() {
-        yield* flushStats
-        const now = yield* Clock.currentTimeMillis
-        const id = driftId(index.name, replica)
-        const existing = yield* store.get(SearchStats, id)
-        if (Option.isSome(existing)) yield* store.upsert(SearchStats, { ...existing.value, lastReindexAt: now, lastReindexRows: rows })
-      }).pipe(Effect.catchAll((e) => Effect.logWarning("search: could not record the reindex in stats", e)))
-
     /** The per-index view: counters over replicas (sum, or max under fleet scope), drift, policy. */
     const view = Effect.gen(function*() {
-      yield* flushStats
+      yield* stats.flush
       const views: Array<IndexView> = []
       for (const index of indexes) {
         const rows = yield* store.find(SearchStats, { where: { indexName: index.name } })
@@ -554,119 +361,7 @@ export const make = (options: {
       return views
     })
 
-    /**
-     * A reindex step retried on a transient failure with the sync backoff (`retries` times): one
-     * busy moment of the engine (or a SQLite writer lock held by the app's own connection) must not
-     * throw away the pages written so far.
-     */
-    const retryTransient = <A>(step: Effect.Effect<A, SearchBackendError>) =>
-      Effect.retry(step, {
-        while: (error) => error.kind === "transient",
-        times: sync.retries,
-        schedule: Schedule.exponential(Duration.millis(sync.retryBaseDelayMs)).pipe(
-          Schedule.union(Schedule.spaced(Duration.millis(sync.retryMaxDelayMs)))
-        )
-      })
-
-    /**
-     * Reindex: a keyset walk of the table in pages of `reindexBatchSize`, written into a fresh index
-     * that is swapped in at the end, so rows deleted meanwhile leave no orphan. Changes during the
-     * walk go to both indexes; rows they touched are re-read before the swap.
-     */
-    const reindex = (indexName: string, onProgress: (progress: ReindexProgress) => Effect.Effect<void> = () => Effect.void) =>
-      Effect.gen(function*() {
-        const index = indexes.find((candidate) => candidate.name === indexName)
-        if (index === undefined) return yield* Effect.dieMessage(`no index "${indexName}"`)
-        const total = yield* store.count(index.table)
-        let done = 0
-        const seen = backend.rebuild === undefined ? new Set<string>() : undefined
-        const rebuild: Rebuild = backend.rebuild !== undefined ? yield* backend.rebuild(index.spec) : {
-          // Without a fresh index: write into the live one, then remove what the walk did not see.
-          upsert: (docs) => backend.upsert(index.spec.index, docs),
-          remove: (ids) => backend.remove(index.spec.index, ids),
-          swap: Effect.gen(function*() {
-            if (backend.documents === undefined) {
-              return yield* Effect.logWarning(`search: backend "${backend.name}" cannot list documents; orphans of "${indexName}" stay`)
-            }
-            const orphans: Array<string> = []
-            yield* Stream.runForEach(backend.documents(index.spec.index), (doc) =>
-              Effect.sync(() => {
-                if (!seen!.has(doc.id)) orphans.push(doc.id)
-              }))
-            if (orphans.length > 0) yield* backend.remove(index.spec.index, orphans)
-          }),
-          abort: Effect.void
-        }
-        const touched = new Set<string>()
-        rebuilding.set(index.name, { rebuild, touched })
-        yield* Effect.addFinalizer((exit) =>
-          Effect.zipRight(
-            Effect.sync(() => rebuilding.delete(index.name)),
-            Exit.isSuccess(exit) ? Effect.void : rebuild.abort
-          )
-        )
-        yield* onProgress({ index: indexName, phase: "walking", done, total })
-        yield* store.walk(index.table, { pageSize: sync.reindexBatchSize }).pipe(
-          Stream.grouped(sync.reindexBatchSize),
-          Stream.runForEach((chunk) =>
-            Effect.gen(function*() {
-              const docs: Array<Document> = []
-              for (const row of chunk) {
-                const rowId = (row as { readonly id: string }).id
-                seen?.add(rowId)
-                const doc = yield* Effect.either(derive(index, row, rowId))
-                if (doc._tag === "Right") docs.push(doc.right)
-                else {
-                  yield* count(index, "dropped")
-                  yield* record(index, rowId, "failed", doc.left, 1)
-                }
-              }
-              if (docs.length > 0) yield* retryTransient(rebuild.upsert(docs))
-              done += chunk.length
-              yield* onProgress({ index: indexName, phase: "walking", done, total })
-            })
-          )
-        )
-        // Rows changed during the walk may have been written before their page: re-read them.
-        for (let pass = 0; pass < 10 && touched.size > 0; pass++) {
-          const ids = [...touched]
-          touched.clear()
-          yield* onProgress({ index: indexName, phase: "catching-up", done, total })
-          for (const rowId of ids) {
-            const row = yield* store.get(index.table, rowId)
-            if (Option.isNone(row)) yield* retryTransient(rebuild.remove([rowId]))
-            else {
-              seen?.add(rowId)
-              const doc = yield* Effect.either(derive(index, row.value, rowId))
-              if (doc._tag === "Right") yield* retryTransient(rebuild.upsert([doc.right]))
-            }
-          }
-        }
-        yield* onProgress({ index: indexName, phase: "swapping", done, total })
-        yield* retryTransient(rebuild.swap)
-        // Anything still changing after the last pass is left to the sweep.
-        for (const rowId of touched) {
-          yield* record(index, rowId, "failed", new DocumentInvalid({ index: index.name, rowId, message: "changed during reindex swap" }), 0)
-        }
-        yield* setReindexed(index, done)
-        yield* onProgress({ index: indexName, phase: "done", done, total })
-        return { index: indexName, rows: done }
-      }).pipe(Effect.scoped)
-
-    /**
-     * Reindex, one at a time per index across the fleet (two rebuilds of one index would also
-     * build into the same fresh generation and drop each other's pages).
-     */
-    const reindexExclusive = (indexName: string, onProgress?: (progress: ReindexProgress) => Effect.Effect<void>) =>
-      Effect.acquireUseRelease(
-        Effect.sync(() => {
-          if (reindexing.has(indexName)) return false
-          reindexing.add(indexName)
-          return true
-        }),
-        (acquired) => acquired ? withLease(`reindex:${indexName}`, reindex(indexName, onProgress)) : Effect.succeed(Option.none()),
-        (acquired) => Effect.sync(() => acquired && reindexing.delete(indexName))
-      )
+    const reindex = Reindex.make({ backend, store, indexes, sync, rebuilding, derive, stats, record: ledger.record, withLease })
 
     /** Warns once when another replica serves a memory-backed index (spec 3.2). */
     const checkPeers = (singleProcess: boolean) =>
@@ -676,7 +371,7 @@ export const make = (options: {
         const rows = yield* store.find(SearchStats, {})
         const window = Math.max(sync.statsFlushIntervalMs * 3, 60_000)
         const peer = rows.some((row) => row.replica !== replica && now - row.seenAt < window)
-        if (!peer && !sawRemote) return
+        if (!peer && !stats.sawRemote()) return
         warnedPeer = true
         yield* Effect.logWarning(singleProcess
           ? "search: singleProcessMemoryIndex is declared, but another replica serves this app: the declaration is false and each replica's memory index differs"
@@ -707,12 +402,12 @@ export const make = (options: {
       sweep,
       startSweep,
       resync,
-      reindex: reindexExclusive,
+      reindex,
       view,
-      flushStats,
+      flushStats: stats.flush,
       checkPeers,
       idle,
-      busy: (): number => busy.size,
+      busy: rows.size,
       /** Ledger entries this replica repaired since it started. */
       repaired: (): number => repairedTotal,
       fibers

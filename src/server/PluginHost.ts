@@ -6,6 +6,8 @@
 import { HttpClient } from "@effect/platform"
 import { Context, Effect, ExecutionStrategy, FiberRef, Layer, Scope } from "effect"
 import { ChangeTap } from "../kernel/ChangeTap.js"
+import type { PendingChange } from "../kernel/ChangeTap.js"
+import * as StageStatements from "../kernel/StageStatements.js"
 import { Store } from "../kernel/Store.js"
 import * as Telemetry from "../kernel/Telemetry.js"
 import * as Plugin from "../app/Plugin.js"
@@ -23,8 +25,9 @@ export const validate = (plugin: Plugin.Plugin): Effect.Effect<void, Plugin.Plug
   if (plugin.onChangeEvent && !has("store:changes:read")) {
     return invalid(`onChangeEvent needs the permission "store:changes:read"`)
   }
-  if (plugin.onStage && !(has("store:changes:read") && has("store:write"))) {
-    return invalid(`onStage needs the permissions "store:changes:read" and "store:write"`)
+  if (plugin.onStage && plugin.onStageStatements) return invalid(`give onStage or onStageStatements, not both`)
+  if ((plugin.onStage || plugin.onStageStatements) && !(has("store:changes:read") && has("store:write"))) {
+    return invalid(`${plugin.onStage ? "onStage" : "onStageStatements"} needs the permissions "store:changes:read" and "store:write"`)
   }
   for (const route of plugin.inspectRoutes ?? []) {
     const needed = route.method === "GET" ? "inspect:read" : "inspect:write"
@@ -84,12 +87,20 @@ export const start = (plugin: Plugin.Plugin) =>
           : {})
       })
     }
-    const onStage = plugin.onStage
+    const statements = plugin.onStageStatements
+    // Statements run through the plugin's store when a tier runs them as effects.
+    const onStage = statements === undefined
+      ? plugin.onStage
+      : (changes: ReadonlyArray<PendingChange>) => Effect.flatMap(Store, (store) => StageStatements.run(store, () => statements(changes)))
     const onStageSpan = Telemetry.span(`fw.plugin ${plugin.name} onStage`, { "fw.plugin": plugin.name, "fw.hook": "onStage" })
     const store = yield* Store
     if (onStage !== undefined && (plugin.onStageTiers === undefined || plugin.onStageTiers.includes(store.dialect))) {
       const tap = yield* ChangeTap
-      yield* tap.addStager({ name: plugin.name, stage: (changes) => Effect.provide(onStageSpan(onStage(changes)), narrowed) })
+      yield* tap.addStager({
+        name: plugin.name,
+        stage: (changes) => Effect.provide(onStageSpan(onStage(changes)), narrowed),
+        ...(statements === undefined ? {} : { statements })
+      })
     }
     if (plugin.layer !== undefined) {
       yield* Layer.buildWithScope(plugin.layer.pipe(Layer.provide(Layer.succeedContext(narrowed))), layerScope).pipe(

@@ -95,6 +95,16 @@ describe("plugins", () => {
         inspectRoutes: [{ method: "POST", path: "/flip", handler: Effect.succeed(HttpServerResponse.empty()) }]
       })
       assert.include(JSON.stringify(yield* Effect.exit(Serve.serve(withPlugins(inspector), memory))), "inspect:write")
+      // A stager, in either form, writes in the writing transaction: it needs both store permissions.
+      const stager = Plugin.definePlugin({ name: "stager", permissions: ["store:changes:read"], onStageStatements: function*() {} })
+      assert.include(JSON.stringify(yield* Effect.exit(Serve.serve(withPlugins(stager), memory))), "onStageStatements needs")
+      const both = Plugin.definePlugin({
+        name: "both",
+        permissions: ["store:changes:read", "store:write"],
+        onStage: () => Effect.void,
+        onStageStatements: function*() {}
+      })
+      assert.include(JSON.stringify(yield* Effect.exit(Serve.serve(withPlugins(both), memory))), "not both")
     }))
 
   it.scopedLive("outbound HTTP is limited to declared hosts", () =>

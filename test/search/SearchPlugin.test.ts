@@ -275,6 +275,22 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         }).pipe(Effect.provide(stack(client(), p)))
       })
 
+      it.scoped("inside a transaction too, an insert stages its marker: one that cannot be written fails the transaction", () => {
+        const flaky = flakyBackend()
+        const p = plugin(flaky.backend)
+        return Effect.gen(function*() {
+          const store = yield* Store.Store
+          const sql = yield* Effect.serviceOptional(SqlClient.SqlClient).pipe(Effect.orDie)
+          yield* sql`DROP TABLE _fw_search_pending`
+          const exit = yield* Effect.exit(store.transaction(store.insert(Notes, { id: "lost", tenantId: "t1", title: "x", body: "", n: 1 })))
+          assert.isTrue(Exit.isFailure(exit))
+          yield* settled
+          yield* p.idle
+          assert.isTrue(Option.isNone(yield* store.get(Notes, "lost")))
+          assert.deepStrictEqual(yield* indexIds(flaky.backend), [])
+        }).pipe(Effect.provide(stack(client(), p)))
+      })
+
       it.scoped("a drift ledger that cannot be written keeps the change's marker: the failure is logged, and the sweep repairs the row once the ledger is back", () => {
         const flaky = flakyBackend()
         const p = plugin(flaky.backend, { sync: { retries: 0 } })
