@@ -4,33 +4,42 @@
  * - committed writes per second through `POST /rpc` with 48 in flight across the three, row history
  *   on and off, against raw `pg` inserts of the same rows with 48 in flight from three processes
  *   (a pool of 16 each) in the same run;
- * - CPU time per write of each role (the replicas, the load generator's rpc client, the raw
- *   processes): on a shared machine throughput follows the CPU share a process gets, so these say
- *   where the time goes whatever else runs;
- * - write → change event latency on the writing replica and on the others (p50, p99), at the
- *   saturated rate and at a paced rate (`FW_BENCH_RATE` commits per second, default 1,000).
- * `FW_BENCH_WRITES` sets the writes per run (default 3,000). `FW_BENCH_PROFILE=<dir>` writes a CPU
- * profile of each replica of the saturated history-on run into `<dir>` (through `cpuProfile.mjs`;
- * the replicas are stopped with SIGTERM so that they write it): summarise one with
- * `npx tsx bench/profileSummary.ts <file>`.
+ * - write → change event latency on the writing replica and on the others (p50, p99), and the call
+ *   round trip, at paced rates (`FW_BENCH_RATES`, default 250,500,1000 commits per second) where
+ *   the box is not saturated: the figure then shows the framework's latency, not the queueing of
+ *   an overloaded machine (the achieved rate is printed next to each; at the saturated rate the
+ *   latency is mostly queueing);
+ * - CPU time per write: of the replicas together (round robin), and per role (writes sent to one
+ *   replica only, at `FW_BENCH_ROLE_RATE`, default 150/s: its CPU per write is the writing role,
+ *   the other two's is the receiving role), of the load generator, and of the raw `pg` processes.
+ *   On a shared machine throughput follows the CPU share a process gets: these say where the time
+ *   goes whatever else runs.
+ * The load generator is raw `node:http` with a keep-alive agent posting the rpc message's JSON (the
+ * typed rpc client cost ~2 ms of CPU per call, as much as a third of a replica's, on the same two cores).
+ * `FW_BENCH_WRITES` sets the writes per run (default 2,000); `FW_BENCH_ONLY=paced` runs only the
+ * paced and role runs (history on); `FW_BENCH_PROF=<dir>` runs the replicas under `--cpu-prof`
+ * (profiles written to `<dir>` when they exit; summarise with `bench/profileSummary.ts`).
  */
 import { Effect, Redacted } from "effect"
 import { spawn } from "node:child_process"
+import * as http from "node:http"
 import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import pg from "pg"
 import { RowHistory } from "../../src/history/index.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import { PgClient } from "@effect/sql-pg"
-import { create, Docs } from "../../test/fleet/app.js"
+import { Docs } from "../../test/fleet/app.js"
 import * as Fleet from "../../test/fleet/support.js"
 import { perSecond, table } from "../support.js"
 
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
-const WRITES = Number(process.env.FW_BENCH_WRITES ?? 3_000)
-const RATE = Number(process.env.FW_BENCH_RATE ?? 1_000)
+const WRITES = Number(process.env.FW_BENCH_WRITES ?? 2_000)
+const RATES = (process.env.FW_BENCH_RATES ?? "250,500,1000").split(",").map(Number).filter((rate) => rate > 0)
+const ROLE_RATE = Number(process.env.FW_BENCH_ROLE_RATE ?? 150)
+const ONLY_PACED = process.env.FW_BENCH_ONLY === "paced"
+const PROF = process.env.FW_BENCH_PROF
 const IN_FLIGHT = 48
-const PROFILE_DIR = process.env.FW_BENCH_PROFILE
 
 const freshDb = async () => {
   const name = `fw_bench_f_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
@@ -64,74 +73,131 @@ const ownCpu = () => {
 
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN
 
-/** Writes over the replicas (round robin), `IN_FLIGHT` at once, optionally paced; returns writes/s and latencies. */
-const writesOver = (history: boolean, paced: boolean) =>
-  Effect.scoped(Effect.gen(function*() {
-    const db = yield* Effect.acquireRelease(Effect.promise(freshDb), (db) => Effect.promise(db.drop))
-    yield* SchemaDiffer.apply([Docs, RowHistory]).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(db.url) })), Effect.orDie)
-    const profile = PROFILE_DIR !== undefined && history && !paced
-    const env = {
-      ...(history ? {} : { FW_HISTORY: "off" }),
-      ...(profile
-        ? {
-          NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --import ${path.join(import.meta.dirname, "cpuProfile.mjs")}`.trim(),
-          FW_CPU_PROFILE_DIR: PROFILE_DIR
-        }
-        : {})
-    }
-    const replicas = yield* Effect.all([0, 1, 2].map((i) => Fleet.start(`b${i}`, db.url, env)), { concurrency: "unbounded" })
-    if (profile) {
-      // Runs before the replicas' own finalizers (SIGKILL): a replica stopped by SIGTERM exits
-      // normally and writes its profile.
-      yield* Effect.addFinalizer(() =>
-        Effect.forEach(replicas, (replica) =>
-          Effect.async<void>((resume) => {
-            if (replica.child.exitCode !== null) return resume(Effect.void)
-            replica.child.once("exit", () => resume(Effect.void))
-            replica.child.kill("SIGTERM")
-          }).pipe(Effect.timeoutOption("20 seconds")), { concurrency: "unbounded", discard: true }))
-    }
-    // Warm up every replica's pool and caches.
-    yield* Effect.forEach(Array.from({ length: 60 }, (_, i) => i), (i) => replicas[i % 3]!.client.call(create, { id: `warm-${i}`, title: "w" }), { concurrency: 12, discard: true })
-    let transportErrors = 0
+const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT })
+
+/** One rpc call over `POST /rpc` as raw JSON; resolves with whether it answered success. */
+const post = (url: string, tag: string, payload: unknown, id: number) =>
+  new Promise<boolean>((resolve, reject) => {
+    const body = JSON.stringify({ _tag: "Request", id: String(id), tag, payload, headers: [] })
+    const request = http.request(url, {
+      method: "POST",
+      agent,
+      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }
+    }, (response) => {
+      let text = ""
+      response.setEncoding("utf8")
+      response.on("data", (chunk: string) => void (text += chunk))
+      response.on("end", () => resolve(response.statusCode === 200 && text.includes(`"exit":{"_tag":"Success"`)))
+    })
+    request.on("error", reject)
+    request.end(body)
+  })
+
+/** Latency figures of one run. */
+interface Run {
+  readonly perSecond: number
+  readonly local: Array<number>
+  readonly remote: Array<number>
+  readonly call: Array<number>
+  readonly replicaCpu: ReadonlyArray<number>
+  readonly clientCpu: number
+  readonly failed: number
+}
+
+/**
+ * `writes` creates of `${prefix}-i` over the replicas that `target` picks, at most `IN_FLIGHT` at
+ * once, each sent at its due time when `rate` is given (a write is late only when `IN_FLIGHT` are
+ * still unanswered). Returns when every replica received every change.
+ */
+const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: number, rate: number | undefined, target: (i: number) => number) =>
+  Effect.gen(function*() {
     const replicasBefore = replicas.map((replica) => cpuOf(replica.child.pid!))
     const clientBefore = ownCpu()
+    const call: Array<number> = []
+    let failed = 0
+    let transportErrors = 0
     const started = performance.now()
-    const interval = 1000 / RATE
-    yield* Effect.forEach(Array.from({ length: WRITES }, (_, i) => i), (i) =>
-      Effect.gen(function*() {
-        if (paced) {
-          const due = started + i * interval - performance.now()
-          if (due > 0) yield* Effect.sleep(due)
+    yield* Effect.promise(() =>
+      new Promise<void>((resolve, reject) => {
+        let next = 0
+        let inFlight = 0
+        let timer: ReturnType<typeof setTimeout> | undefined
+        const due = (i: number) => rate === undefined ? 0 : started + (i * 1000) / rate
+        const pump = () => {
+          timer = undefined
+          while (next < writes && inFlight < IN_FLIGHT && due(next) <= performance.now()) {
+            const i = next++
+            inFlight++
+            const sent = performance.now()
+            const attempt = (left: number): Promise<boolean> =>
+              post(`${replicas[target(i)]!.url}/rpc`, "docs.create", { id: `${prefix}-${i}`, title: `t${i}` }, i).catch((error: unknown) => {
+                // A kept-alive socket the server closed as it was reused: sent again, and counted.
+                transportErrors++
+                if (left === 0) throw error
+                return attempt(left - 1)
+              })
+            attempt(3).then((ok) => {
+              call.push(performance.now() - sent)
+              if (!ok) failed++
+              inFlight--
+              if (next >= writes && inFlight === 0) resolve()
+              else pump()
+            }, reject)
+          }
+          if (next < writes && inFlight < IN_FLIGHT && timer === undefined) {
+            timer = setTimeout(pump, Math.max(0, due(next) - performance.now()))
+          }
         }
-        // A transport failure (the local HTTP client under load) is retried, and counted.
-        yield* replicas[i % 3]!.client.call(create, { id: `w-${i}`, title: `t${i}` }).pipe(
-          Effect.tapError((error) => Effect.sync(() => {
-            transportErrors++
-            if (transportErrors === 1) console.error("first transport error:", String(error), (error as { cause?: unknown }).cause)
-          })),
-          Effect.retry({ times: 3, while: (error) => error._tag === "RpcClientError" }),
-          Effect.catchTag("DuplicateRow", () => Effect.void)
-        )
-      }), { concurrency: IN_FLIGHT, discard: true })
+        pump()
+      })
+    )
     const seconds = (performance.now() - started) / 1000
-    const replicaCpu = replicas.reduce((sum, replica, i) => sum + cpuOf(replica.child.pid!) - replicasBefore[i]!, 0) / WRITES
-    const clientCpu = (ownCpu() - clientBefore) / WRITES
-    const expected = WRITES + 60
+    const replicaCpu = replicas.map((replica, i) => (cpuOf(replica.child.pid!) - replicasBefore[i]!) / writes)
+    const clientCpu = (ownCpu() - clientBefore) / writes
     const local: Array<number> = []
     const remote: Array<number> = []
     for (const replica of replicas) {
       const events = yield* Fleet.eventually(Effect.promise(async () => {
         const response = await fetch(`${replica.url}/_events`)
-        return (await response.json()) as Array<{ id: string; remote: boolean; at: number; receivedAt: number }>
-      }), (e) => e.length >= expected)
-      for (const event of events) if (!event.id.startsWith("warm-")) (event.remote ? remote : local).push(event.receivedAt - event.at)
+        const all = (await response.json()) as Array<{ id: string; remote: boolean; at: number; receivedAt: number }>
+        return all.filter((event) => event.id.startsWith(`${prefix}-`))
+      }), (e) => e.length >= writes - failed)
+      for (const event of events) (event.remote ? remote : local).push(event.receivedAt - event.at)
     }
-    local.sort((a, b) => a - b)
-    remote.sort((a, b) => a - b)
-    if (transportErrors > 0) console.log(`(${transportErrors} transport errors retried)`)
-    return { perSecond: WRITES / seconds, local, remote, replicaCpu, clientCpu }
-  }))
+    for (const list of [local, remote, call]) list.sort((a, b) => a - b)
+    if (transportErrors > 0) console.log(`(${prefix}: ${transportErrors} transport errors, sent again)`)
+    return { perSecond: writes / seconds, local, remote, call, replicaCpu, clientCpu, failed } satisfies Run
+  })
+
+/** Three replicas on a fresh database, history on or off, warmed up. */
+const fleet = (history: boolean) =>
+  Effect.gen(function*() {
+    const db = yield* Effect.acquireRelease(Effect.promise(freshDb), (db) => Effect.promise(db.drop))
+    yield* SchemaDiffer.apply([Docs, RowHistory]).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(db.url) })), Effect.orDie)
+    const env: Record<string, string> = history ? {} : { FW_HISTORY: "off" }
+    const replicas = yield* Effect.all(
+      [0, 1, 2].map((i) =>
+        Fleet.start(`b${i}`, db.url, env, PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${PROF}`])
+      ),
+      { concurrency: "unbounded" }
+    )
+    // Warm up every replica's pool and caches.
+    yield* drive(replicas, "warm", 300, undefined, (i) => i % 3)
+    return replicas
+  })
+
+/** A profiled replica writes its profile on a clean exit only: SIGTERM, then wait for it to go. */
+const stopForProfile = (replicas: ReadonlyArray<Fleet.Replica>) =>
+  PROF === undefined ? Effect.void : Effect.promise(() =>
+    Promise.all(replicas.map((replica) =>
+      new Promise<void>((resolve) => {
+        replica.child.once("exit", () => resolve())
+        replica.child.kill("SIGTERM")
+      })
+    ))
+  )
+
+const roundRobin = (i: number) => i % 3
 
 /** Raw pg inserts of the same rows, 48 in flight from three processes (a pool of 16 each). */
 const raw = Effect.scoped(Effect.gen(function*() {
@@ -170,28 +236,55 @@ const raw = Effect.scoped(Effect.gen(function*() {
 }))
 
 const ms = (n: number) => `${n.toFixed(1)} ms`
+const cpu = (n: number) => `${n.toFixed(2)} ms`
+const sum = (ns: ReadonlyArray<number>) => ns.reduce((a, b) => a + b, 0)
+const p = (list: ReadonlyArray<number>) => `${ms(percentile(list, 0.5))} / ${ms(percentile(list, 0.99))}`
 
-/** Runs the fleet benchmark and prints its table. */
+/** Runs the fleet benchmark and prints its tables. */
 export const main = Effect.gen(function*() {
-  const rawRun = yield* raw
-  const rawRate = rawRun.perSecond
-  const off = yield* writesOver(false, false)
-  const on = yield* writesOver(true, false)
-  const paced = yield* writesOver(true, true)
-  const row = (what: string, value: string, ratio = "") => ({ what, value, "vs raw pg": ratio })
-  const cpu = (n: number) => `${n.toFixed(2)} ms`
-  table(`fleet: ${WRITES} writes over POST /rpc, ${IN_FLIGHT} in flight across 3 replica processes (raw pg peer: 3 processes × 16)`, [
-    row("raw pg inserts/s", perSecond(rawRate), "1.00×"),
-    row("rpc writes/s, history off", perSecond(off.perSecond), `${(off.perSecond / rawRate).toFixed(2)}×`),
-    row("rpc writes/s, history on (sync)", perSecond(on.perSecond), `${(on.perSecond / rawRate).toFixed(2)}×`),
-    row("history on: write → event, writing replica p50 / p99", `${ms(percentile(on.local, 0.5))} / ${ms(percentile(on.local, 0.99))}`),
-    row("history on: write → event, other replicas p50 / p99", `${ms(percentile(on.remote, 0.5))} / ${ms(percentile(on.remote, 0.99))}`),
-    row(`paced at ${RATE}/s (achieved ${perSecond(paced.perSecond)}/s): writing replica p50 / p99`, `${ms(percentile(paced.local, 0.5))} / ${ms(percentile(paced.local, 0.99))}`),
-    row(`paced at ${RATE}/s: other replicas p50 / p99`, `${ms(percentile(paced.remote, 0.5))} / ${ms(percentile(paced.remote, 0.99))}`),
-    row("CPU per write: raw pg processes (all three)", cpu(rawRun.cpu)),
-    row("CPU per write: replicas (all three), history off / on", `${cpu(off.replicaCpu)} / ${cpu(on.replicaCpu)}`),
-    row("CPU per write: load generator (rpc client), history off / on", `${cpu(off.clientCpu)} / ${cpu(on.clientCpu)}`)
-  ])
+  if (!ONLY_PACED) {
+    const rawRun = yield* raw
+    const rawRate = rawRun.perSecond
+    const off = yield* Effect.scoped(Effect.flatMap(fleet(false), (replicas) => drive(replicas, "w", WRITES, undefined, roundRobin)))
+    const on = yield* Effect.scoped(Effect.flatMap(fleet(true), (replicas) => drive(replicas, "w", WRITES, undefined, roundRobin)))
+    const row = (what: string, value: string, ratio = "") => ({ what, value, "vs raw pg": ratio })
+    table(`fleet, saturated: ${WRITES} writes over POST /rpc, ${IN_FLIGHT} in flight across 3 replica processes (raw pg peer: 3 processes × 16)`, [
+      row("raw pg inserts/s", perSecond(rawRate), "1.00×"),
+      row("rpc writes/s, history off", perSecond(off.perSecond), `${(off.perSecond / rawRate).toFixed(2)}×`),
+      row("rpc writes/s, history on (sync)", perSecond(on.perSecond), `${(on.perSecond / rawRate).toFixed(2)}×`),
+      row("history on, saturated: write → event, writing replica p50 / p99", p(on.local)),
+      row("history on, saturated: write → event, other replicas p50 / p99", p(on.remote)),
+      row("CPU per write: raw pg processes (all three)", cpu(rawRun.cpu)),
+      row("CPU per write: replicas (all three), history off / on", `${cpu(sum(off.replicaCpu))} / ${cpu(sum(on.replicaCpu))}`),
+      row("CPU per write: load generator (raw http), history off / on", `${cpu(off.clientCpu)} / ${cpu(on.clientCpu)}`)
+    ])
+  }
+  yield* Effect.scoped(Effect.gen(function*() {
+    const replicas = yield* fleet(true)
+    const rows: Array<Record<string, string>> = []
+    for (const rate of RATES) {
+      const run = yield* drive(replicas, `r${rate}`, WRITES, rate, roundRobin)
+      rows.push({
+        "paced at": `${rate}/s`,
+        achieved: `${perSecond(run.perSecond)}/s`,
+        "writing replica p50 / p99": p(run.local),
+        "other replicas p50 / p99": p(run.remote),
+        "call p50 / p99": p(run.call),
+        "CPU/write: replicas (3)": cpu(sum(run.replicaCpu)),
+        "CPU/write: generator": cpu(run.clientCpu),
+        failed: String(run.failed)
+      })
+    }
+    if (rows.length > 0) table(`fleet, paced, history on: ${WRITES} writes per rate, round robin over 3 replicas (write → event latency)`, rows)
+    const roles = yield* drive(replicas, "role", Math.min(WRITES, ROLE_RATE * 10), ROLE_RATE, () => 0)
+    table(`fleet, CPU per write by role, history on: writes to replica 0 only at ${ROLE_RATE}/s`, [
+      { role: "writing replica (rpc + store + outbox + own delivery)", "CPU per write": cpu(roles.replicaCpu[0]!) },
+      { role: "receiving replica (NOTIFY + outbox read + delivery), each", "CPU per write": cpu((roles.replicaCpu[1]! + roles.replicaCpu[2]!) / 2) },
+      { role: "load generator (raw http client)", "CPU per write": cpu(roles.clientCpu) },
+      { role: `latency at ${ROLE_RATE}/s: writing / other replicas p50 / p99`, "CPU per write": `${p(roles.local)}; ${p(roles.remote)}` }
+    ])
+    yield* stopForProfile(replicas)
+  }))
 })
 
 /** Entry used by `bench/index.ts`. */

@@ -5,7 +5,7 @@
  */
 import type { Scope } from "effect"
 import type { Cause } from "effect"
-import { Deferred, Effect, Exit, Fiber, FiberId, PubSub, Queue } from "effect"
+import { Chunk, Deferred, Effect, Exit, Fiber, FiberId, PubSub, Queue } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
 import type { StoreError, StoreUnavailable } from "./Errors.js"
 import type * as StageStatements from "./StageStatements.js"
@@ -99,6 +99,9 @@ export interface ChangeTapShape {
 /** The in-process delivery: what both scopes share of `ChangeTapShape`. */
 export type Delivery = Pick<ChangeTapShape, "publish" | "subscribe" | "addStager" | "stagers" | "events" | "settled">
 
+/** Most events a listener's fiber takes from its queue in one step. */
+const maxBatch = 512
+
 /** How long a listener's queue may take to empty when its scope closes. */
 const drainOnCloseMs = 10_000
 
@@ -145,19 +148,32 @@ export const make: Effect.Effect<Delivery> = Effect.gen(function*() {
   const pending = new Outstanding()
   let seq = 0
 
-  const handle = (listener: Listener, event: ChangeEvent) =>
+  /** A listener's handling of `event`; one that throws while building it fails like one whose effect dies. */
+  const build = (listener: Listener, event: ChangeEvent): Effect.Effect<void, unknown> => {
+    try {
+      return listener.onEvent(event)
+    } catch (defect) {
+      return Effect.die(defect)
+    }
+  }
+
+  /**
+   * Handles `event` (starting from `first`, its handling already built), retrying a durable
+   * listener. Run by the caller inside `Subject.asSystem`: listeners are system code, they act
+   * across tenants, whoever made the write.
+   */
+  const handle = (listener: Listener, event: ChangeEvent, first: Effect.Effect<void, unknown>) =>
     Effect.gen(function*() {
       const traceId = event.provenance.traceId
       for (let attempt = 0;; attempt++) {
-        // Listeners are system code: they act across tenants, whoever made the write.
-        const outcome = yield* Effect.exit(Subject.asSystem(listener.onEvent(event)))
+        const outcome = yield* Effect.exit(attempt === 0 ? first : build(listener, event))
         if (outcome._tag === "Success") return
         yield* Effect.logWarning(
           `change listener "${listener.name}" failed on ${event.op} ${event.table}/${event.id} (trace ${traceId})`,
           outcome.cause
         )
         if (listener.durable === undefined) return
-        const recorded = yield* Effect.exit(Subject.asSystem(listener.durable.recordFailure(event, outcome.cause)))
+        const recorded = yield* Effect.exit(listener.durable.recordFailure(event, outcome.cause))
         if (recorded._tag === "Success") return
         yield* Effect.logError(
           `durable change listener "${listener.name}" could not record its failure on ${event.table}/${event.id} (trace ${traceId}); retrying`,
@@ -172,13 +188,8 @@ export const make: Effect.Effect<Delivery> = Effect.gen(function*() {
   const inlineRetries = new Map<Listener, Set<Fiber.RuntimeFiber<void>>>()
   // Inline handling runs inside one `asSystem` region per published batch, when it has anything to run (see handleInline).
   const handleInlineOne = (listener: Listener, event: ChangeEvent) => {
-    let handled: Effect.Effect<void, unknown>
-    try {
-      handled = listener.onEvent(event)
-    } catch (defect) {
-      // A listener that throws while building its handling fails like one whose effect dies: the write has committed.
-      handled = Effect.die(defect)
-    }
+    // A listener that throws while building its handling fails like one whose effect dies: the write has committed.
+    const handled = build(listener, event)
     // The common case of a listener with nothing to do for this event costs no extra step.
     if (handled === Effect.void) return Effect.void
     return listener.durable === undefined
@@ -197,7 +208,7 @@ export const make: Effect.Effect<Delivery> = Effect.gen(function*() {
             outcome.cause
           )
           // The write has committed: the durable handling goes on without the writer.
-          const fiber = yield* Effect.forkDaemon(handle(listener, event))
+          const fiber = yield* Effect.forkDaemon(Subject.asSystem(handle(listener, event, build(listener, event))))
           retries.add(fiber)
           fiber.addObserver(() => retries.delete(fiber))
         })
@@ -246,11 +257,30 @@ export const make: Effect.Effect<Delivery> = Effect.gen(function*() {
       : Effect.gen(function*() {
       const queue = yield* Queue.unbounded<ChangeEvent>()
       const outstanding = new Outstanding()
-      const done = Effect.sync(() => {
-        outstanding.done(1)
-        pending.done(1)
-      })
-      const run = Effect.forever(Effect.flatMap(Queue.take(queue), (event) => Effect.ensuring(handle(listener, event), done)))
+      // The events of a batch in order; each one's handling is built when its turn comes (after the
+      // previous one ran), and one the listener has nothing to do for costs no step.
+      const handleFrom = (events: ReadonlyArray<ChangeEvent>, index: number): Effect.Effect<void> => {
+        for (let i = index; i < events.length; i++) {
+          const event = events[i]!
+          const first = build(listener, event)
+          if (first === Effect.void) continue
+          return Effect.zipRight(handle(listener, event, first), Effect.suspend(() => handleFrom(events, i + 1)))
+        }
+        return Effect.void
+      }
+      // Whatever is queued is taken and handled in one step, in one system region (entering it
+      // copies the fiber's references: once per batch, not per event); counted done as a whole, also
+      // when interrupted part way (shutdown).
+      const run = Effect.forever(Effect.flatMap(Queue.takeBetween(queue, 1, maxBatch), (batch) => {
+        const events = Chunk.toReadonlyArray(batch)
+        return Effect.ensuring(
+          Subject.asSystem(Effect.suspend(() => handleFrom(events, 0))),
+          Effect.sync(() => {
+            outstanding.done(events.length)
+            pending.done(events.length)
+          })
+        )
+      }))
       const fiber = yield* Effect.forkDaemon(run)
       yield* Effect.addFinalizer(() =>
         Effect.gen(function*() {

@@ -35,6 +35,14 @@ export interface FleetOptions {
   readonly listenCheckMs?: number
   /** Most outbox rows one catch-up read returns (default 500); a longer backlog is read in pages. */
   readonly readBatch?: number
+  /**
+   * Coalescing window (default 5 ms): after an announcement this replica waits this long before
+   * sending the next one, and after a catch-up read before starting the next, so that under load a
+   * notification and a read each cover the commits of a window instead of one commit each. The
+   * first commit after a quiet spell is announced and read at once; under load a change reaches the
+   * other replicas up to twice this later. 0 reads and announces back to back.
+   */
+  readonly coalesceMs?: number
 }
 
 /** A PostgreSQL snapshot (`xmin:xmax:xip,…`) and whether a transaction id was visible in it. */
@@ -60,6 +68,16 @@ export const finishedIn = (snapshot: Snapshot, xid: bigint) =>
  * prune rows other replicas have not read yet.
  */
 const databaseNowMs = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
+
+/**
+ * Sleeps on the real timer: the coalescing window bounds a latency of a few milliseconds, and
+ * must not stall delivery under a test clock.
+ */
+const realSleep = (ms: number) =>
+  Effect.async<void>((resume) => {
+    const timer = setTimeout(() => resume(Effect.void), ms)
+    return Effect.sync(() => clearTimeout(timer))
+  })
 
 /**
  * Fleet change scope on PostgreSQL: each transaction's changes are written as one outbox row,
@@ -114,8 +132,9 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     const read = new Map<string, bigint>()
     // The outbox row of each transaction this replica staged (dropped with its changes array).
     const staged = new WeakMap<ReadonlyArray<PendingChange>, { readonly id: string; readonly xid: bigint }>()
-    // Own outbox rows whose COMMIT had an unknown outcome: delivered here if they show up committed.
-    const unknown = new Map<string, bigint>()
+    // Own outbox rows whose COMMIT had an unknown outcome, with their changes: delivered here if
+    // they show up committed (own rows are read without their changes).
+    const unknown = new Map<string, { readonly xid: bigint; readonly changes: ReadonlyArray<PendingChange> }>()
     // The latest own rows read (bounded), for a CommitUnknown reported after its row was read.
     const ownRead = new Set<string>()
     const ownReadKept = 10_000
@@ -130,18 +149,20 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // Not visible in `seen` means begun at or after its xmax, or in progress then: asked as those
     // two ranges of the xid index. (`xid >= xmin` read every row written since the oldest
     // transaction open in the whole cluster, any database's, on every read: with a long report
-    // or a stuck session elsewhere, each notification scanned the outbox.)
-    const page = (after: string) =>
-      pg<Row>`SELECT s.snap, o.id, o.xid, o.origin, o.changes
-        FROM (SELECT pg_current_snapshot()::text AS snap) s
-        LEFT JOIN LATERAL ( -- ordered by the number, not by its text form
-
-          SELECT id::text AS id, xid::text AS xid, origin, changes FROM _fw_change_outbox
-          WHERE (xid >= pg_snapshot_xmax(${seen}::pg_snapshot) OR xid = ANY(ARRAY(SELECT pg_snapshot_xip(${seen}::pg_snapshot))))
-            AND NOT pg_visible_in_snapshot(xid, ${seen}::pg_snapshot)
-            AND id > ${after}::bigint
-          ORDER BY _fw_change_outbox.id LIMIT ${readBatch}
-        ) o ON true`
+    // or a stuck session elsewhere, each notification scanned the outbox.) A replica's own rows come
+    // without their changes: it delivered them at publish, and needs only their ids.
+    // One text for every read (bound parameters, not a template compiled per read).
+    const pageText = `SELECT s.snap, o.id, o.xid, o.origin, o.changes
+      FROM (SELECT pg_current_snapshot()::text AS snap) s
+      LEFT JOIN LATERAL ( -- ordered by the number, not by its text form
+        SELECT id::text AS id, xid::text AS xid, origin, CASE WHEN origin = $1 THEN NULL ELSE changes END AS changes
+        FROM _fw_change_outbox
+        WHERE (xid >= pg_snapshot_xmax($2::pg_snapshot) OR xid = ANY(ARRAY(SELECT pg_snapshot_xip($2::pg_snapshot))))
+          AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)
+          AND id > $3::bigint
+        ORDER BY _fw_change_outbox.id LIMIT $4
+      ) o ON true`
+    const page = (after: string) => pg.unsafe<Row>(pageText, [origin, seen, after, readBatch])
 
     const catchUp = Effect.gen(function*() {
 
@@ -151,6 +172,8 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
         const rows = yield* page(after)
         next ??= rows[0]!.snap
         let count = 0
+        // The page's changes, in commit order, handed over in one step.
+        const changes: Array<PendingChange> = []
         for (const row of rows) {
           if (row.id === null) continue
           count++
@@ -158,16 +181,21 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
           if (read.has(row.id)) continue
           read.set(row.id, BigInt(row.xid!))
           if (row.origin !== origin) {
-            yield* delivery.publish(row.changes!.map((change) => ({ ...change, remote: true })))
-          } else if (unknown.delete(row.id)) {
+            for (const change of row.changes!) changes.push({ ...change, remote: true })
+            continue
+          }
+          const ownUnknown = unknown.get(row.id)
+          if (ownUnknown !== undefined) {
             // Our own write whose COMMIT answered CommitUnknown: it did commit.
-            yield* delivery.publish(row.changes!)
+            unknown.delete(row.id)
+            for (const change of ownUnknown.changes) changes.push(change)
           } else {
             // Possibly read before its writer learnt that the COMMIT's outcome is unknown.
             ownRead.add(row.id)
             if (ownRead.size > ownReadKept) ownRead.delete(ownRead.values().next().value!)
           }
         }
+        if (changes.length > 0) yield* delivery.publish(changes)
         if (count < readBatch) break
       }
       // The next read starts from the first page's snapshot: rows of later pages that committed
@@ -176,12 +204,15 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
       const snapshot = parseSnapshot(seen)
       for (const [id, xid] of read) if (finishedIn(snapshot, xid)) read.delete(id)
       // Finished and never read: the transaction rolled back after all.
-      for (const [id, xid] of unknown) if (finishedIn(snapshot, xid)) unknown.delete(id)
+      for (const [id, { xid }] of unknown) if (finishedIn(snapshot, xid)) unknown.delete(id)
     }).pipe(Effect.catchAll((error) => Effect.logWarning("fleet change catch-up failed", error)))
 
-    // Notifications only wake the reader; many arriving during one read cost one more read.
+    // Notifications only wake the reader; many arriving during one read, or within the coalescing
+    // window after it, cost one more read.
+    const coalesceMs = Math.max(0, options.coalesceMs ?? 5)
+    const pause = coalesceMs === 0 ? Effect.void : realSleep(coalesceMs)
     const wake = yield* Queue.sliding<void>(1)
-    yield* Effect.forever(Effect.zipRight(Queue.take(wake), catchUp)).pipe(Effect.forkScoped)
+    yield* Effect.forever(Effect.zipRight(Queue.take(wake), Effect.zipRight(catchUp, pause))).pipe(Effect.forkScoped)
 
     // LISTEN on a connection of its own, checked by a heartbeat and replaced when it goes deaf
     // (see ListenWatchdog): the layer is ready once the server confirmed the first LISTEN.
@@ -209,11 +240,13 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // serialises the commits of transactions that NOTIFY (a database-wide lock held through the
     // commit's WAL flush), which capped the fleet at one commit per flush. A replica that dies
     // between its commit and the announcement is covered by the others' periodic reads.
+    // Commits during an announcement or the window after it share the next one.
     const announce = yield* Queue.sliding<void>(1)
     yield* Effect.forever(Effect.zipRight(
       Queue.take(announce),
       pg`SELECT pg_notify(${fleetChannel}, ${origin})`.pipe(
-        Effect.catchAll((error) => Effect.logWarning("fleet change announcement failed; the others' reads cover it", error))
+        Effect.catchAll((error) => Effect.logWarning("fleet change announcement failed; the others' reads cover it", error)),
+        Effect.zipRight(pause)
       )
     )).pipe(Effect.forkScoped)
 
@@ -234,7 +267,7 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
           if (row === undefined) return Effect.void
           // Already read: it committed, and nothing delivered it here.
           if (ownRead.delete(row.id)) return delivery.publish(changes)
-          unknown.set(row.id, row.xid)
+          unknown.set(row.id, { xid: row.xid, changes })
           return Queue.offer(wake, undefined)
         })
     }

@@ -48,11 +48,11 @@ export const bundleApp = (file: string): Promise<string> => {
  * it has printed `PORT n` and answers `/_fw/health`: each probe is cut short, since a request that
  * reaches a listener before its routes are attached is never answered.
  */
-export const spawnApp = (name: string, appPath: string, env: Record<string, string>) =>
+export const spawnApp = (name: string, appPath: string, env: Record<string, string>, nodeArgs: ReadonlyArray<string> = []) =>
   Effect.gen(function*() {
     const child = yield* Effect.acquireRelease(
       Effect.sync(() =>
-        spawn(process.execPath, [appPath], {
+        spawn(process.execPath, [...nodeArgs, appPath], {
           env: { ...process.env, FW_REPLICA: name, ...env },
           stdio: ["ignore", "pipe", "pipe"]
         })
@@ -83,11 +83,14 @@ export const spawnApp = (name: string, appPath: string, env: Record<string, stri
     return { child, url }
   })
 
-/** Starts a fleet-harness replica on `databaseUrl`; killed (if still alive) when the scope closes. */
-export const start = (name: string, databaseUrl: string, env: Record<string, string> = {}) =>
+/**
+ * Starts a fleet-harness replica on `databaseUrl`; killed (if still alive) when the scope closes.
+ * `nodeArgs` go to node before the app (the benchmark's `--cpu-prof`).
+ */
+export const start = (name: string, databaseUrl: string, env: Record<string, string> = {}, nodeArgs: ReadonlyArray<string> = []) =>
   Effect.gen(function*() {
     const appPath = yield* Effect.promise(() => bundleApp("app.ts"))
-    const { child, url } = yield* spawnApp(name, appPath, { DATABASE_URL: databaseUrl, ...env })
+    const { child, url } = yield* spawnApp(name, appPath, { DATABASE_URL: databaseUrl, ...env }, nodeArgs)
     const client = yield* Client.connect(app.procedures.values(), Client.layerHttp(`${url}/rpc`))
     return { name, url, child, client } satisfies Replica
   })

@@ -27,6 +27,37 @@ describe("ChangeTap (local)", () => {
       assert.isTrue(Option.isSome(yield* store.get(Notes, row.id)))
     }).pipe(Effect.provide(memory)))
 
+  it.scoped("a listener that throws while building its handling skips that event and keeps receiving", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const seen: Array<string> = []
+      yield* withListener({
+        name: "throws",
+        onEvent: (event) => {
+          if (event.id === "bad") throw new Error("listener bug")
+          return Effect.sync(() => void seen.push(event.id))
+        }
+      })
+      yield* store.insert(Notes, { id: "bad", text: "x" })
+      yield* store.insert(Notes, { id: "good", text: "y" })
+      yield* settled
+      assert.deepStrictEqual(seen, ["good"])
+    }).pipe(Effect.provide(memory)))
+
+  it.scoped("a listener's changes come in commit order across a batch, including the ones it ignores", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const seen: Array<string> = []
+      yield* withListener({
+        name: "odd",
+        // Nothing to do for some events (returned as Effect.void): the others still come in order.
+        onEvent: (event) => event.id.endsWith("skip") ? Effect.void : Effect.sync(() => void seen.push(event.id))
+      })
+      yield* store.transaction(Effect.forEach(["a", "b-skip", "c", "d-skip", "e"], (id) => store.insert(Notes, { id, text: id }), { discard: true }))
+      yield* settled
+      assert.deepStrictEqual(seen, ["a", "c", "e"])
+    }).pipe(Effect.provide(memory)))
+
   it.scoped("a durable listener's failure is recorded; the write succeeds", () =>
     Effect.gen(function*() {
       const store = yield* Store.Store
