@@ -45,9 +45,10 @@ export const stage = (tables: ReadonlySet<string>, inFlight: InFlight) =>
   }
 
 /**
- * Deletes markers in the background, many per transaction: the listener hands over refs as it
- * settles changes and never waits for the delete. A marker whose delete fails stays, and the sweep
- * repairs its row later (a redundant write, never a lost one).
+ * Deletes markers in the background, many per statement: the listener hands over refs as it settles
+ * changes and never waits for the delete. A marker is named by its change's `ref` (one per change),
+ * so settling an older write of a row never clears the marker of a newer one. A marker whose delete
+ * fails stays, and the sweep repairs its row later (a redundant write, never a lost one).
  */
 export const makeClearer = (store: StoreShape, background: (effect: Effect.Effect<void>) => Effect.Effect<void>) => {
   let queued: Array<string> = []
@@ -59,9 +60,9 @@ export const makeClearer = (store: StoreShape, background: (effect: Effect.Effec
     }
     const batch = queued
     queued = []
-    return store.transaction(Effect.forEach(batch, (ref) => store.delete(SearchPending, ref).pipe(Effect.catchTag("RowNotFound", () => Effect.void)), {
-      discard: true
-    })).pipe(
+    // One `DELETE … WHERE id IN (…)` per batch, and no change event: nothing listens to markers
+    // (the sweep reads the table), and under fleet scope they must not become outbox traffic.
+    return store.purge(SearchPending, batch).pipe(
       Effect.catchAll((error) => Effect.logWarning(`search: could not clear ${batch.length} pending-sync markers; the sweep repairs their rows`, error)),
       Effect.zipRight(flush)
     )
