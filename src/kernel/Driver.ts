@@ -71,6 +71,8 @@ export interface Driver {
   readonly replace: (table: Table.Any, row: Encoded) => Effect.Effect<void, StoreUnavailable>
   /** Removes the row with `id`. */
   readonly delete: (table: Table.Any, id: string) => Effect.Effect<void, StoreUnavailable>
+  /** Removes the rows with these ids (absent ones are skipped), one statement per chunk on SQL. */
+  readonly deleteMany: (table: Table.Any, ids: ReadonlyArray<string>) => Effect.Effect<void, StoreUnavailable>
   /**
    * Reads one row by id. `forUpdate`: the caller will write it in the current transaction, so the
    * tier locks it against concurrent writers (PostgreSQL `FOR UPDATE`; the others serialise writers).

@@ -169,6 +169,10 @@ export const make: Effect.Effect<Driver.Driver> = Effect.gen(function*() {
       }),
     replace: (table, row) => write<never>(table.name, (_, put) => void put(row.id as string, row)),
     delete: (table, id) => write<never>(table.name, (_, put) => void put(id, null)),
+    deleteMany: (table, ids) =>
+      write<never>(table.name, (stack, put) => {
+        for (const id of ids) if (lookup(stack, table.name, id) !== undefined) put(id, null)
+      }),
     get: (table, id) => Effect.map(FiberRef.get(stackRef), (stack) => Option.fromNullable(lookup(stack, table.name, id))),
     getNow: (table, id, fiber) => lookup(fiber.getFiberRef(stackRef), table.name, id) ?? undefined,
     insertNow: (table, row, fiber) => {

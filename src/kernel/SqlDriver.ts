@@ -67,6 +67,8 @@ const commitFailure = (error: SqlError): StoreUnavailable | CommitUnknown => {
 const maxParameters = { sqlite: 32_766, pg: 65_535 } as const
 /** Rows per INSERT statement at most: larger statements stop paying off and churn the statement cache. */
 const maxRowsPerInsert = 500
+/** Ids per `DELETE … WHERE id IN (…)` of `deleteMany` (far under `maxParameters`; one statement stays short). */
+const idsPerDelete = 1000
 
 /** How one table's encoded rows map to database rows and back. */
 interface Mapping {
@@ -403,6 +405,15 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
         row.id as string
       }`).pipe(Effect.asVoid, Effect.mapError(unavailable)),
     delete: (table, id) => point(pointOf(table).delete, [id]).pipe(Effect.asVoid, Effect.mapError(unavailable)),
+    deleteMany: (table, ids) => {
+      const chunks: Array<ReadonlyArray<string>> = []
+      for (let i = 0; i < ids.length; i += idsPerDelete) chunks.push(ids.slice(i, i + idsPerDelete))
+      return Effect.forEach(
+        chunks,
+        (chunk) => run(sql`DELETE FROM ${sql(table.name)} WHERE ${sql.in("id", chunk)}`).pipe(Effect.mapError(unavailable)),
+        { discard: true }
+      )
+    },
     get: (table, id, options) => {
       const statements = pointOf(table)
       return point<Record<string, unknown>>(options?.forUpdate ? statements.lock : statements.get, [id]).pipe(

@@ -475,6 +475,15 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       yield* record(table, "delete", [{ before, after: null }])
     }))
 
+  const purge = (table: Table.Any, ids: ReadonlyArray<string>) =>
+    Effect.suspend(() =>
+      !table.name.startsWith("_fw_")
+        ? Effect.dieMessage(`purge is for the framework's own tables, not ${table.name}`)
+        : ids.length === 0
+        ? Effect.void
+        : driver.deleteMany(table, ids)
+    )
+
   const getNow = driver.getNow
   /**
    * A point read. A tier that can answer synchronously (`getNow`) does, in this one fiber step: no
@@ -567,6 +576,7 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
     update: traced("update", update),
     upsert: traced("upsert", upsert),
     delete: traced("delete", remove),
+    purge: traced("purge", purge),
     get,
     find: traced("find", find),
     count: traced("count", count),

@@ -58,6 +58,13 @@ export interface StoreShape {
   /** Deletes a row. Fails `RowNotFound`. */
   readonly delete: <T extends Table.Any>(table: T, id: string) => Effect.Effect<void, StoreError>
   /**
+   * Framework bookkeeping: deletes the rows with these ids of one of the framework's own `_fw_`
+   * tables that nothing listens to (absent ids are skipped), one statement per chunk, with no change
+   * event — so no listener, stager, outbox entry or live-query refresh — and no tenant scoping.
+   * Inside a transaction it joins it. Any other table is a defect (it dies): app rows use `delete`.
+   */
+  readonly purge: <T extends Table.Any>(table: T, ids: ReadonlyArray<string>) => Effect.Effect<void, StoreError>
+  /**
    * Reads one row by id. `forUpdate` (inside a transaction): the row is locked against concurrent
    * writers until the transaction ends and the read sees the latest committed version, so a
    * read-modify-write loses no concurrent change (PostgreSQL `FOR UPDATE`; the other tiers

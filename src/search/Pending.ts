@@ -44,28 +44,40 @@ export const stage = (tables: ReadonlySet<string>, inFlight: InFlight) =>
     for (const marker of markers) inFlight.set(marker.id, marker.stagedAt)
   }
 
+/** Markers deleted per statement at most. */
+const maxBatch = 1000
+
 /**
- * Deletes markers in the background, many per transaction: the listener hands over refs as it
- * settles changes and never waits for the delete. A marker whose delete fails stays, and the sweep
- * repairs its row later (a redundant write, never a lost one).
+ * Deletes markers in the background, many per statement: the listener hands over refs as it settles
+ * changes and never waits for the delete. A marker is named by its change's `ref` (one per change),
+ * so settling an older write of a row never clears the marker of a newer one. A marker whose delete
+ * fails stays, and the sweep repairs its row later (a redundant write, never a lost one).
  */
 export const makeClearer = (store: StoreShape, background: (effect: Effect.Effect<void>) => Effect.Effect<void>) => {
   let queued: Array<string> = []
   let running = false
-  const flush: Effect.Effect<void> = Effect.suspend(() => {
+  /**
+   * Lets the listener go on while it keeps settling changes (each yield gives it a turn), so one
+   * delete takes every marker it settled meanwhile rather than one each; stops once a turn adds none.
+   */
+  const gather = (seen: number): Effect.Effect<void> =>
+    Effect.suspend(() =>
+      queued.length > seen && queued.length < maxBatch ? Effect.zipRight(Effect.yieldNow(), gather(queued.length)) : Effect.void
+    )
+  const flush: Effect.Effect<void> = Effect.suspend(() => gather(0)).pipe(Effect.zipRight(Effect.suspend(() => {
     if (queued.length === 0) {
       running = false
       return Effect.void
     }
     const batch = queued
     queued = []
-    return store.transaction(Effect.forEach(batch, (ref) => store.delete(SearchPending, ref).pipe(Effect.catchTag("RowNotFound", () => Effect.void)), {
-      discard: true
-    })).pipe(
+    // One `DELETE … WHERE id IN (…)` per batch, and no change event: nothing listens to markers
+    // (the sweep reads the table), and under fleet scope they must not become outbox traffic.
+    return store.purge(SearchPending, batch).pipe(
       Effect.catchAll((error) => Effect.logWarning(`search: could not clear ${batch.length} pending-sync markers; the sweep repairs their rows`, error)),
       Effect.zipRight(flush)
     )
-  })
+  })))
   return {
     /** Queues the marker `ref` for deletion. */
     clear: (ref: string): Effect.Effect<void> =>

@@ -48,6 +48,15 @@ describe.skipIf(Pg.serverUrl === null)("search shared by two replicas (real proc
       yield* json(`${r1.url}/_write`, "POST", { id: "b", title: "zebra stripes" })
       const seen = yield* Fleet.eventually(Effect.all([r1.search("zebra"), r0.search("zebra")]), ([on1, on0]) => on1.length === 2 && on0.length === 2)
       assert.deepStrictEqual(seen, [["a", "b"], ["a", "b"]])
+      // Each write's pending-sync marker is cleared once indexed, and clearing it sends nothing to
+      // the other replica: the marker table never reaches the outbox.
+      const markers = yield* Fleet.eventually(Fleet.withPg(url, (c) => c.query(`SELECT count(*)::int AS n FROM _fw_search_pending`).then((r) => r.rows[0].n as number)), (left) => left === 0)
+      assert.strictEqual(markers, 0)
+      const outboxed = yield* Fleet.withPg(url, (c) =>
+        c.query(`SELECT change->>'table' AS t, count(*)::int AS n FROM _fw_change_outbox, jsonb_array_elements(changes) AS change GROUP BY 1`)
+          .then((r) => Object.fromEntries(r.rows.map((row) => [row.t as string, row.n as number]))))
+      assert.strictEqual(outboxed["docs"], 2)
+      assert.strictEqual(outboxed["_fw_search_pending"], undefined)
 
       // 2. Rows written behind the app's back, each with a drift entry: both replicas sweep every
       //    200 ms, and every entry is repaired exactly once.

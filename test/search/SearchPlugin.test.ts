@@ -2,7 +2,7 @@ import { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Chunk, Clock, ConfigProvider, type Duration, Effect, Exit, Layer, Logger, Option, Redacted, type Scope, Stream, TestClock } from "effect"
+import { Cause, Chunk, Clock, ConfigProvider, Deferred, type Duration, Effect, Exit, Layer, Logger, Option, Redacted, type Scope, Stream, TestClock } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -254,6 +254,42 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
           yield* advanceUntil(Effect.map(ledger, (entries) => entries.length === 0), "10 seconds")
           yield* p.idle
           assert.deepStrictEqual(yield* indexIds(flaky.backend), ["m1", "m2"])
+        }).pipe(Effect.provide(stack(client(), p)))
+      })
+
+      it.scoped("acknowledged markers are cleared together and announce nothing; a newer write's marker outlives an older acknowledgement of its row", () => {
+        const flaky = flakyBackend()
+        const release = Effect.runSync(Deferred.make<void>())
+        // The engine answers every write at once except the one titled "late", held until released.
+        const held: typeof flaky.backend = {
+          ...flaky.backend,
+          upsert: (index, docs) =>
+            docs.some((doc) => doc["title"] === "late")
+              ? Effect.zipRight(Deferred.await(release), flaky.backend.upsert(index, docs))
+              : flaky.backend.upsert(index, docs)
+        }
+        const p = plugin(held)
+        return Effect.gen(function*() {
+          const store = yield* Store.Store
+          const tap = yield* ChangeTap.ChangeTap
+          const announced: Array<string> = []
+          yield* tap.subscribe({ name: "spy", onEvent: (event) => Effect.sync(() => void announced.push(event.table)) })
+          const ids = Array.from({ length: 8 }, (_, i) => `b${i}`)
+          yield* Effect.forEach(ids, (id, n) => store.insert(Notes, { id, tenantId: "t1", title: "early", body: "", n }), { discard: true })
+          // A newer write of b0 whose index write is still in flight when b0's insert is acknowledged.
+          yield* store.update(Notes, "b0", { title: "late" })
+          yield* advanceUntil(Effect.map(pending, (markers) => markers.length === 1))
+          assert.deepStrictEqual((yield* pending).map((m) => m.rowId), ["b0"])
+          assert.deepStrictEqual(yield* indexIds(flaky.backend), ids)
+          yield* Deferred.succeed(release, undefined)
+          yield* advanceUntil(Effect.map(pending, (markers) => markers.length === 0))
+          yield* settled
+          yield* p.idle
+          const docs = Chunk.toReadonlyArray(yield* Stream.runCollect(flaky.backend.documents!("notes")))
+          assert.strictEqual(docs.find((doc) => doc.id === "b0")?.["title"], "late")
+          // Nothing listens to the marker table: clearing it publishes no change event.
+          assert.isFalse(announced.includes(SearchPending.name), announced.join(","))
+          assert.strictEqual(announced.filter((table) => table === "notes").length, ids.length + 1)
         }).pipe(Effect.provide(stack(client(), p)))
       })
 
