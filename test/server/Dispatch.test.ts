@@ -13,6 +13,7 @@ import type { App } from "../../src/app/App.js"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import * as DirectRoute from "../../src/app/DirectRoute.js"
 import { requireScope } from "../../src/app/Guard.js"
+import { query } from "../../src/app/Procedure.js"
 import { defineRestRoute } from "../../src/http/RestRoute.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
@@ -113,6 +114,14 @@ describe("direct dispatch", () => {
   const app = defineApp({
     auth: [bearer],
     http: { cors: { origins: ["https://app.example"] } },
+    procedures: [
+      query("items.get", {
+        input: Schema.Struct({ id: Schema.String }),
+        output: Item,
+        guards: [requireScope("items:read")],
+        handler: ({ id }) => id === "boom" ? Effect.fail({ status: 418, message: "no" }) : Effect.succeed({ id, name: `item ${id}` })
+      })
+    ],
     restRoutes: [
       defineRestRoute({
         method: "GET",
@@ -143,6 +152,8 @@ describe("direct dispatch", () => {
     ]
   })
 
+  const rpcCall = (tag: string, payload: unknown) => JSON.stringify({ _tag: "Request", id: "1", tag, payload, headers: [] })
+
   it.scopedLive("the REST pipeline answers the same through its twin as through the router", () =>
     Effect.gen(function*() {
       const [directLogs, routedLogs]: Array<Array<string>> = [[], []]
@@ -164,7 +175,16 @@ describe("direct dispatch", () => {
         ["/items/42", { headers: { authorization: "Bearer reader", origin: "https://evil.example" } }],
         ["/items/42", { headers: { cookie: "session=x", origin: "https://evil.example" } }],
         ["/v1/old/1", {}],
-        ["/items/42", { method: "DELETE" }]
+        ["/items/42", { method: "DELETE" }],
+        // POST /rpc: a call, its guard refusing, a failing handler, an unknown procedure, a bad body.
+        ...[
+          [{ authorization: "Bearer reader" }, rpcCall("items.get", { id: "7" })],
+          [{ authorization: "Bearer stranger" }, rpcCall("items.get", { id: "7" })],
+          [{ authorization: "Bearer reader" }, rpcCall("items.get", { id: "boom" })],
+          [{ authorization: "Bearer reader" }, rpcCall("items.nope", {})],
+          [{ authorization: "Bearer reader" }, "{not json"],
+          [{ cookie: "session=x", origin: "https://evil.example" }, rpcCall("items.get", { id: "7" })]
+        ].map(([headers, body]) => ["/rpc", { method: "POST", headers: { "content-type": "application/json", ...headers as Record<string, string> }, body: body as string }] as const)
       ]
       for (const [path, init] of cases) {
         const viaTwin = yield* get(`${direct}${path}`, init)
