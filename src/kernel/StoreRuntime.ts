@@ -311,6 +311,20 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       })
     )
 
+  /** The change a one-row insert written synchronously by `fiber` makes. */
+  const insertedChange = (fiber: Fiber.RuntimeFiber<unknown, unknown>, table: Table.Any, after: Driver.Encoded): PendingChange => ({
+    table: table.name,
+    op: "insert",
+    id: idOf(after),
+    tenantId: TenantScope.tenantOf(table, after),
+    before: null,
+    after,
+    at: Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis(),
+    provenance: fiber.getFiberRef(Provenance.current),
+    // Stagers name their work by it (inside a transaction too: its stagers run at its commit).
+    ref: nextRef()
+  })
+
   /** The rest of an `insertNow` once the row is written: recorded, or staged and published. */
   const inserted = (
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
@@ -318,18 +332,7 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
     table: Table.Any,
     after: Driver.Encoded
   ): Effect.Effect<unknown, StoreError> => {
-    const change: PendingChange = {
-      table: table.name,
-      op: "insert",
-      id: idOf(after),
-      tenantId: TenantScope.tenantOf(table, after),
-      before: null,
-      after,
-      at: Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis(),
-      provenance: fiber.getFiberRef(Provenance.current),
-      // Stagers name their work by it (inside a transaction too: its stagers run at its commit).
-      ref: nextRef()
-    }
+    const change = insertedChange(fiber, table, after)
     const decoded = RowCodec.of(table).decode(after)
     if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
     if (own !== undefined) {
@@ -390,17 +393,7 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
     if (refused !== undefined) return Effect.fail(refused)
     const decoded = RowCodec.of(table).decode(after)
     if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
-    const changes: Array<PendingChange> = [{
-      table: table.name,
-      op: "insert",
-      id: idOf(after),
-      tenantId: TenantScope.tenantOf(table, after),
-      before: null,
-      after,
-      at: Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis(),
-      provenance: fiber.getFiberRef(Provenance.current),
-      ref: nextRef()
-    }]
+    const changes = [insertedChange(fiber, table, after)]
     const outcome = transactNow(fiber, (now) => {
       const inserted = now.insert(table, after)
       if (inserted !== undefined) return Either.left(inserted)

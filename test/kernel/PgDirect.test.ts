@@ -9,7 +9,7 @@
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Option, Redacted, Schedule, Schema, Tracer } from "effect"
+import { Deferred, Effect, Fiber, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import type pg from "pg"
 import * as PgDirect from "../../src/kernel/PgDirect.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
@@ -17,6 +17,7 @@ import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import * as Pg from "../support/Pg.js"
 import * as RecordingTap from "./support/RecordingTap.js"
+import * as StoreSpans from "./support/StoreSpans.js"
 
 const Notes = defineTable("direct_notes", { fields: { text: Schema.String } })
 
@@ -167,29 +168,10 @@ describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct statements", () => {
   it.scopedLive("with a tracer installed, point reads and inserts go through the client: fw.store spans with sql.execute children", () =>
     Effect.gen(function*() {
       const { store } = yield* tier
-      // Effect's own tracer, wrapped so that it counts as installed and records every span.
-      const native = yield* Effect.tracer
-      const spans: Array<Tracer.Span> = []
-      const recording = Tracer.make({
-        context: native.context,
-        span: (...args) => {
-          const span = native.span(...args)
-          spans.push(span)
-          return span
-        }
-      })
-      yield* Effect.withTracer(Effect.gen(function*() {
+      yield* StoreSpans.assertThroughClient(Effect.gen(function*() {
         yield* store.insert(Notes, { id: "traced", text: "t" })
         assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, "traced")).text, "t")
-      }), recording)
-      for (const operation of ["insert", "get"]) {
-        const span = spans.find((s) => s.name === `fw.store ${operation}`)
-        assert.isDefined(span, `a fw.store ${operation} span among ${spans.map((s) => s.name).join(", ")}`)
-        const statement = spans.find((s) =>
-          s.name === "sql.execute" && Option.isSome(s.parent) && s.parent.value.spanId === span!.spanId
-        )
-        assert.isDefined(statement, `fw.store ${operation} has a sql.execute child`)
-      }
+      }))
     }))
 
   it.scopedLive("an @effect/sql-pg client gives direct statements; one with name transforms does not", () =>

@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Option, Schema, Tracer } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -16,6 +16,7 @@ import * as SqliteDirect from "../../src/kernel/SqliteDirect.js"
 import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import * as RecordingTap from "./support/RecordingTap.js"
+import * as StoreSpans from "./support/StoreSpans.js"
 
 const Notes = defineTable("direct_notes", { fields: { text: Schema.String } })
 
@@ -114,29 +115,10 @@ describe("SQLite direct statements: when they are used", () => {
 
   it.effect("with a tracer installed, point reads and inserts go through the client: fw.store spans with sql.execute children", () =>
     Effect.gen(function*() {
-      // Effect's own tracer, wrapped so that it counts as installed and records every span.
-      const native = yield* Effect.tracer
-      const spans: Array<Tracer.Span> = []
-      const recording = Tracer.make({
-        context: native.context,
-        span: (...args) => {
-          const span = native.span(...args)
-          spans.push(span)
-          return span
-        }
-      })
       const store = yield* Store.Store
-      yield* Effect.withTracer(Effect.gen(function*() {
+      yield* StoreSpans.assertThroughClient(Effect.gen(function*() {
         yield* store.insert(Notes, { id: "traced", text: "t" })
         assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, "traced")).text, "t")
-      }), recording)
-      for (const operation of ["insert", "get"]) {
-        const span = spans.find((s) => s.name === `fw.store ${operation}`)
-        assert.isDefined(span, `a fw.store ${operation} span among ${spans.map((s) => s.name).join(", ")}`)
-        const statement = spans.find((s) =>
-          s.name === "sql.execute" && Option.isSome(s.parent) && s.parent.value.spanId === span!.spanId
-        )
-        assert.isDefined(statement, `fw.store ${operation} has a sql.execute child`)
-      }
+      }))
     }).pipe(Effect.provide(tiers["in memory"]())))
 })
