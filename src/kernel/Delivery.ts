@@ -258,13 +258,15 @@ export const make: Effect.Effect<Delivery> = Effect.gen(function*() {
       const queue = yield* Queue.unbounded<ChangeEvent>()
       const outstanding = new Outstanding()
       // The events of a batch in order; each one's handling is built when its turn comes (after the
-      // previous one ran), and one the listener has nothing to do for costs no step.
+      // previous one ran), and one the listener has nothing to do for costs no step. After an event
+      // it handled the fiber yields: a listener is background work, and writers waiting to run (a
+      // burst of calls) go first rather than behind a whole batch of, say, index updates.
       const handleFrom = (events: ReadonlyArray<ChangeEvent>, index: number): Effect.Effect<void> => {
         for (let i = index; i < events.length; i++) {
           const event = events[i]!
           const first = build(listener, event)
           if (first === Effect.void) continue
-          return Effect.zipRight(handle(listener, event, first), Effect.suspend(() => handleFrom(events, i + 1)))
+          return Effect.zipRight(handle(listener, event, first), Effect.zipRight(Effect.yieldNow(), Effect.suspend(() => handleFrom(events, i + 1))))
         }
         return Effect.void
       }

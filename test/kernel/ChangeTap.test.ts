@@ -58,6 +58,19 @@ describe("ChangeTap (local)", () => {
       assert.deepStrictEqual(seen, ["a", "c", "e"])
     }).pipe(Effect.provide(memory)))
 
+  it.scoped("a listener working through a batch lets waiting fibers run between the events it handles", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      let handled = 0
+      yield* withListener({ name: "indexer", onEvent: () => Effect.sync(() => void handled++) })
+      yield* store.transaction(Effect.forEach(Array.from({ length: 10 }, (_, i) => `n${i}`), (id) => store.insert(Notes, { id, text: id }), { discard: true }))
+      // Scheduled after the listener's fiber took the batch: it runs between two of its events, not after all ten.
+      const seenByWaiter = yield* Fiber.join(yield* Effect.fork(Effect.sync(() => handled)))
+      yield* settled
+      assert.strictEqual(handled, 10)
+      assert.isBelow(seenByWaiter, 10)
+    }).pipe(Effect.provide(memory)))
+
   it.scoped("a durable listener's failure is recorded; the write succeeds", () =>
     Effect.gen(function*() {
       const store = yield* Store.Store
