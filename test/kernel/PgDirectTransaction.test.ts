@@ -8,7 +8,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Fiber, Layer } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer, Tracer } from "effect"
 import * as PgDirect from "../../src/kernel/PgDirect.js"
 import * as Pg from "../support/Pg.js"
 
@@ -98,5 +98,28 @@ describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct transactions", () => {
       assert.strictEqual(yield* pidOutside, reserved)
       yield* transaction(sql`INSERT INTO tx_notes (id) VALUES ('next')`)
       assert.deepStrictEqual(yield* ids, ["next"])
+    }))
+
+  it.scopedLive("with a tracer installed, a transaction goes through the client: its sql.transaction span is there", () =>
+    Effect.gen(function*() {
+      const { sql, pidOutside, pidInside, transaction, ids } = yield* setup
+      const reserved = yield* pidOutside
+      // Effect's own tracer, wrapped so that it counts as installed and records every span.
+      const native = yield* Effect.tracer
+      const spans: Array<string> = []
+      const recording = Tracer.make({
+        context: native.context,
+        span: (...args) => {
+          spans.push(args[0])
+          return native.span(...args)
+        }
+      })
+      const pid = yield* Effect.withTracer(
+        transaction(Effect.zipRight(sql`INSERT INTO tx_notes (id) VALUES ('traced')`, pidInside)),
+        recording
+      )
+      assert.include(spans, "sql.transaction")
+      assert.notStrictEqual(pid, reserved)
+      assert.deepStrictEqual(yield* ids, ["traced"])
     }))
 })
