@@ -74,13 +74,24 @@ export interface Direct {
     parameters: ReadonlyArray<unknown>,
     fallback: Effect.Effect<ReadonlyArray<A>, SqlError>
   ) => Effect.Effect<ReadonlyArray<A>, SqlError>
+  /**
+   * `body` in a transaction on the idle reserved connection, BEGIN and COMMIT sent on it directly,
+   * the connection provided as the `TransactionConnection` (statements, stagers and savepoints run
+   * on it), when `now` would run directly and no transaction is open; else `fallback` (the client's
+   * `withTransaction`). As there: a failed COMMIT or ROLLBACK is a defect (its `SqlError`), and
+   * only `body` is interruptible.
+   */
+  readonly transaction: <A, E, R>(
+    body: Effect.Effect<A, E, R>,
+    fallback: Effect.Effect<A, E | SqlError, R>
+  ) => Effect.Effect<A, E | SqlError, R>
 }
 
 /** One reserved connection and how to give it back. */
 class Slot {
   busy = false
   dead = false
-  constructor(readonly pg: PgConnection, readonly scope: Scope.CloseableScope) {}
+  constructor(readonly connection: Connection, readonly pg: PgConnection, readonly scope: Scope.CloseableScope) {}
 }
 
 /** After a failed reservation, the next attempt waits this long (the database may be away). */
@@ -135,7 +146,7 @@ export const make = (
       )
       const pg = pgOf(connection)
       if (pg === undefined || closed) return yield* Scope.close(own, Exit.void)
-      slot = new Slot(pg, own)
+      slot = new Slot(connection, pg, own)
       pg.on("error", onFailure)
       pg.on("end", onFailure)
     }).pipe(
@@ -218,8 +229,40 @@ export const make = (
       return on instanceof Slot ? execute<A>(on.pg, text, parameters, on) : execute<A>(on, text, parameters, undefined)
     }
 
+    /**
+     * Without the client's `withTransaction` a short write transaction skips a pool checkout, a
+     * scope, a span and their bookkeeping: the reserved connection is held (busy) from BEGIN to
+     * COMMIT, so point statements of other fibers take the pool path meanwhile.
+     */
+    const transaction = <A, E, R>(body: Effect.Effect<A, E, R>, fallback: Effect.Effect<A, E | SqlError, R>) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.withFiberRuntime<A, E | SqlError, R>((fiber) => {
+          const context = fiber.currentContext
+          const own = bypasses(fiber) && Option.isNone(Context.getOption(context, SqlClient.TransactionConnection))
+            ? idle()
+            : undefined
+          if (own === undefined) return restore(fallback)
+          own.busy = true
+          const inside = Context.add(context, SqlClient.TransactionConnection, [own.connection, 0] as const)
+          return execute<never>(own.pg, "BEGIN", [], undefined).pipe(
+            Effect.zipRight(Effect.locally(restore(body), FiberRef.currentContext, inside)),
+            Effect.exit,
+            Effect.flatMap((exit) =>
+              Effect.zipRight(
+                Effect.orDie(execute<never>(own.pg, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK", [], undefined)),
+                exit
+              )
+            ),
+            Effect.ensuring(Effect.sync(() => {
+              own.busy = false
+            }))
+          )
+        })
+      )
+
     return {
       now,
+      transaction,
       statement: <A extends object>(statement: Statement.Statement<A>) =>
         Effect.withFiberRuntime<ReadonlyArray<A>, SqlError>((fiber) => {
           const on = connectionFor(fiber)

@@ -444,7 +444,11 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
         const body = Effect.mapError(effect, (error) => new Inner(error)).pipe(Effect.tap(() => {
           committing = true
         }))
-        return sql.withTransaction(body).pipe(
+        // On PostgreSQL, straight on the reserved connection when that changes nothing (see `PgDirect`).
+        const transacted = pgDirect === undefined
+          ? sql.withTransaction(body)
+          : pgDirect.transaction(body, sql.withTransaction(body))
+        return transacted.pipe(
           Effect.mapError((error): E | StoreUnavailable => error instanceof Inner ? error.error : unavailable(error)),
           // @effect/sql turns a failed COMMIT or ROLLBACK (a connection lost mid-transaction) into a defect.
           Effect.catchSomeDefect((defect) =>
