@@ -7,7 +7,8 @@
 import type { Headers } from "@effect/platform"
 import { HttpClient } from "@effect/platform"
 import { Cause, Context, Effect, Either, Exit, Layer, Option, Queue, Ref, Schema, Scope, Stream } from "effect"
-import type { FiberRef } from "effect"
+import type { FiberId, FiberRef } from "effect"
+import { FiberRefs } from "effect"
 import * as AuthStrategy from "./AuthStrategy.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
@@ -156,10 +157,20 @@ const decodeInput = (procedure: Procedure.Any, input: unknown) =>
     )
   )
 
-/** The fiber members `actingDirect` uses: `setFiberRef` is what `FiberRef.set` itself calls, in one step. */
+/** The fiber members `actingDirect` uses (what `FiberRef.set` itself reaches, as a fiber reads and replaces its refs). */
 interface FiberRefAccess {
+  readonly id: () => FiberId.Single
   readonly getFiberRef: <A>(ref: FiberRef.FiberRef<A>) => A
-  readonly setFiberRef: <A>(ref: FiberRef.FiberRef<A>, value: A) => void
+  readonly getFiberRefs: () => FiberRefs.FiberRefs
+  readonly setFiberRefs: (fiberRefs: FiberRefs.FiberRefs) => void
+}
+
+/** `subject` and `provenance` set as the fiber's own values: one copy of its fiber refs, where `setFiberRef` twice copies twice. */
+const setActing = (fiber: FiberRefAccess, subject: Option.Option<Subject.Subject>, provenance: Provenance.Provenance) => {
+  const id = fiber.id()
+  fiber.setFiberRefs(FiberRefs.updateManyAs(fiber.getFiberRefs(), {
+    entries: [[Subject.currentSubject, [[id, subject]]], [Provenance.current, [[id, provenance]]]]
+  }))
 }
 
 /**
@@ -176,15 +187,8 @@ const actingDirect = <A, E>(
     const fiber = runtimeFiber as unknown as FiberRefAccess
     const previousSubject = fiber.getFiberRef(Subject.currentSubject)
     const previousProvenance = fiber.getFiberRef(Provenance.current)
-    fiber.setFiberRef(Subject.currentSubject, subject)
-    fiber.setFiberRef(Provenance.current, provenance)
-    return Effect.ensuring(
-      effect,
-      Effect.sync(() => {
-        fiber.setFiberRef(Subject.currentSubject, previousSubject)
-        fiber.setFiberRef(Provenance.current, previousProvenance)
-      })
-    )
+    setActing(fiber, subject, provenance)
+    return Effect.ensuring(effect, Effect.sync(() => setActing(fiber, previousSubject, previousProvenance)))
   })
 
 /** What a call of one procedure needs that does not depend on the call, made on its first call. */

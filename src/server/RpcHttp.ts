@@ -51,6 +51,17 @@ export const decodeRequest = (message: unknown): Option.Option<typeof RequestMes
   return decodeRequestMessage(message)
 }
 
+/**
+ * A JSON answer, its body kept as the string `JSON.stringify` made (the headers are those of
+ * `HttpServerResponse.unsafeJson`): Node sends a string body in one write together with the status
+ * line and headers, where bytes take a second buffer in a `writev`, and the string is not encoded
+ * to bytes first.
+ */
+const json = (value: unknown, status = 200): HttpServerResponse.HttpServerResponse => {
+  const text = JSON.stringify(value)
+  return HttpServerResponse.raw(text, { status, contentType: "application/json", contentLength: Buffer.byteLength(text) })
+}
+
 /** The encoded `Exit` of an output that failed its own schema (a defect of the handler). */
 const outputDefect = { _tag: "Failure", cause: { _tag: "Die", defect: "the output failed its schema" } }
 
@@ -60,7 +71,7 @@ const defect = (message: string) => ({ _tag: "Defect", defect: { name: "RpcProto
  * A body that is not rpc messages: 400, its body still the rpc wire format (an array holding one
  * `Defect`), which `RpcClient`'s HTTP transport reads whatever the status.
  */
-const malformed = (message: string) => HttpServerResponse.unsafeJson([defect(message)], { status: 400 })
+const malformed = (message: string) => json([defect(message)], 400)
 
 /** The most messages one `POST /rpc` body may carry (a client batches the calls of one tick). */
 export const maxMessagesPerBody = 1000
@@ -105,7 +116,7 @@ export const make = (runtime: RuntimeShape) => {
         // A single call (the common case) runs on the request's fiber: no child fiber per call.
         const decoded = decodeRequest(parsed)
         if (Option.isNone(decoded)) return Effect.succeed(malformed("expected an rpc Request message (or an array of them)"))
-        return Effect.map(answer(decoded.value, request.headers), (exit) => HttpServerResponse.unsafeJson([exit]))
+        return Effect.map(answer(decoded.value, request.headers), (exit) => json([exit]))
       }
       // One body is one client's batch: bounded, so a single request cannot occupy the server.
       if (parsed.length > maxMessagesPerBody) {
@@ -121,6 +132,6 @@ export const make = (runtime: RuntimeShape) => {
       const answers = messages.length === 1
         ? Effect.map(answer(messages[0]!, request.headers), (exit) => [exit])
         : Effect.forEach(messages, (message) => answer(message, request.headers), { concurrency: batchConcurrency })
-      return Effect.map(answers, (exits) => HttpServerResponse.unsafeJson(exits))
+      return Effect.map(answers, (exits) => json(exits))
     })
 }

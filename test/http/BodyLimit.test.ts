@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { request as httpRequest } from "node:http"
+import { connect } from "node:net"
 import { defineApp } from "../../src/app/App.js"
 import { defineRestRoute } from "../../src/http/RestRoute.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
@@ -68,7 +69,40 @@ const roomy = defineRestRoute({
   handler: () => Effect.succeed({ ok: true })
 })
 
+/** Sends a POST with its body in pieces, each after a pause, on a raw socket; resolves with the raw answer. */
+const postInPieces = (url: string, pieces: ReadonlyArray<string>) =>
+  Effect.promise(() =>
+    new Promise<string>((resolve, reject) => {
+      const target = new URL(url)
+      const length = Buffer.byteLength(pieces.join(""))
+      const socket = connect(Number(target.port), target.hostname)
+      let answer = ""
+      socket.setEncoding("utf8")
+      socket.on("data", (data: string) => {
+        answer += data
+        if (/\r\n\r\n[\s\S]*\]$/.test(answer)) {
+          socket.end()
+          resolve(answer)
+        }
+      })
+      socket.on("error", reject)
+      socket.write(`POST ${target.pathname} HTTP/1.1\r\nhost: ${target.host}\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n\r\n`)
+      pieces.forEach((piece, i) => setTimeout(() => socket.write(piece), 30 * (i + 1)))
+    })
+  )
+
 describe("body caps", () => {
+  it.scopedLive("a POST /rpc body that arrives after its headers, in pieces, is read whole", () =>
+    Effect.gen(function*() {
+      const { rpcUrl } = yield* Serve.serve(makeApp({}), memory)
+      const message = JSON.stringify({ _tag: "Request", id: "late", tag: "no.such", payload: {}, headers: [] })
+      const answer = yield* postInPieces(rpcUrl, [message.slice(0, 10), message.slice(10)])
+      assert.match(answer, /^HTTP\/1\.1 200/)
+      assert.include(answer, `"requestId":"late"`)
+      assert.include(answer, "ProcedureNotFound")
+    }))
+
+
   it.scopedLive("Content-Length over the cap is 413 before reading, with Connection: close", () =>
     Effect.gen(function*() {
       const { url } = yield* Serve.serve(makeApp({ maxBodyBytes: 64 * 1024 }), memory)

@@ -73,6 +73,26 @@ describe("rpc answers", () => {
       ])
     }))
 
+  it.scopedLive("POST /rpc: a JSON answer whose Content-Length counts bytes, not characters (a multi-byte payload)", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const answer = yield* Effect.promise(async () => {
+        const response = await fetch(served.rpcUrl, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(call("1", "out.payload", { payload: { a: 1 }, id: "é☃😀" }))
+        })
+        const bytes = new Uint8Array(await response.arrayBuffer())
+        return { status: response.status, type: response.headers.get("content-type"), length: response.headers.get("content-length"), bytes }
+      })
+      assert.strictEqual(answer.status, 200)
+      assert.strictEqual(answer.type, "application/json")
+      assert.strictEqual(answer.length, String(answer.bytes.byteLength))
+      assert.deepStrictEqual(JSON.parse(new TextDecoder().decode(answer.bytes)), [
+        { _tag: "Exit", requestId: "é☃😀", exit: { _tag: "Success", value: "a=1" } }
+      ])
+    }))
+
   it.scopedLive("WebSocket: an async output encoding, and an output failing its schema answered with the formatted error as a defect", () =>
     Effect.gen(function*() {
       const served = yield* Serve.serve(app, memory)
