@@ -9,13 +9,14 @@
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { Effect, Fiber, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import type pg from "pg"
 import * as PgDirect from "../../src/kernel/PgDirect.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import * as Pg from "../support/Pg.js"
+import * as HeldTransaction from "./support/HeldTransaction.js"
 import * as RecordingTap from "./support/RecordingTap.js"
 import * as StoreSpans from "./support/StoreSpans.js"
 
@@ -33,10 +34,6 @@ const tier = Effect.gen(function*() {
   return { store: Effect.runSync(Effect.provide(Store.Store, context)), url }
 })
 
-/** The failure that rolls a test's transaction back. */
-class Abort {
-  readonly _tag = "Abort"
-}
 
 /** Runs `query` on a connection of its own (a lock holder, an administrator). */
 const on = <A>(client: pg.Client, query: string, values: Array<unknown> = []) =>
@@ -59,36 +56,20 @@ describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct statements", () => {
   it.scopedLive("a read outside a transaction does not see another fiber's uncommitted row", () =>
     Effect.gen(function*() {
       const { store } = yield* tier
-      const opened = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const writer = yield* store.transaction(Effect.gen(function*() {
-        yield* store.insert(Notes, { id: "pending", text: "uncommitted" })
-        yield* Deferred.succeed(opened, undefined)
-        yield* Deferred.await(release)
-        return yield* Effect.fail(new Abort())
-      })).pipe(Effect.either, Effect.fork)
-      yield* Deferred.await(opened)
+      const held = yield* HeldTransaction.hold(store, Notes, { id: "pending", text: "uncommitted" })
       assert.isTrue(Option.isNone(yield* store.get(Notes, "pending")))
-      yield* Deferred.succeed(release, undefined)
-      assert.strictEqual((yield* Fiber.join(writer))._tag, "Left")
+      yield* held.release
+      assert.isTrue(yield* held.rolledBack)
       assert.isTrue(Option.isNone(yield* store.get(Notes, "pending")))
     }))
 
   it.scopedLive("an insert outside a transaction does not join another fiber's transaction: its rollback keeps the row", () =>
     Effect.gen(function*() {
       const { store } = yield* tier
-      const opened = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const writer = yield* store.transaction(Effect.gen(function*() {
-        yield* store.insert(Notes, { id: "rolled-back", text: "x" })
-        yield* Deferred.succeed(opened, undefined)
-        yield* Deferred.await(release)
-        return yield* Effect.fail(new Abort())
-      })).pipe(Effect.either, Effect.fork)
-      yield* Deferred.await(opened)
+      const held = yield* HeldTransaction.hold(store, Notes, { id: "rolled-back", text: "x" })
       assert.strictEqual((yield* store.insert(Notes, { id: "kept", text: "y" })).id, "kept")
-      yield* Deferred.succeed(release, undefined)
-      assert.strictEqual((yield* Fiber.join(writer))._tag, "Left")
+      yield* held.release
+      assert.isTrue(yield* held.rolledBack)
       assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, "kept")).text, "y")
       assert.isTrue(Option.isNone(yield* store.get(Notes, "rolled-back")))
     }))

@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
+import { Effect, Exit, Fiber, Layer, Option, Schema } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -15,6 +15,7 @@ import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as SqliteDirect from "../../src/kernel/SqliteDirect.js"
 import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
+import * as HeldTransaction from "./support/HeldTransaction.js"
 import * as RecordingTap from "./support/RecordingTap.js"
 import * as StoreSpans from "./support/StoreSpans.js"
 
@@ -33,32 +34,20 @@ const tiers = {
   file: () => tier(path.join(mkdtempSync(path.join(tmpdir(), "fw-direct-")), "store.db"))
 }
 
-/** The failure that rolls a test's transaction back. */
-class Abort {
-  readonly _tag = "Abort"
-}
 
 for (const [name, make] of Object.entries(tiers)) {
   describe(`SQLite direct statements (${name})`, () => {
     it.live("a read outside a transaction does not see another fiber's uncommitted row; it waits for the transaction", () =>
       Effect.gen(function*() {
         const store = yield* Store.Store
-        const opened = yield* Deferred.make<void>()
-        const release = yield* Deferred.make<void>()
-        const writer = yield* store.transaction(Effect.gen(function*() {
-          yield* store.insert(Notes, { id: "pending", text: "uncommitted" })
-          yield* Deferred.succeed(opened, undefined)
-          yield* Deferred.await(release)
-          return yield* Effect.fail(new Abort())
-        })).pipe(Effect.either, Effect.fork)
-        yield* Deferred.await(opened)
+        const held = yield* HeldTransaction.hold(store, Notes, { id: "pending", text: "uncommitted" })
         const reader = yield* Effect.fork(store.get(Notes, "pending"))
         yield* Effect.repeatN(Effect.yieldNow(), 5)
         // Still waiting, or answered without the uncommitted row: never read inside the writer's transaction.
         const early = yield* Fiber.poll(reader)
         if (Option.isSome(early)) assert.isTrue(Exit.isSuccess(early.value) && Option.isNone(early.value.value))
-        yield* Deferred.succeed(release, undefined)
-        assert.strictEqual((yield* Fiber.join(writer))._tag, "Left")
+        yield* held.release
+        assert.isTrue(yield* held.rolledBack)
         assert.isTrue(Option.isNone(yield* Fiber.join(reader)))
         assert.isTrue(Option.isNone(yield* store.get(Notes, "pending")))
       }).pipe(Effect.provide(make())))
@@ -66,19 +55,11 @@ for (const [name, make] of Object.entries(tiers)) {
     it.live("an insert outside a transaction does not join another fiber's transaction: its rollback keeps the row", () =>
       Effect.gen(function*() {
         const store = yield* Store.Store
-        const opened = yield* Deferred.make<void>()
-        const release = yield* Deferred.make<void>()
-        const writer = yield* store.transaction(Effect.gen(function*() {
-          yield* store.insert(Notes, { id: "rolled-back", text: "x" })
-          yield* Deferred.succeed(opened, undefined)
-          yield* Deferred.await(release)
-          return yield* Effect.fail(new Abort())
-        })).pipe(Effect.either, Effect.fork)
-        yield* Deferred.await(opened)
+        const held = yield* HeldTransaction.hold(store, Notes, { id: "rolled-back", text: "x" })
         const outside = yield* Effect.fork(store.insert(Notes, { id: "kept", text: "y" }))
         yield* Effect.repeatN(Effect.yieldNow(), 5)
-        yield* Deferred.succeed(release, undefined)
-        assert.strictEqual((yield* Fiber.join(writer))._tag, "Left")
+        yield* held.release
+        assert.isTrue(yield* held.rolledBack)
         assert.strictEqual((yield* Fiber.join(outside)).id, "kept")
         assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, "kept")).text, "y")
         assert.isTrue(Option.isNone(yield* store.get(Notes, "rolled-back")))

@@ -11,7 +11,7 @@
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { SqlClient } from "@effect/sql"
 import { assert, describe, it } from "@effect/vitest"
-import { Deferred, Effect, Either, Fiber, Layer, Option, Schema, Tracer } from "effect"
+import { Effect, Fiber, Layer, Option, Schema, Tracer } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -22,6 +22,7 @@ import * as StageStatements from "../../src/kernel/StageStatements.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
+import * as HeldTransaction from "./support/HeldTransaction.js"
 
 const Notes = defineTable("stx_notes", { fields: { tenantId: Schema.String, text: Schema.String }, tenantField: "tenantId" })
 /** What the test stager writes per change: how many notes it saw, and which path ran it. */
@@ -70,10 +71,6 @@ const tracing = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 const stagedOf = (id: string) =>
   Effect.flatMap(Store.Store, (store) => Effect.map(store.get(Staged, stagedId(id)), Option.getOrUndefined))
 
-/** The failure that rolls a test's transaction back. */
-class Abort {
-  readonly _tag = "Abort"
-}
 
 describe("SQLite: a one-row insert and its staging in one step", () => {
   it.effect("the row and the stager's rows commit together; the stager reads every tenant and sees the row", () =>
@@ -131,19 +128,11 @@ describe("SQLite: a one-row insert and its staging in one step", () => {
   it.live("while another fiber's transaction is open, the insert waits its turn and does not join it", () =>
     Effect.gen(function*() {
       const store = yield* Store.Store
-      const opened = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const writer = yield* store.transaction(Effect.gen(function*() {
-        yield* store.insert(Notes, { id: "rolled-back", tenantId: "t1", text: "x" })
-        yield* Deferred.succeed(opened, undefined)
-        yield* Deferred.await(release)
-        return yield* Effect.fail(new Abort())
-      })).pipe(Effect.either, Effect.fork)
-      yield* Deferred.await(opened)
+      const held = yield* HeldTransaction.hold(store, Notes, { id: "rolled-back", tenantId: "t1", text: "x" })
       const outside = yield* Effect.fork(store.insert(Notes, { id: "kept", tenantId: "t1", text: "y" }))
       yield* Effect.repeatN(Effect.yieldNow(), 5)
-      yield* Deferred.succeed(release, undefined)
-      assert.isTrue(Either.isLeft(yield* Fiber.join(writer)))
+      yield* held.release
+      assert.isTrue(yield* held.rolledBack)
       assert.strictEqual((yield* Fiber.join(outside)).id, "kept")
       assert.isTrue(Option.isNone(yield* store.get(Notes, "rolled-back")))
       assert.isUndefined(yield* stagedOf("rolled-back"))
