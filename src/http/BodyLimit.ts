@@ -9,6 +9,7 @@ import { NodeHttpServerRequest } from "@effect/platform-node"
 import { Effect } from "effect"
 import { BodyReadFailed, PayloadTooLarge } from "../app/BodyRead.js"
 import * as Settings from "../app/Settings.js"
+import * as EarlyBody from "./EarlyBody.js"
 import type { IncomingMessage } from "node:http"
 import type { Socket } from "node:net"
 
@@ -65,6 +66,19 @@ export const readCapped = (
   if (Number.isFinite(declared) && declared > limit) {
     if (incoming !== undefined) discardRest(incoming)
     return Effect.fail(new PayloadTooLarge({ limit }))
+  }
+  // Collected before the route ran (`EarlyBody`): answered from that, at once.
+  const early = incoming === undefined ? undefined : EarlyBody.take(incoming)
+  if (early !== undefined) {
+    switch (early._tag) {
+      case "Body":
+        return early.body.byteLength <= limit ? Effect.succeed(early.body) : Effect.fail(new PayloadTooLarge({ limit }))
+      case "TooLarge":
+        discardRest(incoming!)
+        return Effect.fail(new PayloadTooLarge({ limit }))
+      case "Failed":
+        return Effect.fail(new BodyReadFailed({ message: early.message }))
+    }
   }
   if (incoming === undefined) {
     // Not a Node request (a web handler in tests): the platform's own reader, which counts as it reads.

@@ -27,6 +27,7 @@ import type * as Net from "node:net"
 import type { Duplex } from "node:stream"
 import * as WS from "ws"
 import type * as DirectRoute from "../app/DirectRoute.js"
+import * as EarlyBody from "../http/EarlyBody.js"
 import * as Now from "../kernel/Now.js"
 import * as Telemetry from "../kernel/Telemetry.js"
 import * as Dispatch from "./Dispatch.js"
@@ -98,14 +99,10 @@ const leanHandler = <R>(runtime: Runtime.Runtime<R>, app: Served<R>, table: Disp
     const fiber = Runtime.runFork(Runtime.make({ context: Context.unsafeMake(services), fiberRefs, runtimeFlags }), effect)
     interruptOnAbort(nodeResponse, fiber)
   }
-  return (nodeRequest, nodeResponse) => {
-    const request = new NodeRequest(nodeRequest, nodeResponse)
-    // A CORS preflight is answered by the edge before routing: it never goes direct.
-    const found = table === undefined || nodeRequest.method === "OPTIONS" ? undefined : table.find(nodeRequest.method!, request.url)
-    if (found?.direct === undefined) return run(request, nodeResponse, app)
+  const dispatch = (request: NodeRequest, nodeResponse: Http.ServerResponse, found: Dispatch.Found, twin: DirectRoute.Direct) => {
     let direct: DirectRoute.Answer
     try {
-      direct = found.direct(request, found.params, found.searchParams)
+      direct = twin(request, found.params, found.searchParams)
     } catch (defect) {
       direct = Effect.die(defect)
     }
@@ -113,6 +110,17 @@ const leanHandler = <R>(runtime: Runtime.Runtime<R>, app: Served<R>, table: Disp
     const exit = Now.exitOf(answered)
     if (writesAtOnce && exit !== undefined && exit._tag === "Success" && NodeResponse.writeNow(nodeResponse, request.method, exit.value)) return
     run(request, nodeResponse, answered, found)
+  }
+  return (nodeRequest, nodeResponse) => {
+    const request = new NodeRequest(nodeRequest, nodeResponse)
+    // A CORS preflight is answered by the edge before routing: it never goes direct.
+    const found = table === undefined || nodeRequest.method === "OPTIONS" ? undefined : table.find(nodeRequest.method!, request.url)
+    if (found?.direct === undefined) return run(request, nodeResponse, app)
+    // A twin that wants its body first (`EarlyBody`: `POST /rpc`) is called once the body is in.
+    const twin = found.direct
+    const bodyLimit = EarlyBody.limitOf(twin)
+    if (bodyLimit !== undefined) return EarlyBody.collect(nodeRequest, bodyLimit, () => dispatch(request, nodeResponse, found, twin))
+    dispatch(request, nodeResponse, found, twin)
   }
 }
 

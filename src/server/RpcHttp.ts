@@ -3,16 +3,24 @@
  * runtime. A body holds one request message (or an array of them); the answer is the array of
  * their `Exit` messages, exactly as `@effect/rpc`'s HTTP protocol frames them, so `RpcClient`'s
  * HTTP transport talks to it unchanged. Live queries need a socket and are refused here.
+ *
+ * The route (`route`) has an eager twin (`DirectRoute`) whose body is read before it is called
+ * (`EarlyBody`); it runs a single call on a fiber of its own started at once, so a call that
+ * completes without waiting (a memory or SQLite read) is answered with no request fiber at all.
  */
-import { Headers } from "@effect/platform"
-import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Either, Option, Schema } from "effect"
+import { Headers, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, Either, Exit, Fiber, Option, Runtime, Schema } from "effect"
 import { liveSuffix } from "../app/App.js"
+import * as CrossSite from "../app/CrossSite.js"
+import * as DirectRoute from "../app/DirectRoute.js"
 import type { WireError } from "../app/Errors.js"
 import { ProcedureFailure, ProcedureNotFound } from "../app/Errors.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import type * as Procedure from "../app/Procedure.js"
 import type { RuntimeShape } from "../app/Runtime.js"
+import * as BodyLimit from "../http/BodyLimit.js"
+import * as EarlyBody from "../http/EarlyBody.js"
+import * as Now from "../kernel/Now.js"
 import * as RpcExit from "./RpcExit.js"
 
 const RequestMessage = Schema.Struct({
@@ -78,8 +86,46 @@ export const maxMessagesPerBody = 1000
 const batchConcurrency = 16
 const decoder = new TextDecoder()
 
-/** The `POST /rpc` handler over `runtime`, for a body already read within the cap. */
-export const make = (runtime: RuntimeShape) => {
+/** How a single call's effect is run: as it is (in the request's fiber), or started at once (`startNow`). */
+type Start = <A, E>(effect: Effect.Effect<A, E>) => Effect.Effect<A, E>
+
+const inRequestFiber: Start = (effect) => effect
+
+/**
+ * Runs `effect` now on a fiber of `runtime`: its exit when it completes without waiting, else an
+ * effect that waits for that fiber (and interrupts it when interrupted itself).
+ */
+const startNow = (runtime: Runtime.Runtime<never>): Start => {
+  const runNow = Runtime.runSyncExit(runtime)
+  return <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> => {
+    const exit = runNow(effect)
+    if (Exit.isSuccess(exit)) return exit
+    const defect = Cause.dieOption(exit.cause)
+    if (Option.isNone(defect) || !Runtime.isAsyncFiberException(defect.value)) return exit
+    const fiber = defect.value.fiber as Fiber.RuntimeFiber<A, E>
+    return Effect.onInterrupt(Fiber.join(fiber), () => Fiber.interrupt(fiber))
+  }
+}
+
+/** `Effect.matchEffect`, applied now when `self` has finished already. */
+const matchNow = <A, E, B, C>(
+  self: Effect.Effect<A, E>,
+  onFailure: (error: E) => Effect.Effect<B>,
+  onSuccess: (value: A) => Effect.Effect<C>
+): Effect.Effect<B | C> =>
+  Now.matchCauseEffect(self, {
+    onFailure: (cause) => {
+      const failure = Cause.failureOrCause(cause)
+      return Either.isLeft(failure) ? onFailure(failure.left) : Exit.failCause(failure.right)
+    },
+    onSuccess
+  })
+
+/**
+ * The `POST /rpc` handler over `runtime`, for a body already read within the cap (from `request`).
+ * `start` runs a body's single call (a batch runs in the request's fiber, `batchConcurrency` at a time).
+ */
+export const make = (runtime: RuntimeShape, start: Start = inRequestFiber) => {
   const exits = RpcExit.make(runtime)
   /** The encoded `Exit` of an output: encoded synchronously, else (an async schema, a failure) by the effectful encoder. */
   const successExit = (procedure: Procedure.Any, output: unknown): Effect.Effect<unknown> => {
@@ -89,7 +135,7 @@ export const make = (runtime: RuntimeShape) => {
       : exits.successLater(procedure)(output).pipe(Effect.map((value) => ({ _tag: "Success", value })), Effect.orElseSucceed(() => outputDefect))
   }
 
-  const answer = (message: typeof RequestMessage.Type, transportHeaders: Headers.Headers): Effect.Effect<unknown> => {
+  const answer = (message: typeof RequestMessage.Type, transportHeaders: Headers.Headers, run: Start): Effect.Effect<unknown> => {
     const failWith = (error: WireError) => ({ _tag: "Exit", requestId: message.id, exit: exits.failure(error) })
     if (message.tag.endsWith(liveSuffix) && runtime.app.procedures.has(message.tag.slice(0, -liveSuffix.length))) {
       return Effect.succeed(failWith(new ProcedureFailure({ status: 400, message: "live queries need the WebSocket transport" })))
@@ -98,40 +144,78 @@ export const make = (runtime: RuntimeShape) => {
     if (procedure === undefined) return Effect.succeed(failWith(new ProcedureNotFound({ tag: message.tag })))
     // Message headers override transport headers, as on the socket.
     const headers = Headers.merge(transportHeaders, Headers.fromInput(message.headers))
-    return Effect.matchEffect(runtime.call(procedure, { input: message.payload, headers }), {
-      onFailure: (error) => Effect.succeed(failWith(error)),
-      onSuccess: (output) => Effect.map(successExit(procedure, output), (exit) => ({ _tag: "Exit", requestId: message.id, exit }))
-    })
+    return matchNow(
+      run(runtime.call(procedure, { input: message.payload, headers })),
+      (error) => Effect.succeed(failWith(error)),
+      (output) => Now.map(successExit(procedure, output), (exit) => ({ _tag: "Exit", requestId: message.id, exit }))
+    )
   }
 
-  return (body: Uint8Array) =>
-    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      let parsed: unknown
-      try {
-        parsed = JSON.parse(decoder.decode(body))
-      } catch (error) {
-        return Effect.succeed(malformed(error instanceof Error ? error.message : "malformed JSON"))
-      }
-      if (!Array.isArray(parsed)) {
-        // A single call (the common case) runs on the request's fiber: no child fiber per call.
-        const decoded = decodeRequest(parsed)
-        if (Option.isNone(decoded)) return Effect.succeed(malformed("expected an rpc Request message (or an array of them)"))
-        return Effect.map(answer(decoded.value, request.headers), (exit) => json([exit]))
-      }
-      // One body is one client's batch: bounded, so a single request cannot occupy the server.
-      if (parsed.length > maxMessagesPerBody) {
-        return Effect.succeed(HttpResponses.error(413, "BatchTooLarge", `at most ${maxMessagesPerBody} rpc messages per request`))
-      }
-      const messages: Array<typeof RequestMessage.Type> = []
-      for (const message of parsed) {
-        const decoded = decodeRequest(message)
-        // Checked before any call runs: a malformed batch runs none of its calls.
-        if (Option.isNone(decoded)) return Effect.succeed(malformed("expected an rpc Request message (or an array of them)"))
-        messages.push(decoded.value)
-      }
-      const answers = messages.length === 1
-        ? Effect.map(answer(messages[0]!, request.headers), (exit) => [exit])
-        : Effect.forEach(messages, (message) => answer(message, request.headers), { concurrency: batchConcurrency })
-      return Effect.map(answers, (exits) => json(exits))
-    })
+  return (request: HttpServerRequest.HttpServerRequest, body: Uint8Array): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(decoder.decode(body))
+    } catch (error) {
+      return Effect.succeed(malformed(error instanceof Error ? error.message : "malformed JSON"))
+    }
+    if (!Array.isArray(parsed)) {
+      // A single call (the common case) runs on the request's fiber: no child fiber per call.
+      const decoded = decodeRequest(parsed)
+      if (Option.isNone(decoded)) return Effect.succeed(malformed("expected an rpc Request message (or an array of them)"))
+      return Now.map(answer(decoded.value, request.headers, start), (exit) => json([exit]))
+    }
+    // One body is one client's batch: bounded, so a single request cannot occupy the server.
+    if (parsed.length > maxMessagesPerBody) {
+      return Effect.succeed(HttpResponses.error(413, "BatchTooLarge", `at most ${maxMessagesPerBody} rpc messages per request`))
+    }
+    const messages: Array<typeof RequestMessage.Type> = []
+    for (const message of parsed) {
+      const decoded = decodeRequest(message)
+      // Checked before any call runs: a malformed batch runs none of its calls.
+      if (Option.isNone(decoded)) return Effect.succeed(malformed("expected an rpc Request message (or an array of them)"))
+      messages.push(decoded.value)
+    }
+    const answers = messages.length === 1
+      ? Now.map(answer(messages[0]!, request.headers, start), (exit) => [exit])
+      : Effect.forEach(messages, (message) => answer(message, request.headers, inRequestFiber), { concurrency: batchConcurrency })
+    return Now.map(answers, (exits) => json(exits))
+  }
 }
+
+/** A body that could not be read: the 413 or 400 answer (any other cause goes on). */
+const bodyRefused = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, unknown> => {
+  const failure = Cause.failureOrCause(cause)
+  if (Either.isLeft(failure)) {
+    const error = failure.left
+    if (error instanceof BodyLimit.PayloadTooLarge) return Effect.succeed(BodyLimit.payloadTooLargeResponse(error))
+    if (error instanceof BodyLimit.BodyReadFailed) return Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message))
+  }
+  return Effect.failCause(cause)
+}
+
+/**
+ * The `POST /rpc` route handler, screened for cross-site use (`CrossSite`), its body read within
+ * `maxBodyBytes`, with its eager twin: the twin's body is collected before it is called
+ * (`EarlyBody`) and its single call started at once on a fiber with the services and fiber refs
+ * where the route was built (as the WebSocket's calls are), so an answer given at once needs no
+ * request fiber. The router's handler runs everything in the request's fiber, as before.
+ */
+export const route = (runtime: RuntimeShape, maxBodyBytes: number) =>
+  Effect.map(Effect.runtime<never>(), (callRuntime) => {
+    const respond = (answer: ReturnType<typeof make>) => (request: HttpServerRequest.HttpServerRequest) =>
+      Now.catchAllCause(
+        CrossSite.guardedRequest(
+          runtime,
+          request,
+          (request) => Now.flatMap(BodyLimit.readCapped(request, maxBodyBytes), (body) => answer(request, body)),
+          { bodyExpected: true }
+        ),
+        bodyRefused
+      )
+    const routed = respond(make(runtime))
+    const direct = respond(make(runtime, startNow(callRuntime)))
+    return DirectRoute.withDirect(
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, routed),
+      EarlyBody.wants((request: HttpServerRequest.HttpServerRequest) => direct(request), maxBodyBytes)
+    )
+  })

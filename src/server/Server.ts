@@ -109,21 +109,8 @@ const rpcRoutes = (serverGroup: RpcGroup.Group, maxBodyBytes: number, knownTags 
     HttpLayerRouter.use((router) =>
       Effect.gen(function*() {
         const runtime = yield* Runtime.Runtime
-        const answer = RpcHttp.make(runtime)
-        const call = (request: HttpServerRequest.HttpServerRequest) =>
-          CrossSite.guardedRequest(
-            runtime,
-            request,
-            (request) => Effect.flatMap(BodyLimit.readCapped(request, maxBodyBytes), answer),
-            { bodyExpected: true }
-          ).pipe(
-            Effect.catchTags({
-              PayloadTooLarge: (error) => Effect.succeed(BodyLimit.payloadTooLargeResponse(error)),
-              BodyReadFailed: (error) => Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message))
-            })
-          )
         // Direct dispatch (see `DirectRoute`) skips the router's per-request context for every call.
-        yield* router.add("POST", rpcPath, DirectRoute.withDirect(Effect.flatMap(HttpServerRequest.HttpServerRequest, call), call))
+        yield* router.add("POST", rpcPath, yield* RpcHttp.route(runtime, maxBodyBytes))
       })
     )
   )
