@@ -1,5 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema } from "effect"
+import { Deferred, Effect, Layer, Schema } from "effect"
+import { connect } from "node:net"
 import WebSocket from "ws"
 import { defineApp } from "../../src/app/App.js"
 import { query } from "../../src/app/Procedure.js"
@@ -29,6 +30,23 @@ const app = defineApp({
     })
   ]
 })
+
+/** A query that waits for the test to release it, and records that it started and whether it was interrupted. */
+const waitingApp = (started: Deferred.Deferred<void>, release: Deferred.Deferred<void>, interrupted: Deferred.Deferred<void>) =>
+  defineApp({
+    procedures: [
+      query("slow.wait", {
+        input: Schema.Struct({ answer: Schema.String }),
+        output: Schema.String,
+        handler: ({ answer }) =>
+          Deferred.succeed(started, undefined).pipe(
+            Effect.zipRight(Deferred.await(release)),
+            Effect.as(answer),
+            Effect.onInterrupt(() => Deferred.succeed(interrupted, undefined))
+          )
+      })
+    ]
+  })
 
 const post = (url: string, body: unknown) =>
   Effect.promise(async () => {
@@ -103,5 +121,52 @@ describe("rpc answers", () => {
       assert.strictEqual(wrong._tag, "Failure")
       assert.strictEqual(wrong.cause._tag, "Die")
       assert.include(wrong.cause.defect, "Expected number")
+    }))
+
+  it.scopedLive("POST /rpc: a call that waits is answered when it completes; a client gone meanwhile interrupts its handler", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const interrupted = yield* Deferred.make<void>()
+      const served = yield* Serve.serve(waitingApp(started, release, interrupted), memory)
+      // Answered once released.
+      const answered = yield* Effect.fork(post(served.rpcUrl, call("1", "slow.wait", { payload: { answer: "late" } })))
+      yield* Deferred.await(started)
+      yield* Deferred.succeed(release, undefined)
+      const answer = yield* answered.await
+      assert.deepStrictEqual(answer._tag === "Success" ? answer.value : answer, {
+        status: 200,
+        body: [{ _tag: "Exit", requestId: "1", exit: { _tag: "Success", value: "late" } }]
+      })
+      // A second app instance whose call never completes: the client goes away, the handler is interrupted.
+      const started2 = yield* Deferred.make<void>()
+      const never = yield* Deferred.make<void>()
+      const served2 = yield* Serve.serve(waitingApp(started2, never, interrupted), memory)
+      const controller = new AbortController()
+      const pending = fetch(served2.rpcUrl, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(call("2", "slow.wait", { payload: { answer: "never" } })),
+        signal: controller.signal
+      }).catch(() => "aborted")
+      yield* Deferred.await(started2)
+      controller.abort()
+      assert.strictEqual(yield* Effect.promise(() => pending), "aborted")
+      yield* Deferred.await(interrupted).pipe(Effect.timeout("5 seconds"))
+    }))
+
+  it.scopedLive("POST /rpc: a client that goes away in the middle of its body leaves the server serving", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const target = new URL(served.rpcUrl)
+      yield* Effect.async<void>((resume) => {
+        const socket = connect(Number(target.port), target.hostname)
+        socket.on("error", () => {})
+        socket.on("close", () => resume(Effect.void))
+        socket.write(`POST ${target.pathname} HTTP/1.1\r\nhost: ${target.host}\r\ncontent-type: application/json\r\ncontent-length: 500\r\n\r\n[{"_tag":`)
+        setTimeout(() => socket.destroy(), 50)
+      })
+      const answer = yield* post(served.rpcUrl, call("3", "out.payload", { payload: { a: 2 } }))
+      assert.deepStrictEqual(answer, { status: 200, body: [{ _tag: "Exit", requestId: "3", exit: { _tag: "Success", value: "a=2" } }] })
     }))
 })
