@@ -25,6 +25,12 @@ export interface Invocation {
   readonly subject?: Subject.Subject
   /** Run as the system, across tenants (inspect invocations without a tenant). Never set from a request. */
   readonly crossTenant?: boolean
+  /**
+   * The call is all its fiber runs that reads the caller (a transport started the fiber for it and
+   * only writes the answer after): the caller's subject and provenance are set on the fiber and
+   * not put back, which saves the finalizer that restores them.
+   */
+  readonly ownsFiber?: boolean
 }
 
 const isProcedureError = Schema.is(Errors.ProcedureError)
@@ -100,6 +106,17 @@ const actingDirect = <A, E>(
     const previousProvenance = fiber.getFiberRef(Provenance.current)
     setActing(fiber, subject, provenance)
     return Effect.ensuring(effect, Effect.sync(() => setActing(fiber, previousSubject, previousProvenance)))
+  })
+
+/** `effect` acting for `subject` with `provenance` on a fiber the call owns (`Invocation.ownsFiber`): set, never put back. */
+const actingOwned = <A, E>(
+  effect: Effect.Effect<A, E>,
+  subject: Option.Option<Subject.Subject>,
+  provenance: Provenance.Provenance
+): Effect.Effect<A, E> =>
+  Effect.withFiberRuntime((runtimeFiber) => {
+    setActing(runtimeFiber as unknown as FiberRefAccess, subject, provenance)
+    return effect
   })
 
 /** What a call of one procedure needs that does not depend on the call, made on its first call. */
@@ -222,7 +239,7 @@ export const make = (wiring: Wiring) => {
       if (verdict) return Effect.fail(new Guard.GuardRefused({ status: verdict.status, message: verdict.message }))
     }
     const handler = Effect.suspend(() => procedure.handler(input, ctx))
-    return actingDirect(
+    return (invocation.ownsFiber === true ? actingOwned : actingDirect)(
       withHandlerContext(rest === undefined ? handler : Effect.zipRight(rest, handler)),
       invocation.crossTenant === true ? Option.none() : Option.some(subject),
       { traceId, subjectId: subject.id, procedure: procedure.tag }

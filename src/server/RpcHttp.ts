@@ -145,7 +145,7 @@ export const make = (runtime: RuntimeShape, start: Start = inRequestFiber) => {
     // Message headers override transport headers, as on the socket.
     const headers = Headers.merge(transportHeaders, Headers.fromInput(message.headers))
     return matchNow(
-      run(runtime.call(procedure, { input: message.payload, headers })),
+      run(runtime.call(procedure, { input: message.payload, headers, ownsFiber: run !== inRequestFiber })),
       (error) => Effect.succeed(failWith(error)),
       (output) => Now.map(successExit(procedure, output), (exit) => ({ _tag: "Exit", requestId: message.id, exit }))
     )

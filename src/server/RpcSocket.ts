@@ -104,7 +104,8 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
     /** Runs a call of `request` (a procedure's, not a live query's) and writes its answer. */
     const call = (client: Client, request: Request, headers: HeadersType.Headers): void => {
       const procedure = runtime.app.procedures.get(request.tag)!
-      const effect = Effect.matchCauseEffect(Effect.interruptible(runtime.call(procedure, { input: request.payload, headers })), {
+      // The call's fiber is its own (`start`): after it, the fiber only writes the answer.
+      const effect = Effect.matchCauseEffect(Effect.interruptible(runtime.call(procedure, { input: request.payload, headers, ownsFiber: true })), {
         onSuccess: (output) => {
           const encoded = exits.success(procedure, output)
           if (Either.isRight(encoded)) return answer(client, request, encoded.right)

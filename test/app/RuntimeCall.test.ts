@@ -1,6 +1,6 @@
 import { FetchHttpClient, Headers } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, FiberRef, Layer, Logger, Option, Schema } from "effect"
+import { Effect, Fiber, FiberRef, Layer, Logger, Option, Schema } from "effect"
 import { defineApp } from "../../src/app/App.js"
 import type { Guard } from "../../src/app/Guard.js"
 import { query } from "../../src/app/Procedure.js"
@@ -99,6 +99,28 @@ describe("runtime calls", () => {
         assert.deepStrictEqual(seen, ["handler:bob:guarded.sync", "handler:system:guarded.sync"])
         assert.deepStrictEqual(subjectAfter, Option.some(outer))
         assert.deepStrictEqual(provenanceAfter, outerProvenance)
+      }))
+  })
+
+  it.live("a call on a fiber of its own (ownsFiber) acts for its caller the same, guards and handler alike, on that fiber only", () => {
+    const seen: Seen = []
+    return withRuntime(seen, (runtime) =>
+      Effect.gen(function*() {
+        const order = runtime.app.procedures.get("guarded.order")!
+        const sync = runtime.app.procedures.get("guarded.sync")!
+        const own = <A, E>(effect: Effect.Effect<A, E>) => Effect.flatMap(Effect.fork(effect), Fiber.join)
+        assert.strictEqual(yield* own(runtime.call(order, { input: { n: 1 }, headers: alice, ownsFiber: true })), 2)
+        assert.strictEqual(yield* own(runtime.call(sync, { input: { n: 3 }, headers: Headers.empty, subject: subjects["tok-bob"]!, crossTenant: true, ownsFiber: true })), 6)
+        const refused = yield* Effect.flip(own(runtime.call(sync, { input: { n: 3 }, headers: refusing(alice), ownsFiber: true })))
+        assert.strictEqual(refused._tag, "GuardRefused")
+        assert.deepStrictEqual(seen, [
+          "effectful:alice:guarded.order",
+          "last:alice:guarded.order",
+          "handler:alice:guarded.order",
+          "handler:system:guarded.sync"
+        ])
+        // The caller's own fiber was never touched.
+        assert.deepStrictEqual(yield* FiberRef.get(Subject.currentSubject), Option.none())
       }))
   })
 
