@@ -151,7 +151,8 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
           }
           if (message.tag.endsWith(liveSuffix) || client.forwarded.has(message.id)) return false
           const request = message as unknown as Request
-          const headers = Headers.merge(upgradeHeaders, Headers.fromInput(request.headers))
+          // The request's own headers over the upgrade's (without any, the upgrade's as they are).
+          const headers = request.headers.length === 0 ? upgradeHeaders : Headers.merge(upgradeHeaders, Headers.fromInput(request.headers))
           const running = client.calls.get(request.id)
           // The same id as a call still running: this one starts when that one is done, as the rpc server does.
           if (running !== undefined) running.addObserver(() => call(client, request, headers))
@@ -223,10 +224,12 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
           let forward: Array<FromClientEncoded> | undefined
           for (const item of decoded) {
             const message = item as FromClientEncoded
+            if (handled(client, message, upgradeHeaders)) continue
+            // The rpc server reads the upgrade's headers before the request's own from the message.
             if (typeof item === "object" && item !== null && message._tag === "Request") {
               ;(message as { headers: ReadonlyArray<readonly [string, string]> }).headers = headers.concat(message.headers as Array<[string, string]>)
             }
-            if (!handled(client, message, upgradeHeaders)) (forward ??= []).push(message)
+            ;(forward ??= []).push(message)
           }
           if (forward === undefined) return
           const toServer = forward
