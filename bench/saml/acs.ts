@@ -9,7 +9,6 @@
 import { SAML, ValidateInResponseTo } from "@node-saml/node-saml"
 import { Effect } from "effect"
 import * as Libraries from "../../src/saml/Libraries.js"
-import * as Keys from "../../src/saml/Keys.js"
 import * as LoginResponse from "../../src/saml/LoginResponse.js"
 import * as Idp from "../../test/saml/support/Idp.js"
 import { perSecond, table } from "../support.js"
@@ -34,16 +33,7 @@ export const run = async () => {
   const now = Date.now()
   const xml = Idp.validResponse({ now, inResponseTo: "_bench" })
   const libraries = await Effect.runPromise(Libraries.load)
-  const expectations: LoginResponse.Expectations = {
-    idpEntityId: Idp.idpEntityId,
-    spEntityId: Idp.spEntityId,
-    acsUrl: Idp.acsUrl,
-    keys: [Keys.trust(Idp.idpKeys.cert)],
-    decryptionKey: undefined,
-    wantAuthnResponseSigned: false,
-    clockSkewMs: 0,
-    now
-  }
+  const expectations = Idp.expectations(now)
   const fw = () => Effect.runPromise(LoginResponse.validate(libraries, xml, expectations))
   const nodeSaml = new SAML({
     idpCert: Idp.idpKeys.cert,

@@ -12,7 +12,6 @@
  */
 import { SAML, ValidateInResponseTo } from "@node-saml/node-saml"
 import { Effect, Either } from "effect"
-import * as Keys from "../../src/saml/Keys.js"
 import * as Libraries from "../../src/saml/Libraries.js"
 import * as LoginResponse from "../../src/saml/LoginResponse.js"
 import * as Idp from "../../test/saml/support/Idp.js"
@@ -31,16 +30,7 @@ const timed = async (run: () => Promise<unknown>) => {
 export const run = async () => {
   const now = Date.now()
   const libraries = await Effect.runPromise(Libraries.load)
-  const expectations: LoginResponse.Expectations = {
-    idpEntityId: Idp.idpEntityId,
-    spEntityId: Idp.spEntityId,
-    acsUrl: Idp.acsUrl,
-    keys: [Keys.trust(Idp.idpKeys.cert)],
-    decryptionKey: undefined,
-    wantAuthnResponseSigned: false,
-    clockSkewMs: 60_000,
-    now
-  }
+  const expectations = Idp.expectations(now, { clockSkewMs: 60_000 })
   const nodeSaml = new SAML({
     idpCert: Idp.idpKeys.cert,
     idpIssuer: Idp.idpEntityId,

@@ -14,7 +14,7 @@ import { Chunk, Effect, Layer, Option, Stream } from "effect"
 import type { Meilisearch, Task } from "meilisearch"
 import type { SearchBackendError } from "./Errors.js"
 import type { Clause, EngineBackend, EngineTuning } from "./EngineSupport.js"
-import { backendError, decodeFacetCounts, emptyResult, eqField, filterableFields, finishHighlight, finishListHighlight, hostOf, lazyModule, presentationParams, reservedFieldOf, retryAfterMs, searchableFields, sentinelPost, sentinelPre, shadowClause, stripShadows, tsField, withShadows } from "./EngineSupport.js"
+import { backendError, decodeFacetCounts, emptyResult, eqField, filterableFields, highlightedHit, hostOf, lazyModule, presentationParams, reservedFieldOf, retryAfterMs, searchableFields, sentinelPost, sentinelPre, shadowClause, stripShadows, tsField, withShadows } from "./EngineSupport.js"
 import type { Document, IndexSpec, Query, Rebuild, Result } from "./SearchBackend.js"
 import { readPath, SearchBackend } from "./SearchBackend.js"
 
@@ -175,16 +175,10 @@ export const make = (config: EngineBConfig): EngineBackend => {
       const hits = response.hits.map((raw) => {
         const { _formatted: formatted, ...rest } = raw as Record<string, unknown> & { _formatted?: Record<string, unknown> }
         const doc = stripShadows(rest, ["_rankingScore", "_rankingScoreDetails", "_matchesPosition"])
-        if (!query.highlight || !formatted) return { doc }
-        const highlights: Record<string, string> = {}
-        for (const field of query.highlight.fields) {
+        return highlightedHit(doc, query.highlight, formatted && ((field) => {
           const marked = readPath(formatted, field)
-          const done = Array.isArray(marked)
-            ? finishListHighlight(marked.map(String), query.highlight.preTag, query.highlight.postTag)
-            : typeof marked === "string" ? finishHighlight(marked, query.highlight.preTag, query.highlight.postTag) : undefined
-          if (done !== undefined) highlights[field] = done
-        }
-        return Object.keys(highlights).length > 0 ? { doc, highlights } : { doc }
+          return Array.isArray(marked) ? marked.map(String) : typeof marked === "string" ? marked : undefined
+        }))
       })
       const distribution = (response.facetDistribution ?? {}) as Record<string, Record<string, number>>
       const facets = Object.fromEntries(query.facets.map((f) => [f, decodeFacetCounts(distribution[eqField(f)])]))

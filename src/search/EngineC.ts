@@ -14,7 +14,7 @@ import { Chunk, Effect, Layer, Option, Stream } from "effect"
 import type { Algoliasearch } from "algoliasearch"
 import type { SearchBackendError } from "./Errors.js"
 import type { Clause, EngineBackend, EngineTuning } from "./EngineSupport.js"
-import { backendError, decodeFacetCounts, emptyResult, eqField, filterableFields, finishHighlight, finishListHighlight, lazyModule, presentationParams, reservedFieldOf, searchableFields, sentinelPost, sentinelPre, shadowClause, stripShadows, withShadows } from "./EngineSupport.js"
+import { backendError, decodeFacetCounts, emptyResult, eqField, filterableFields, highlightedHit, lazyModule, presentationParams, reservedFieldOf, searchableFields, sentinelPost, sentinelPre, shadowClause, stripShadows, withShadows } from "./EngineSupport.js"
 import type { Document, IndexSpec, Query, Rebuild, Result } from "./SearchBackend.js"
 import { readPath, SearchBackend } from "./SearchBackend.js"
 
@@ -187,18 +187,14 @@ export const make = (config: EngineCConfig): EngineBackend => {
       const hits = response.hits.map((raw) => {
         const { _highlightResult: hl, ...rest } = raw as unknown as Record<string, unknown> & { _highlightResult?: Record<string, unknown> }
         const doc = stripShadows(rest, ["objectID", "_snippetResult", "_rankingInfo", "_distinctSeqID"])
-        if (!query.highlight || !hl) return { doc }
-        const highlights: Record<string, string> = {}
-        for (const field of query.highlight.fields) {
+        return highlightedHit(doc, query.highlight, hl && ((field) => {
           const h = readPath(hl, field)
-          const done = Array.isArray(h)
-            ? finishListHighlight(h.map((x) => String((x as { value?: unknown }).value ?? "")), query.highlight.preTag, query.highlight.postTag)
+          return Array.isArray(h)
+            ? h.map((x) => String((x as { value?: unknown }).value ?? ""))
             : h && typeof h === "object" && (h as { matchLevel?: string }).matchLevel !== "none"
-            ? finishHighlight(String((h as { value?: unknown }).value ?? ""), query.highlight.preTag, query.highlight.postTag)
+            ? String((h as { value?: unknown }).value ?? "")
             : undefined
-          if (done !== undefined) highlights[field] = done
-        }
-        return Object.keys(highlights).length > 0 ? { doc, highlights } : { doc }
+        }))
       })
       const counted = (response.facets ?? {}) as Record<string, Record<string, number>>
       const facets = Object.fromEntries(query.facets.map((f) => [f, decodeFacetCounts(counted[eqField(f)])]))

@@ -15,7 +15,7 @@
  */
 import { Effect } from "effect"
 import { SearchBackendError } from "./Errors.js"
-import type { Document, Filter, IndexSpec, Query, Result, Scalar, SearchBackendShape } from "./SearchBackend.js"
+import type { Document, Filter, Hit, IndexSpec, Query, Result, Scalar, SearchBackendShape } from "./SearchBackend.js"
 import { isoInstant, readPath } from "./SearchBackend.js"
 
 /** An engine backend: the contract plus the hosts it connects to (for `network:outbound:<host>`). */
@@ -227,6 +227,30 @@ export const finishHighlight = (marked: string, preTag: string, postTag: string)
 /** Several marked list elements as one snippet (joined with ", ", as the contract says). */
 export const finishListHighlight = (marked: ReadonlyArray<string>, preTag: string, postTag: string): string | undefined =>
   marked.some((m) => m.includes(sentinelPre)) ? marked.map((m) => finishHighlight(m, preTag, postTag) ?? escapeHtml(m)).join(", ") : undefined
+
+/**
+ * A hit as the contract gives it: the document, with the snippets of the highlighted fields that
+ * matched. `marked` reads a field's marked text (a string, or a list's elements) from the engine's
+ * answer, undefined where it has none; without it (or without `highlight`) the hit has no snippets.
+ */
+export const highlightedHit = (
+  doc: Document,
+  highlight: Query["highlight"],
+  marked: ((field: string) => string | ReadonlyArray<string> | undefined) | undefined
+): Hit => {
+  if (!highlight || marked === undefined) return { doc }
+  const highlights: Record<string, string> = {}
+  for (const field of highlight.fields) {
+    const text = marked(field)
+    const done = text === undefined
+      ? undefined
+      : typeof text === "string"
+      ? finishHighlight(text, highlight.preTag, highlight.postTag)
+      : finishListHighlight(text, highlight.preTag, highlight.postTag)
+    if (done !== undefined) highlights[field] = done
+  }
+  return Object.keys(highlights).length > 0 ? { doc, highlights } : { doc }
+}
 
 // ---------------------------------------------------------------------------------------------
 // engineParams

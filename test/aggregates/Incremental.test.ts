@@ -12,7 +12,7 @@ import { defineAggregate } from "../../src/aggregates/index.js"
 import type * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import { Store } from "../../src/kernel/Store.js"
 import * as Pg from "../support/Pg.js"
-import { check, incrementalAggregates, random, step } from "./randomized.js"
+import { check, incrementalAggregates, writer } from "./randomized.js"
 import type { OrderRow } from "./randomized.js"
 import { base, Orders, scheduler, tiers } from "./support.js"
 
@@ -25,18 +25,16 @@ for (const tier of tiers) {
       Effect.gen(function*() {
         const ctx = yield* base(tier)
         const store = Context.get(ctx, Store)
-        const next = random(42)
-        const mirror = new Map<string, OrderRow>()
-        const counter = { n: 0 }
+        const orders = writer(store, 42)
         // Rows written before boot are picked up by the first build.
-        for (let i = 0; i < 30; i++) yield* step(store, mirror, next, counter)
+        for (let i = 0; i < 30; i++) yield* orders.step
         const aggregates = incrementalAggregates()
         const s = yield* scheduler(tier.name, ctx, aggregates)
         yield* s.booted
-        yield* check(s, aggregates, mirror.values(), "boot")
+        yield* check(s, aggregates, orders.mirror.values(), "boot")
         for (let i = 0; i < steps[tier.name]; i++) {
-          yield* step(store, mirror, next, counter)
-          yield* check(s, aggregates, mirror.values(), `step ${i}`)
+          yield* orders.step
+          yield* check(s, aggregates, orders.mirror.values(), `step ${i}`)
         }
         // A transaction that rolls back leaves every aggregate untouched.
         const failed = yield* Effect.exit(store.transaction(Effect.zipRight(
@@ -44,7 +42,7 @@ for (const tier of tiers) {
           Effect.fail("abort")
         )))
         assert.isTrue(Exit.isFailure(failed))
-        yield* check(s, aggregates, mirror.values(), "a rollback")
+        yield* check(s, aggregates, orders.mirror.values(), "a rollback")
         const meta = yield* s.meta("count_grouped")
         assert.strictEqual(meta.lastError, null)
       }), 60_000)
@@ -53,17 +51,15 @@ for (const tier of tiers) {
       Effect.gen(function*() {
         const ctx = yield* base(tier)
         const store = Context.get(ctx, Store)
-        const next = random(7)
-        const mirror = new Map<string, OrderRow>()
-        const counter = { n: 0 }
+        const orders = writer(store, 7)
         const aggregates = incrementalAggregates()
         const s = yield* scheduler(tier.name, ctx, aggregates)
         yield* s.booted
         for (let batch = 0; batch < 12; batch++) {
           yield* store.transaction(Effect.gen(function*() {
-            for (let i = 0; i < 15; i++) yield* step(store, mirror, next, counter)
+            for (let i = 0; i < 15; i++) yield* orders.step
           }))
-          yield* check(s, aggregates, mirror.values(), `transaction ${batch}`)
+          yield* check(s, aggregates, orders.mirror.values(), `transaction ${batch}`)
         }
       }), 60_000)
 
@@ -102,9 +98,7 @@ for (const tier of tiers) {
           const ctx = yield* base(tier)
           const sql = Context.get(ctx as Context.Context<SqlClient.SqlClient>, SqlClient.SqlClient)
           const store = Context.get(ctx, Store)
-          const next = random(11)
-          const mirror = new Map<string, OrderRow>()
-          const counter = { n: 0 }
+          const orders = writer(store, 11)
           // Where DDL would show: SQLite's schema_version moves with every schema change; on
           // PostgreSQL each trigger's oid and its function's row version (CREATE OR REPLACE writes a new one).
           const fingerprint = tier.name === "pg"
@@ -116,8 +110,8 @@ for (const tier of tiers) {
               const scope = yield* Scope.make()
               const s = yield* scheduler(tier.name, ctx, aggregates, scope)
               yield* s.booted
-              for (let i = 0; i < 20; i++) yield* step(store, mirror, next, counter)
-              yield* check(s, aggregates, mirror.values(), "after boot")
+              for (let i = 0; i < 20; i++) yield* orders.step
+              yield* check(s, aggregates, orders.mirror.values(), "after boot")
               yield* Scope.close(scope, Exit.void)
             })
           const aggregates = incrementalAggregates()
@@ -151,7 +145,7 @@ for (const tier of tiers) {
           // A trigger dropped behind the framework's back (writes meanwhile are missed): the next
           // boot restores it and rebuilds that aggregate from the source.
           yield* sql.unsafe(tier.name === "pg" ? `DROP TRIGGER "_fw_agg_count_all" ON orders` : `DROP TRIGGER "_fw_agg_count_all_ins"`)
-          for (let i = 0; i < 10; i++) yield* step(store, mirror, next, counter)
+          for (let i = 0; i < 10; i++) yield* orders.step
           yield* boot(redefined)
           assert.strictEqual((yield* fingerprint).length, replaced.length)
         }), 60_000)
@@ -161,21 +155,19 @@ for (const tier of tiers) {
       Effect.gen(function*() {
         const ctx = yield* base(tier)
         const store = Context.get(ctx, Store)
-        const next = random(7)
-        const mirror = new Map<string, OrderRow>()
-        const counter = { n: 0 }
+        const orders = writer(store, 7)
         const aggregates = incrementalAggregates()
         const first = yield* Scope.make()
         const s1 = yield* scheduler(tier.name, ctx, aggregates, first)
         yield* s1.booted
-        for (let i = 0; i < 25; i++) yield* step(store, mirror, next, counter)
+        for (let i = 0; i < 25; i++) yield* orders.step
         yield* Scope.close(first, Exit.void)
         const s2 = yield* scheduler(tier.name, ctx, aggregates)
         yield* s2.booted
-        if (tier.name !== "memory") yield* check(s2, aggregates, mirror.values(), "restart")
+        if (tier.name !== "memory") yield* check(s2, aggregates, orders.mirror.values(), "restart")
         assert.strictEqual(yield* s2.refresh("min_grouped"), "refreshed")
-        for (let i = 0; i < 25; i++) yield* step(store, mirror, next, counter)
-        yield* check(s2, aggregates, mirror.values(), "after restart")
+        for (let i = 0; i < 25; i++) yield* orders.step
+        yield* check(s2, aggregates, orders.mirror.values(), "after restart")
       }))
   })
 }
@@ -192,10 +184,8 @@ if (Pg.serverUrl !== null) {
         // Eight writers with their own ids (o<1000w+n>), on the same six groups.
         yield* Effect.forEach([0, 1, 2, 3, 4, 5, 6, 7], (w) =>
           Effect.gen(function*() {
-            const next = random(100 + w)
-            const mine = new Map<string, OrderRow>()
-            const counter = { n: 1000 * w }
-            for (let i = 0; i < 15; i++) yield* step(store, mine, next, counter)
+            const mine = writer(store, 100 + w, 1000 * w)
+            for (let i = 0; i < 15; i++) yield* mine.step
           }), { concurrency: "unbounded", discard: true })
         const rows = (yield* store.find(Orders)) as ReadonlyArray<OrderRow>
         assert.isAbove(rows.length, 0)

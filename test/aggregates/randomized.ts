@@ -84,3 +84,14 @@ export const check = (s: AggregateSchedulerShape, aggregates: ReadonlyArray<Aggr
     }), { discard: true })
 }
 
+
+/**
+ * A seeded random writer of `Orders` on `store`: each run of `step` makes one random change (ids
+ * counted from `firstId`), and `mirror` holds the rows as they should now be.
+ */
+export const writer = (store: StoreShape, seed: number, firstId = 0) => {
+  const next = random(seed)
+  const mirror = new Map<string, OrderRow>()
+  const counter = { n: firstId }
+  return { mirror, step: Effect.suspend(() => step(store, mirror, next, counter)) }
+}

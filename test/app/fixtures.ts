@@ -3,12 +3,12 @@
  * to fixed subjects ("bad" is a token of the right kind that fails verification).
  */
 import { Effect, Schema } from "effect"
-import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { requireScope } from "../../src/app/Guard.js"
 import { action, mutation, query } from "../../src/app/Procedure.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
+import * as TokenStrategy from "../support/TokenStrategy.js"
 
 export const Notes = defineTable("notes", {
   fields: { tenantId: Schema.String, text: Schema.String, rank: Schema.Number },
@@ -22,17 +22,7 @@ export const subjects: Record<string, Subject.Subject> = {
 }
 
 /** `Authorization: Bearer tok-*`: known tokens authenticate, `tok-bad` fails, no header is anonymous. */
-export const tokenStrategy: AuthStrategy.AuthStrategy = {
-  id: "test-token",
-  outboundHosts: [],
-  authenticate: ({ headers }) =>
-    Effect.sync(() => {
-      const token = AuthStrategy.readBearer(headers)
-      if (token === undefined) return AuthStrategy.Verdict.NoMatch()
-      const subject = subjects[token]
-      return subject ? AuthStrategy.Verdict.Authenticated({ subject }) : AuthStrategy.Verdict.Failed({ reason: "unknown token" })
-    })
-}
+export const tokenStrategy = TokenStrategy.make("test-token", subjects)
 
 export const listNotes = query("notes.list", {
   input: Schema.Struct({ minRank: Schema.optional(Schema.Number) }),

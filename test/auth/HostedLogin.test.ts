@@ -118,11 +118,18 @@ const start = (
   })
 
 /** Runs the browser's side of a login: the login route, the provider, then the callback. */
-const logIn = (app: string, browser: ReturnType<typeof Browser.jar>) =>
+/** Starts a login at `app` and follows it to the provider, whose answer redirects to the callback. */
+const toProvider = (app: string, browser: ReturnType<typeof Browser.jar>) =>
   Effect.gen(function*() {
     const started = yield* Browser.get(`${app}/auth/idp_a/login`, browser.header())
     browser.take(started)
     const atProvider = yield* Browser.get(started.location!)
+    return { started, atProvider }
+  })
+
+const logIn = (app: string, browser: ReturnType<typeof Browser.jar>) =>
+  Effect.gen(function*() {
+    const { started, atProvider } = yield* toProvider(app, browser)
     const callback = yield* Browser.get(atProvider.location!, browser.header())
     browser.take(callback)
     return { started, atProvider, callback }
@@ -200,9 +207,7 @@ describe("hosted-login routes on a plain router", () => {
     Effect.gen(function*() {
       const { standIn, url } = yield* start(configured)
       const browser = Browser.jar()
-      const started = yield* Browser.get(`${url}/auth/idp_a/login`)
-      browser.take(started)
-      const atProvider = yield* Browser.get(started.location!)
+      const { atProvider } = yield* toProvider(url, browser)
       const forged = new URL(atProvider.location!)
       forged.searchParams.set("state", "forged")
       const answer = yield* Browser.get(forged.toString(), browser.header())
@@ -215,9 +220,7 @@ describe("hosted-login routes on a plain router", () => {
     Effect.gen(function*() {
       const { standIn, url } = yield* start(configured)
       const browser = Browser.jar()
-      const started = yield* Browser.get(`${url}/auth/idp_a/login`)
-      browser.take(started)
-      const atProvider = yield* Browser.get(started.location!)
+      const { atProvider } = yield* toProvider(url, browser)
       const withoutCode = new URL(atProvider.location!)
       withoutCode.searchParams.delete("code")
       const noCode = yield* Browser.get(withoutCode.toString(), browser.header())

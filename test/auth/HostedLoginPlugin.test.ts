@@ -47,6 +47,33 @@ const whoAmI = query("auth.whoAmI", {
   handler: (_, { subject }) => Effect.succeed({ id: subject.id, tenantId: subject.tenantId })
 })
 
+/** The app: `whoAmI`, the plugin (its provider the stand-in at `apiBaseUrl`), the session strategy. */
+const makeApp = (apiBaseUrl: string) =>
+  defineApp({
+    name: "login",
+    procedures: [whoAmI],
+    plugins: [idpAHostedLoginPlugin({ sessionSecret, apiBaseUrl, landingPath: "/home" })],
+    auth: [passwordSessionStrategy({ secret: sessionSecret })]
+  })
+
+/** Configures the plugin (for the scope) for the stand-in's client, its callback on the app at `url`. */
+const configure = (url: string) =>
+  environment({
+    IDP_A_CLIENT_ID: StandIn.clientId,
+    IDP_A_API_KEY: StandIn.apiKey,
+    IDP_A_REDIRECT_URI: `${url}/auth/idp_a/callback`
+  })
+
+/** Walks login → provider → callback at the app at `url` in a fresh cookie jar: the callback's answer, and the jar. */
+const walkLogin = (url: string) =>
+  Effect.gen(function*() {
+    const browser = Browser.jar()
+    const started = yield* Browser.get(`${url}/auth/idp_a/login`)
+    browser.take(started)
+    const callback = yield* Browser.get((yield* Browser.get(started.location!)).location!, browser.header())
+    return { browser, callback }
+  })
+
 describe("idpAHostedLoginPlugin in an app", () => {
   it("declares store:write and its provider host", () => {
     const plugin = idpAHostedLoginPlugin({ sessionSecret })
@@ -58,27 +85,14 @@ describe("idpAHostedLoginPlugin in an app", () => {
   it.scopedLive("503 until configured; then the login sets a session the app's strategy accepts, and later logins find the user", () =>
     Effect.gen(function*() {
       const standIn = yield* StandIn.start
-      const app = defineApp({
-        name: "login",
-        procedures: [whoAmI],
-        plugins: [idpAHostedLoginPlugin({ sessionSecret, apiBaseUrl: standIn.url, landingPath: "/home" })],
-        auth: [passwordSessionStrategy({ secret: sessionSecret })]
-      })
+      const app = makeApp(standIn.url)
       yield* environment({})
       const served = yield* Serve.serve(app, Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal)))
       assert.strictEqual((yield* Browser.get(`${served.url}/auth/idp_a/login`)).status, 503)
-      yield* environment({
-        IDP_A_CLIENT_ID: StandIn.clientId,
-        IDP_A_API_KEY: StandIn.apiKey,
-        IDP_A_REDIRECT_URI: `${served.url}/auth/idp_a/callback`
-      })
+      yield* configure(served.url)
       const client = yield* Serve.httpClient(served, app)
       const logIn = Effect.gen(function*() {
-        const browser = Browser.jar()
-        const started = yield* Browser.get(`${served.url}/auth/idp_a/login`)
-        browser.take(started)
-        const atProvider = yield* Browser.get(started.location!)
-        const callback = yield* Browser.get(atProvider.location!, browser.header())
+        const { browser, callback } = yield* walkLogin(served.url)
         browser.take(callback)
         assert.deepStrictEqual([callback.status, callback.location], [302, "/home"])
         return yield* client.call(whoAmI, {}, { headers: { cookie: `fw:session=${browser.get("fw:session")}` } })
@@ -93,17 +107,11 @@ describe("idpAHostedLoginPlugin in an app", () => {
       assert.deepStrictEqual(yield* logIn, first)
       // Another provider user claiming ada's address without the provider having verified it: 403.
       standIn.logInAs({ id: "user_66", email: "ADA@acme.test", firstName: "Eve", lastName: "X", organizationId: "org_66", emailVerified: false })
-      const intruder = Browser.jar()
-      const begun = yield* Browser.get(`${served.url}/auth/idp_a/login`)
-      intruder.take(begun)
-      const refused = yield* Browser.get((yield* Browser.get(begun.location!)).location!, intruder.header())
+      const { callback: refused } = yield* walkLogin(served.url)
       assert.strictEqual(refused.status, 403)
       assert.isUndefined(Browser.setCookie(refused, "fw:session"))
       standIn.failExchanges(true)
-      const browser = Browser.jar()
-      const started = yield* Browser.get(`${served.url}/auth/idp_a/login`)
-      browser.take(started)
-      const failed = yield* Browser.get((yield* Browser.get(started.location!)).location!, browser.header())
+      const { callback: failed } = yield* walkLogin(served.url)
       assert.strictEqual(failed.status, 502)
       assert.notInclude(failed.body, StandIn.apiKey)
     }))
@@ -111,25 +119,13 @@ describe("idpAHostedLoginPlugin in an app", () => {
   it.scopedLive("no normalisation merges two provider identities: Unicode-padded addresses never reach ada's account, K (Kelvin sign) is not k", () =>
     Effect.gen(function*() {
       const standIn = yield* StandIn.start
-      const app = defineApp({
-        name: "login",
-        procedures: [whoAmI],
-        plugins: [idpAHostedLoginPlugin({ sessionSecret, apiBaseUrl: standIn.url, landingPath: "/home" })],
-        auth: [passwordSessionStrategy({ secret: sessionSecret })]
-      })
+      const app = makeApp(standIn.url)
       const served = yield* Serve.serve(app, Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal)))
-      yield* environment({
-        IDP_A_CLIENT_ID: StandIn.clientId,
-        IDP_A_API_KEY: StandIn.apiKey,
-        IDP_A_REDIRECT_URI: `${served.url}/auth/idp_a/callback`
-      })
+      yield* configure(served.url)
       const client = yield* Serve.httpClient(served, app)
       /** Logs in as the stand-in's current user: the caller id, or the callback's status when refused. */
       const logIn = Effect.gen(function*() {
-        const browser = Browser.jar()
-        const started = yield* Browser.get(`${served.url}/auth/idp_a/login`)
-        browser.take(started)
-        const callback = yield* Browser.get((yield* Browser.get(started.location!)).location!, browser.header())
+        const { browser, callback } = yield* walkLogin(served.url)
         if (callback.status !== 302) return callback.status
         browser.take(callback)
         return (yield* client.call(whoAmI, {}, { headers: { cookie: `fw:session=${browser.get("fw:session")}` } })).id

@@ -13,21 +13,17 @@
  * serves the app without row history; `FW_LEASE_MS` sets `idempotency.leaseMs`; `FW_POLL_MS` sets
  * the fleet tap's periodic outbox read (default 1 s).
  */
-import { FetchHttpClient, HttpLayerRouter, HttpServer, HttpServerResponse } from "@effect/platform"
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
-import { createServer } from "node:http"
+import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
+import { Effect, Option, Schema } from "effect"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { mutation, query } from "../../src/app/Procedure.js"
 import { rowHistoryPlugin } from "../../src/history/index.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
-import * as Server from "../../src/server/Server.js"
 import { defineRestRoute } from "../../src/http/RestRoute.js"
+import * as Replica from "./replica.js"
 
 /** The one app table. */
 export const Docs = defineTable("docs", { fields: { title: Schema.String } })
@@ -121,31 +117,15 @@ const main = () => {
       yield* router.add("GET", "/_events", Effect.sync(() => HttpServerResponse.unsafeJson(received)))
     })
   )
-  // Printed once the replica answers HTTP: the port is known as soon as the socket listens, but
-  // its routes are attached after that, and a request in between would wait forever.
-  const ready = Effect.gen(function*() {
-    const server = yield* HttpServer.HttpServer
-    if (server.address._tag !== "TcpAddress") return
-    const port = server.address.port
-    yield* Effect.tryPromise(() => fetch(`http://127.0.0.1:${port}/_events`).then((r) => r.ok ? r.arrayBuffer() : Promise.reject(new Error(`${r.status}`)))).pipe(
-      // A request that reached the socket before the routes never gets an answer: give up on it.
-      Effect.timeoutFail({ duration: "500 millis", onTimeout: () => new Error("no answer yet") }),
-      Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 500 }),
-      Effect.orDie
-    )
-    console.log(`PORT ${port}`)
+  Replica.launch({
+    app: process.env.FW_HISTORY === "off" ? appWithoutHistory : app,
+    routes: events,
+    probePath: "/_events",
+    url,
+    // FW_POLL_MS: a scenario that must prove delivery by LISTEN alone sets a long periodic read.
+    pollMs: Number(process.env.FW_POLL_MS ?? 1_000),
+    maxConnections: 12
   })
-  const Main = Layer.effectDiscard(ready).pipe(
-    Layer.provide(Server.layer(process.env.FW_HISTORY === "off" ? appWithoutHistory : app, { routes: events, announce: false })),
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-    Layer.provide(Store.layerSql.pipe(
-      // FW_POLL_MS: a scenario that must prove delivery by LISTEN alone sets a long periodic read.
-      Layer.provideMerge(ChangeTap.layerFleet({ pollMs: Number(process.env.FW_POLL_MS ?? 1_000), listenCheckMs: 1_000 })),
-      Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 12, applicationName: process.env.FW_REPLICA ?? "fw" }))
-    )),
-    Layer.provide(FetchHttpClient.layer)
-  )
-  Layer.launch(Main).pipe(NodeRuntime.runMain)
 }
 
 if (/app\.(ts|mjs)$/.test(process.argv[1] ?? "")) main()

@@ -9,23 +9,17 @@
  * the flags inspect routes. The SAML settings are those of the SAML tests' IdP
  * (`test/saml/support/Idp.ts`), so its signed responses are valid here.
  */
-import { FetchHttpClient, HttpServer } from "@effect/platform"
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Redacted, Schedule, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { readFileSync } from "node:fs"
-import { createServer } from "node:http"
 import * as path from "node:path"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { query } from "../../src/app/Procedure.js"
 import { passwordSessionStrategy } from "../../src/auth/Session.js"
 import { flagsPlugin } from "../../src/flags/index.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { samlSsoPlugin } from "../../src/saml/SamlSsoPlugin.js"
-import * as Server from "../../src/server/Server.js"
+import * as Replica from "./replica.js"
 
 /** The procedure the flag `beta` gates. */
 export const report = query("beta.report", {
@@ -74,28 +68,7 @@ const main = () => {
     plugins: [saml, flags()],
     auth: [bearer, passwordSessionStrategy({ secret: sessionSecret })]
   })
-  const ready = Effect.gen(function*() {
-    const server = yield* HttpServer.HttpServer
-    if (server.address._tag !== "TcpAddress") return
-    const port = server.address.port
-    yield* Effect.tryPromise(() => fetch(`http://127.0.0.1:${port}/_fw/health`).then((r) => r.ok ? r.arrayBuffer() : Promise.reject(new Error(`${r.status}`)))).pipe(
-      // A request that reached the socket before the routes never gets an answer: give up on it.
-      Effect.timeoutFail({ duration: "500 millis", onTimeout: () => new Error("no answer yet") }),
-      Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 500 }),
-      Effect.orDie
-    )
-    console.log(`PORT ${port}`)
-  })
-  const Main = Layer.effectDiscard(ready).pipe(
-    Layer.provide(Server.layer(app, { announce: false })),
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-    Layer.provide(Store.layerSql.pipe(
-      Layer.provideMerge(ChangeTap.layerFleet({ pollMs: 60_000, listenCheckMs: 1_000 })),
-      Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 6, applicationName: process.env.FW_REPLICA ?? "fw" }))
-    )),
-    Layer.provide(FetchHttpClient.layer)
-  )
-  Layer.launch(Main).pipe(NodeRuntime.runMain)
+  Replica.launch({ app, probePath: "/_fw/health", url, pollMs: 60_000, maxConnections: 6 })
 }
 
 if (/pluginsApp\.(ts|mjs)$/.test(process.argv[1] ?? "")) main()

@@ -6,23 +6,19 @@
  * reindexes `docs`, holding the first page `n` ms (so another replica can try meanwhile), and
  * answers `{ran, rows}`. Repair sweeps run every 200 ms.
  */
-import { FetchHttpClient, HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Option, Redacted, Schedule, Schema } from "effect"
-import { createServer } from "node:http"
+import { Effect, Option, Redacted, Schema } from "effect"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { defineRestRoute } from "../../src/http/RestRoute.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import type { BackendOption } from "../../src/search/Backend.js"
 import { searchIndex } from "../../src/search/Options.js"
 import { searchPlugin } from "../../src/search/SearchPlugin.js"
 import * as Sql from "../../src/search/Sql.js"
-import * as Server from "../../src/server/Server.js"
+import * as Replica from "./replica.js"
 
 /** The indexed table. */
 export const Docs = defineTable("docs", { fields: { tenantId: Schema.String, title: Schema.String }, tenantField: "tenantId" })
@@ -69,27 +65,7 @@ const main = () => {
       }).pipe(Effect.orDie))
     })
   )
-  const ready = Effect.gen(function*() {
-    const server = yield* HttpServer.HttpServer
-    if (server.address._tag !== "TcpAddress") return
-    const port = server.address.port
-    yield* Effect.tryPromise(() => fetch(`http://127.0.0.1:${port}/_repairs`).then((r) => r.ok ? r.arrayBuffer() : Promise.reject(new Error(`${r.status}`)))).pipe(
-      Effect.timeoutFail({ duration: "500 millis", onTimeout: () => new Error("no answer yet") }),
-      Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 500 }),
-      Effect.orDie
-    )
-    console.log(`PORT ${port}`)
-  })
-  const Main = Layer.effectDiscard(ready).pipe(
-    Layer.provide(Server.layer(app, { routes, announce: false })),
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
-    Layer.provide(Store.layerSql.pipe(
-      Layer.provideMerge(ChangeTap.layerFleet({ pollMs: 1_000, listenCheckMs: 1_000 })),
-      Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 8, applicationName: process.env.FW_REPLICA ?? "fw" }))
-    )),
-    Layer.provide(FetchHttpClient.layer)
-  )
-  Layer.launch(Main).pipe(NodeRuntime.runMain)
+  Replica.launch({ app, routes, probePath: "/_repairs", url, pollMs: 1_000, maxConnections: 8 })
 }
 
 if (/searchApp\.(ts|mjs)$/.test(process.argv[1] ?? "")) main()

@@ -1,4 +1,3 @@
-import type { SqlClient } from "@effect/sql"
 import { HttpServerResponse } from "@effect/platform"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
@@ -11,22 +10,11 @@ import * as Pg from "../support/Pg.js"
 import * as Serve from "../support/Serve.js"
 import { jsonBody, send } from "./client.js"
 import { bearer, counters, makeApp } from "./fixtures.js"
+import { sqlTier, tiers } from "./tiers.js"
 
 if (!Pg.serverUrl) console.warn(Pg.skipReason)
 
 const app = makeApp({ idempotency: true })
-
-type Tier = () => Layer.Layer<Store.Store | ChangeTap.ChangeTap | SqlClient.SqlClient, unknown> | Layer.Layer<Store.Store | ChangeTap.ChangeTap>
-
-/** The SQL client stays in the output so the REST surface finds it for its idempotency records. */
-const sqlTier = (client: Layer.Layer<SqlClient.SqlClient, unknown>) =>
-  Store.layerSql.pipe(Layer.provideMerge(ChangeTap.layerLocal), Layer.provideMerge(client))
-
-const tiers: ReadonlyArray<readonly [string, Tier | null]> = [
-  ["memory", () => Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))],
-  ["sqlite", () => sqlTier(SqliteClient.layer({ filename: ":memory:" }))],
-  ["postgresql", Pg.serverUrl ? () => sqlTier(Pg.layerFreshClient) : null]
-]
 
 const post = (url: string, path: string, key: string | undefined, body: unknown, token = "tok-alice") =>
   send(`${url}${path}`, jsonBody("POST", body, { ...bearer(token), ...(key === undefined ? {} : { "idempotency-key": key }) }))

@@ -3,19 +3,16 @@
  * that one projection (the others stay deduplicated), and a record lives the default `ttlMs` of
  * 24 hours (spec 2.10, section 8): replayed until then, run again from then on.
  */
-import type { SqlClient } from "@effect/sql"
-import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Schema, TestClock } from "effect"
+import { Effect, Schema, TestClock } from "effect"
 import { defineApp } from "../../src/app/App.js"
 import { mutation } from "../../src/app/Procedure.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import * as Pg from "../support/Pg.js"
 import * as Serve from "../support/Serve.js"
 import { jsonBody, send } from "./client.js"
 import { bearer, tokenStrategy } from "./fixtures.js"
+import { tiers } from "./tiers.js"
 
 if (!Pg.serverUrl) console.warn(Pg.skipReason)
 
@@ -40,17 +37,6 @@ const app = defineApp({
   auth: [tokenStrategy],
   idempotency: true
 })
-
-type Tier = () => Layer.Layer<Store.Store | ChangeTap.ChangeTap, unknown>
-
-const sqlTier = (client: Layer.Layer<SqlClient.SqlClient, unknown>) =>
-  Store.layerSql.pipe(Layer.provideMerge(ChangeTap.layerLocal), Layer.provideMerge(client))
-
-const tiers: ReadonlyArray<readonly [string, Tier | null]> = [
-  ["memory", () => Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))],
-  ["sqlite", () => sqlTier(SqliteClient.layer({ filename: ":memory:" }))],
-  ["postgresql", Pg.serverUrl ? () => sqlTier(Pg.layerFreshClient) : null]
-]
 
 const bump = (url: string, path: string, key: string, label: string) =>
   send(`${url}${path}`, jsonBody("POST", { label }, { ...bearer("tok-alice"), "idempotency-key": key }))

@@ -14,10 +14,15 @@ import * as LiveQuery from "../../src/http/LiveQuery.js"
 import * as Sse from "../../src/http/Sse.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
+import type { StoreShape } from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
 
 const Ticks = defineTable("fanout_ticks", { fields: { n: Schema.Number } })
+
+/** The handler of every query here: the highest tick. */
+const latestTick = (store: StoreShape) =>
+  Effect.map(store.find(Ticks, { orderBy: "n", direction: "desc", limit: 1 }), (rows) => rows[0]?.n ?? 0)
 
 /** Encodings of the output, counted: what sharing saves. */
 let encodes = 0
@@ -33,8 +38,7 @@ const CountedNumber = Schema.transform(Schema.Number, Schema.Number, {
 const latest = query("fanout.latest", {
   input: Schema.Struct({}),
   output: CountedNumber,
-  handler: (_, { store }) =>
-    Effect.map(store.find(Ticks, { orderBy: "n", direction: "desc", limit: 1 }), (rows) => rows[0]?.n ?? 0)
+  handler: (_, { store }) => latestTick(store)
 })
 
 const Bans = defineTable("fanout_bans", { fields: { seat: Schema.String } })
@@ -46,8 +50,7 @@ const banned = query("fanout.banned", {
   guards: [(ctx) =>
     Effect.map(Effect.orDie(ctx.store.find(Bans, {})), (rows) =>
       rows.some((row) => row.seat === ctx.headers["x-seat"]) ? { status: 403, message: "banned" } : undefined)],
-  handler: (_, { store }) =>
-    Effect.map(store.find(Ticks, { orderBy: "n", direction: "desc", limit: 1 }), (rows) => rows[0]?.n ?? 0)
+  handler: (_, { store }) => latestTick(store)
 })
 
 /** Whether the seats are closed, read by a synchronous guard; and how often that guard ran. */
@@ -60,8 +63,7 @@ const seated = query("fanout.seated", {
     seatChecks += 1
     return closed ? { status: 403, message: "closed" } : undefined
   }],
-  handler: (_, { store }) =>
-    Effect.map(store.find(Ticks, { orderBy: "n", direction: "desc", limit: 1 }), (rows) => rows[0]?.n ?? 0)
+  handler: (_, { store }) => latestTick(store)
 })
 
 const app = defineApp({ name: "live-fanout", tables: [Ticks, Bans], procedures: [latest, banned, seated] })
@@ -74,8 +76,15 @@ const stack = Runtime.layer(app).pipe(
 
 const decoder = new TextDecoder()
 
-/** Opens `count` SSE answers of the live query; each collects its body's frames (as bytes) in order. */
-const openStreams = (count: number, procedure: typeof latest | typeof banned = latest) =>
+/**
+ * Opens `count` SSE answers of `procedure`, one per seat (`x-seat: 0`, `1`, ...), each a stream
+ * body, and reads each body with `read`.
+ */
+const openAnswers = <A, E, R>(
+  count: number,
+  procedure: typeof latest | typeof banned | typeof seated,
+  read: (body: Stream.Stream<Uint8Array, unknown>) => Effect.Effect<A, E, R>
+) =>
   Effect.gen(function*() {
     const runtime = yield* Runtime.Runtime
     return yield* Effect.forEach(Array.from({ length: count }, (_, i) => i), (seat) =>
@@ -83,23 +92,18 @@ const openStreams = (count: number, procedure: typeof latest | typeof banned = l
         const headers = Headers.fromInput({ "x-seat": String(seat) })
         const response = yield* LiveQuery.answer(runtime, procedure, { input: {}, headers }, Effect.void)
         assert.strictEqual(response.body._tag, "Stream")
-        const frames: Array<Uint8Array> = []
-        if (response.body._tag === "Stream") {
-          yield* response.body.stream.pipe(
-            Stream.runForEach((bytes) => Effect.sync(() => void frames.push(bytes))),
-            Effect.forkScoped
-          )
-        }
-        return frames
+        return yield* read(response.body._tag === "Stream" ? response.body.stream : Stream.empty)
       }))
   })
 
-/** Waits (yielding to the other fibers) until every stream holds `n` frames. */
-const framesReach = (streams: ReadonlyArray<Array<Uint8Array>>, n: number) =>
-  Effect.gen(function*() {
-    for (let i = 0; i < 1_000 && streams.some((frames) => frames.length < n); i++) yield* Effect.yieldNow()
-    for (const frames of streams) assert.strictEqual(frames.length, n)
-  })
+/** Opens `count` SSE answers of the live query; each collects its body's frames (as bytes) in order. */
+const openStreams = (count: number, procedure: typeof latest | typeof banned = latest) =>
+  openAnswers(count, procedure, (body) =>
+    Effect.gen(function*() {
+      const frames: Array<Uint8Array> = []
+      yield* body.pipe(Stream.runForEach((bytes) => Effect.sync(() => void frames.push(bytes))), Effect.forkScoped)
+      return frames
+    }))
 
 /**
  * Opens `count` SSE answers of `procedure` read as fw's Node writer reads them (`Sse.pullOf`): each
@@ -107,28 +111,22 @@ const framesReach = (streams: ReadonlyArray<Array<Uint8Array>>, n: number) =>
  * (`synced`); the sink takes frames while `ready()`.
  */
 const openPulled = (count: number, procedure: typeof latest | typeof banned | typeof seated, ready: () => boolean) =>
-  Effect.gen(function*() {
-    const runtime = yield* Runtime.Runtime
-    return yield* Effect.forEach(Array.from({ length: count }, (_, i) => i), (seat) =>
-      Effect.gen(function*() {
-        const headers = Headers.fromInput({ "x-seat": String(seat) })
-        const response = yield* LiveQuery.answer(runtime, procedure, { input: {}, headers }, Effect.void)
-        assert.strictEqual(response.body._tag, "Stream")
-        const open = response.body._tag === "Stream" ? Sse.pullOf(response.body.stream) : undefined
-        assert.isDefined(open, "a live query's body can be read frame by frame")
-        const { listen, next } = yield* open!
-        const pulled: Array<string> = []
-        const synced: Array<string> = []
-        listen({ ready, take: (frame) => void synced.push(decoder.decode(frame)) })
-        const loop: Effect.Effect<void> = Effect.flatMap(next, (frame) => {
-          if (frame === undefined) return Effect.void
-          pulled.push(decoder.decode(frame))
-          return loop
-        })
-        const reader = yield* Effect.forkScoped(loop)
-        return { pulled, synced, reader }
-      }))
-  })
+  openAnswers(count, procedure, (body) =>
+    Effect.gen(function*() {
+      const open = Sse.pullOf(body)
+      assert.isDefined(open, "a live query's body can be read frame by frame")
+      const { listen, next } = yield* open!
+      const pulled: Array<string> = []
+      const synced: Array<string> = []
+      listen({ ready, take: (frame) => void synced.push(decoder.decode(frame)) })
+      const loop: Effect.Effect<void> = Effect.flatMap(next, (frame) => {
+        if (frame === undefined) return Effect.void
+        pulled.push(decoder.decode(frame))
+        return loop
+      })
+      const reader = yield* Effect.forkScoped(loop)
+      return { pulled, synced, reader }
+    }))
 
 /** Waits (yielding to the other fibers) until `count(stream)` reaches `n` for every stream. */
 const reach = <S>(streams: ReadonlyArray<S>, count: (stream: S) => number, n: number) =>
@@ -136,6 +134,9 @@ const reach = <S>(streams: ReadonlyArray<S>, count: (stream: S) => number, n: nu
     for (let i = 0; i < 1_000 && streams.some((stream) => count(stream) < n); i++) yield* Effect.yieldNow()
     for (const stream of streams) assert.strictEqual(count(stream), n)
   })
+
+/** Waits (yielding to the other fibers) until every stream holds `n` frames. */
+const framesReach = (streams: ReadonlyArray<Array<Uint8Array>>, n: number) => reach(streams, (frames) => frames.length, n)
 
 describe("SSE fan-out: synchronous writes", () => {
   it.scopedLive("a change that passes a member's synchronous checks is written in the pass that announced it, its reader still waiting", () =>

@@ -23,6 +23,7 @@ import * as Pg from "../support/Pg.js"
 import * as Serve from "../support/Serve.js"
 import { jsonBody, send } from "./client.js"
 import type { Reply } from "./client.js"
+import { tiers } from "./tiers.js"
 
 if (!Pg.serverUrl) console.warn(Pg.skipReason)
 
@@ -104,18 +105,6 @@ const app = defineApp({
   restRoutes: [limited, byIp, byFunction, unlimited],
   auth: [tokens]
 })
-
-type Tier = () => Layer.Layer<Store.Store | ChangeTap.ChangeTap | SqlClient.SqlClient, unknown> | Layer.Layer<Store.Store | ChangeTap.ChangeTap>
-
-/** The SQL client stays in the output so the REST surface keeps its counters in the same database. */
-const sqlTier = (client: Layer.Layer<SqlClient.SqlClient, unknown>) =>
-  Store.layerSql.pipe(Layer.provideMerge(ChangeTap.layerLocal), Layer.provideMerge(client))
-
-const tiers: ReadonlyArray<readonly [string, Tier | null]> = [
-  ["memory", () => Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))],
-  ["sqlite", () => sqlTier(SqliteClient.layer({ filename: ":memory:" }))],
-  ["postgresql", Pg.serverUrl ? () => sqlTier(Pg.layerFreshClient) : null]
-]
 
 const get = (url: string, token?: string, headers: Record<string, string> = {}) =>
   send(url, { headers: { ...(token === undefined ? {} : bearer(token)), ...headers } })

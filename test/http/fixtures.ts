@@ -4,7 +4,6 @@
  * mutable so a test can revoke a scope mid-stream.
  */
 import { Effect, FiberRef, Option, Schema, Stream } from "effect"
-import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import type { IdempotencyOption } from "../../src/app/App.js"
 import { requireScope } from "../../src/app/Guard.js"
@@ -15,6 +14,7 @@ import { sse, sseFrame } from "../../src/http/Sse.js"
 import * as Provenance from "../../src/kernel/Provenance.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { defineTable } from "../../src/kernel/Table.js"
+import * as TokenStrategy from "../support/TokenStrategy.js"
 
 export const Notes = defineTable("rest_notes", {
   fields: { tenantId: Schema.String, text: Schema.String, rank: Schema.Number },
@@ -38,17 +38,7 @@ export const resetSubjects = () => {
 resetSubjects()
 
 /** `Authorization: Bearer tok-*`: known tokens authenticate, others fail, no header is anonymous. */
-export const tokenStrategy: AuthStrategy.AuthStrategy = {
-  id: "rest-test-token",
-  outboundHosts: [],
-  authenticate: ({ headers }) =>
-    Effect.sync(() => {
-      const token = AuthStrategy.readBearer(headers)
-      if (token === undefined) return AuthStrategy.Verdict.NoMatch()
-      const subject = subjects[token]
-      return subject ? AuthStrategy.Verdict.Authenticated({ subject }) : AuthStrategy.Verdict.Failed({ reason: "unknown token" })
-    })
-}
+export const tokenStrategy = TokenStrategy.make("rest-test-token", subjects)
 
 export const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 

@@ -5,7 +5,6 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, TestClock } from "effect"
-import * as Keys from "../../src/saml/Keys.js"
 import * as Libraries from "../../src/saml/Libraries.js"
 import * as LoginResponse from "../../src/saml/LoginResponse.js"
 import * as Idp from "./support/Idp.js"
@@ -16,16 +15,7 @@ const now = Date.UTC(2026, 10, 23, 12)
 
 const validate = (xml: string) =>
   Effect.flatMap(Libraries.load, (libraries) =>
-    Effect.either(LoginResponse.validate(libraries, xml, {
-      idpEntityId: Idp.idpEntityId,
-      spEntityId: Idp.spEntityId,
-      acsUrl: Idp.acsUrl,
-      keys: [Keys.trust(Idp.idpKeys.cert)],
-      decryptionKey: undefined,
-      wantAuthnResponseSigned: false,
-      clockSkewMs: 0,
-      now
-    })))
+    Effect.either(LoginResponse.validate(libraries, xml, Idp.expectations(now))))
 
 
 describe("SAML identity values keep everything but XML whitespace", () => {

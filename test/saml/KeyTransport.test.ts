@@ -12,7 +12,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import { constants, createPrivateKey, privateDecrypt } from "node:crypto"
-import * as Keys from "../../src/saml/Keys.js"
 import * as Libraries from "../../src/saml/Libraries.js"
 import * as LoginResponse from "../../src/saml/LoginResponse.js"
 import * as Idp from "./support/Idp.js"
@@ -28,16 +27,7 @@ const mgf1sha256 = "http://www.w3.org/2009/xmlenc11#mgf1sha256"
 
 const validate = (xml: string) =>
   Effect.flatMap(Libraries.load, (libraries) =>
-    Effect.either(LoginResponse.validate(libraries, xml, {
-      idpEntityId: Idp.idpEntityId,
-      spEntityId: Idp.spEntityId,
-      acsUrl: Idp.acsUrl,
-      keys: [Keys.trust(Idp.idpKeys.cert)],
-      decryptionKey: createPrivateKey(Idp.spKeys.key),
-      wantAuthnResponseSigned: false,
-      clockSkewMs: 0,
-      now
-    })))
+    Effect.either(LoginResponse.validate(libraries, xml, Idp.expectations(now, { decryptionKey: createPrivateKey(Idp.spKeys.key) }))))
 
 const encrypted = (transport: Idp.KeyTransport) =>
   Idp.encryptAssertionWith(Idp.validResponse({ now, inResponseTo: "_r", nameId: "alice@example.test" }), transport)

@@ -14,16 +14,7 @@ const now = Date.UTC(2026, 10, 23, 12)
 
 const validate = (xml: string, wantAuthnResponseSigned = false) =>
   Effect.flatMap(Libraries.load, (libraries) =>
-    Effect.either(LoginResponse.validate(libraries, xml, {
-      idpEntityId: Idp.idpEntityId,
-      spEntityId: Idp.spEntityId,
-      acsUrl: Idp.acsUrl,
-      keys: [Keys.trust(Idp.idpKeys.cert)],
-      decryptionKey: undefined,
-      wantAuthnResponseSigned,
-      clockSkewMs: 0,
-      now
-    })))
+    Effect.either(LoginResponse.validate(libraries, xml, Idp.expectations(now, { wantAuthnResponseSigned }))))
 
 /** A signed response whose assertion is changed by `edit` before signing. */
 const signedWith = (edit: (assertion: string) => string) =>

@@ -15,14 +15,20 @@ import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import { SearchDrift, SearchPending, SearchStats } from "../../src/search/tables.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Pg from "../support/Pg.js"
+import type { StoreShape } from "../../src/kernel/Store.js"
+import type { Options } from "../../src/search/Options.js"
+import type { SearchBackendShape } from "../../src/search/SearchBackend.js"
+import type { SearchPlugin } from "../../src/search/SearchPlugin.js"
 import { type Client, flakyBackend, Notes, notesIndex, plugin, search, settled, stack } from "./support.js"
 
 /** Rows of the drift proof: 200 in the suite; `SEARCH_DRIFT_ROWS=10000` runs it at full size (with a longer timeout). */
 const ROWS = Number(process.env.SEARCH_DRIFT_ROWS ?? 200)
 const alice = Subject.make({ type: "user", id: "alice", tenantId: "t1" })
 
-const indexIds = (backend: { readonly documents?: (index: string) => Stream.Stream<{ readonly id: string }, unknown> }) =>
-  Effect.map(Stream.runCollect(backend.documents!("notes")), (docs) => Chunk.toReadonlyArray(docs).map((doc) => doc.id).sort())
+/** The documents of the `notes` index, as the engine holds them. */
+const indexDocs = (backend: SearchBackendShape) => Effect.map(Stream.runCollect(backend.documents!("notes")), Chunk.toReadonlyArray)
+
+const indexIds = (backend: SearchBackendShape) => Effect.map(indexDocs(backend), (docs) => docs.map((doc) => doc.id).sort())
 
 const ledger = Effect.flatMap(Store.Store, (store) => store.find(SearchDrift, { orderBy: "id" }))
 const pending = Effect.flatMap(Store.Store, (store) => store.find(SearchPending, { orderBy: "id" }))
@@ -43,6 +49,18 @@ const advanceUntil = <E, R>(done: Effect.Effect<boolean, E, R>, step: Duration.D
 
 const suite = (name: string, client: () => Client | null, restartable: Effect.Effect<Client, never, Scope.Scope> | null) =>
   describe(`search plugin: ${name}`, () => {
+    /** A test over a flaky engine: the plugin over it with `options`, started on this suite's store tier. */
+    const flakyTest = <E>(
+      title: string,
+      options: Partial<Options>,
+      body: (test: { readonly store: StoreShape; readonly flaky: ReturnType<typeof flakyBackend>; readonly p: SearchPlugin }) => Effect.Effect<void, E, Store.Store | ChangeTap.ChangeTap | Scope.Scope>
+    ) =>
+      it.scoped(title, () => {
+        const flaky = flakyBackend()
+        const p = plugin(flaky.backend, options)
+        return Effect.flatMap(Store.Store, (store) => body({ store, flaky, p })).pipe(Effect.provide(stack(client(), p)))
+      })
+
     it.scoped("inserts, updates and deletes reach the index; search.query answers in the caller's tenant", () => {
       const p = plugin("memory")
       return Effect.gen(function*() {
@@ -64,11 +82,8 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
       }).pipe(Effect.provide(stack(client(), p)))
     })
 
-    it.scoped("a transient failure is retried with backoff; the ledger entry is written first and cleared on success", () => {
-      const flaky = flakyBackend()
-      const p = plugin(flaky.backend)
-      return Effect.gen(function*() {
-        const store = yield* Store.Store
+    flakyTest("a transient failure is retried with backoff; the ledger entry is written first and cleared on success", {}, ({ store, flaky, p }) =>
+      Effect.gen(function*() {
         flaky.state.mode = "transient"
         yield* store.insert(Notes, { id: "r1", tenantId: "t1", title: "retry me", body: "", n: 1 })
         yield* settled
@@ -81,14 +96,10 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         yield* p.idle
         assert.deepStrictEqual(yield* ledger, [])
         assert.deepStrictEqual(yield* indexIds(flaky.backend), ["r1"])
-      }).pipe(Effect.provide(stack(client(), p)))
-    })
+      }))
 
-    it.scoped("retries exhausted: the entry is failed with its attempts; the sweep drains it once the engine is back", () => {
-      const flaky = flakyBackend()
-      const p = plugin(flaky.backend, { sync: { resyncIntervalMs: 60_000 } })
-      return Effect.gen(function*() {
-        const store = yield* Store.Store
+    flakyTest("retries exhausted: the entry is failed with its attempts; the sweep drains it once the engine is back", { sync: { resyncIntervalMs: 60_000 } }, ({ store, flaky, p }) =>
+      Effect.gen(function*() {
         flaky.state.mode = "transient"
         yield* store.insert(Notes, { id: "x1", tenantId: "t1", title: "one", body: "", n: 1 })
         yield* settled
@@ -108,17 +119,13 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         const writesBefore = flaky.state.writes
         yield* advanceUntil(Effect.map(ledger, (entries) => entries.length === 0), "10 seconds")
         yield* p.idle
-        const docs = Chunk.toReadonlyArray(yield* Stream.runCollect(flaky.backend.documents!("notes")))
+        const docs = (yield* indexDocs(flaky.backend))
         assert.deepStrictEqual(docs.map((d) => d["title"]), ["three"])
         assert.strictEqual(flaky.state.writes - writesBefore, 1)
-      }).pipe(Effect.provide(stack(client(), p)))
-    })
+      }))
 
-    it.scoped("a row deleted since the failure converges to removal; resync reports scanned, repaired, failed", () => {
-      const flaky = flakyBackend()
-      const p = plugin(flaky.backend, { sync: { retries: 0 } })
-      return Effect.gen(function*() {
-        const store = yield* Store.Store
+    flakyTest("a row deleted since the failure converges to removal; resync reports scanned, repaired, failed", { sync: { retries: 0 } }, ({ store, flaky, p }) =>
+      Effect.gen(function*() {
         yield* store.insert(Notes, { id: "d1", tenantId: "t1", title: "doomed", body: "", n: 1 })
         yield* store.insert(Notes, { id: "d2", tenantId: "t1", title: "kept", body: "", n: 2 })
         yield* settled
@@ -135,14 +142,10 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         flaky.state.refuse.clear()
         assert.deepStrictEqual(yield* p.resync(), { scanned: 1, repaired: 1, failed: 0 })
         assert.deepStrictEqual(yield* indexIds(flaky.backend), ["d2"])
-      }).pipe(Effect.provide(stack(client(), p)))
-    })
+      }))
 
-    it.scoped("a permanent failure (map throws) is recorded at once, never retried", () => {
-      const flaky = flakyBackend()
-      const p = plugin(flaky.backend)
-      return Effect.gen(function*() {
-        const store = yield* Store.Store
+    flakyTest("a permanent failure (map throws) is recorded at once, never retried", {}, ({ store }) =>
+      Effect.gen(function*() {
         yield* store.insert(Notes, { id: "b1", tenantId: "t1", title: "boom", body: "", n: 1 })
         yield* settled
         const [entry] = yield* ledger
@@ -154,14 +157,10 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         yield* store.update(Notes, "b1", { title: "fine" })
         yield* settled
         assert.deepStrictEqual(yield* ledger, [])
-      }).pipe(Effect.provide(stack(client(), p)))
-    })
+      }))
 
-    it.scoped("writes for one row never land out of order: changes during a retry are re-read, not replayed", () => {
-      const flaky = flakyBackend()
-      const p = plugin(flaky.backend)
-      return Effect.gen(function*() {
-        const store = yield* Store.Store
+    flakyTest("writes for one row never land out of order: changes during a retry are re-read, not replayed", {}, ({ store, flaky, p }) =>
+      Effect.gen(function*() {
         flaky.state.mode = "transient"
         yield* store.insert(Notes, { id: "o1", tenantId: "t1", title: "v1", body: "", n: 1 })
         yield* settled
@@ -173,17 +172,13 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         assert.deepStrictEqual(yield* indexIds(flaky.backend), [])
         yield* advanceUntil(Effect.map(ledger, (entries) => entries.length === 0))
         yield* p.idle
-        const docs = Chunk.toReadonlyArray(yield* Stream.runCollect(flaky.backend.documents!("notes")))
+        const docs = (yield* indexDocs(flaky.backend))
         assert.deepStrictEqual(docs.map((d) => d["title"]), ["v3"])
         assert.deepStrictEqual(yield* ledger, [])
-      }).pipe(Effect.provide(stack(client(), p)))
-    })
+      }))
 
-    it.scoped("reindex walks the table into a fresh index and swaps it in: no orphans, progress reported", () => {
-      const flaky = flakyBackend()
-      const p = plugin(flaky.backend, { sync: { reindexBatchSize: 7 } })
-      return Effect.gen(function*() {
-        const store = yield* Store.Store
+    flakyTest("reindex walks the table into a fresh index and swaps it in: no orphans, progress reported", { sync: { reindexBatchSize: 7 } }, ({ store, flaky, p }) =>
+      Effect.gen(function*() {
         yield* store.insertMany(Notes, Array.from({ length: 30 }, (_, i) => ({ id: `k${String(i).padStart(2, "0")}`, tenantId: "t1", title: `row ${i}`, body: "", n: i })))
         yield* settled
         // Drift behind the plugin's back: orphans in the engine, and rows missing from it.
@@ -198,14 +193,10 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         assert.isFalse(ids.includes("ghost"))
         const stats = yield* store.find(SearchStats, {})
         assert.strictEqual(stats[0]!.lastReindexRows, 30)
-      }).pipe(Effect.provide(stack(client(), p)))
-    })
+      }))
 
-    it.scoped("changes made during a reindex are in the swapped index", () => {
-      const flaky = flakyBackend()
-      const p = plugin(flaky.backend, { sync: { reindexBatchSize: 5 } })
-      return Effect.gen(function*() {
-        const store = yield* Store.Store
+    flakyTest("changes made during a reindex are in the swapped index", { sync: { reindexBatchSize: 5 } }, ({ store, flaky, p }) =>
+      Effect.gen(function*() {
         yield* store.insertMany(Notes, Array.from({ length: 20 }, (_, i) => ({ id: `c${String(i).padStart(2, "0")}`, tenantId: "t1", title: `row ${i}`, body: "", n: i })))
         let step = 0
         yield* p.reindex("notes", (event) =>
@@ -219,22 +210,18 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
             }).pipe(Effect.orDie)
             : Effect.void)
         yield* settled
-        const docs = Chunk.toReadonlyArray(yield* Stream.runCollect(flaky.backend.documents!("notes")))
+        const docs = (yield* indexDocs(flaky.backend))
         const byId = new Map(docs.map((d) => [d.id, d["title"]]))
         assert.strictEqual(byId.get("c01"), "changed early")
         assert.strictEqual(byId.get("c15"), "changed late")
         assert.isFalse(byId.has("c18"))
         assert.strictEqual(byId.get("c99"), "new")
         assert.strictEqual(docs.length, 20)
-      }).pipe(Effect.provide(stack(client(), p)))
-    })
+      }))
 
     if (client() !== null) {
-      it.scoped("on the SQL tiers every change commits with a pending-sync marker, cleared once the index has it; an abandoned marker is repaired by the sweep", () => {
-        const flaky = flakyBackend()
-        const p = plugin(flaky.backend, { sync: { resyncIntervalMs: 10_000 } })
-        return Effect.gen(function*() {
-          const store = yield* Store.Store
+      flakyTest("on the SQL tiers every change commits with a pending-sync marker, cleared once the index has it; an abandoned marker is repaired by the sweep", { sync: { resyncIntervalMs: 10_000 } }, ({ store, flaky, p }) =>
+        Effect.gen(function*() {
           yield* store.insert(Notes, { id: "m1", tenantId: "t1", title: "marked", body: "", n: 1 })
           yield* store.update(Notes, "m1", { title: "marked again" })
           yield* store.insert(Notes, { id: "m2", tenantId: "t1", title: "second", body: "", n: 2 })
@@ -254,8 +241,7 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
           yield* advanceUntil(Effect.map(ledger, (entries) => entries.length === 0), "10 seconds")
           yield* p.idle
           assert.deepStrictEqual(yield* indexIds(flaky.backend), ["m1", "m2"])
-        }).pipe(Effect.provide(stack(client(), p)))
-      })
+        }))
 
       it.scoped("acknowledged markers are cleared together and announce nothing; a newer write's marker outlives an older acknowledgement of its row", () => {
         const flaky = flakyBackend()
@@ -285,7 +271,7 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
           yield* advanceUntil(Effect.map(pending, (markers) => markers.length === 0))
           yield* settled
           yield* p.idle
-          const docs = Chunk.toReadonlyArray(yield* Stream.runCollect(flaky.backend.documents!("notes")))
+          const docs = (yield* indexDocs(flaky.backend))
           assert.strictEqual(docs.find((doc) => doc.id === "b0")?.["title"], "late")
           // Nothing listens to the marker table: clearing it publishes no change event.
           assert.isFalse(announced.includes(SearchPending.name), announced.join(","))
@@ -293,39 +279,31 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         }).pipe(Effect.provide(stack(client(), p)))
       })
 
-      it.scoped("a pending-sync marker that cannot be written fails the write: nothing is committed, nothing indexed", () => {
-        const flaky = flakyBackend()
-        const p = plugin(flaky.backend)
-        return Effect.gen(function*() {
-          const store = yield* Store.Store
-          const sql = yield* Effect.serviceOptional(SqlClient.SqlClient).pipe(Effect.orDie)
-          yield* sql`DROP TABLE _fw_search_pending`
-          const exit = yield* Effect.exit(store.insert(Notes, { id: "lost", tenantId: "t1", title: "x", body: "", n: 1 }))
-          assert.isTrue(Exit.isFailure(exit))
-          yield* settled
-          yield* p.idle
-          assert.isTrue(Option.isNone(yield* store.get(Notes, "lost")))
-          assert.deepStrictEqual(yield* indexIds(flaky.backend), [])
-          // Writes to tables no index mirrors are not concerned.
-          yield* store.insert(SearchStats, { id: "other", indexName: "x", replica: "x", synced: 0, removed: 0, dropped: 0, fleet: false, lastReindexAt: null, lastReindexRows: null, seenAt: 0 })
-        }).pipe(Effect.provide(stack(client(), p)))
-      })
+      const lost = { id: "lost", tenantId: "t1", title: "x", body: "", n: 1 }
+      const lostMarker = (title: string, write: (store: StoreShape) => Effect.Effect<unknown, unknown>) =>
+        flakyTest(title, {}, ({ store, flaky, p }) =>
+          Effect.gen(function*() {
+            const sql = yield* Effect.serviceOptional(SqlClient.SqlClient).pipe(Effect.orDie)
+            yield* sql`DROP TABLE _fw_search_pending`
+            const exit = yield* Effect.exit(write(store))
+            assert.isTrue(Exit.isFailure(exit))
+            yield* settled
+            yield* p.idle
+            assert.isTrue(Option.isNone(yield* store.get(Notes, "lost")))
+            assert.deepStrictEqual(yield* indexIds(flaky.backend), [])
+            // Writes to tables no index mirrors are not concerned.
+            yield* store.insert(SearchStats, { id: "other", indexName: "x", replica: "x", synced: 0, removed: 0, dropped: 0, fleet: false, lastReindexAt: null, lastReindexRows: null, seenAt: 0 })
+          }))
 
-      it.scoped("inside a transaction too, an insert stages its marker: one that cannot be written fails the transaction", () => {
-        const flaky = flakyBackend()
-        const p = plugin(flaky.backend)
-        return Effect.gen(function*() {
-          const store = yield* Store.Store
-          const sql = yield* Effect.serviceOptional(SqlClient.SqlClient).pipe(Effect.orDie)
-          yield* sql`DROP TABLE _fw_search_pending`
-          const exit = yield* Effect.exit(store.transaction(store.insert(Notes, { id: "lost", tenantId: "t1", title: "x", body: "", n: 1 })))
-          assert.isTrue(Exit.isFailure(exit))
-          yield* settled
-          yield* p.idle
-          assert.isTrue(Option.isNone(yield* store.get(Notes, "lost")))
-          assert.deepStrictEqual(yield* indexIds(flaky.backend), [])
-        }).pipe(Effect.provide(stack(client(), p)))
-      })
+      lostMarker(
+        "a pending-sync marker that cannot be written fails the write: nothing is committed, nothing indexed",
+        (store) => store.insert(Notes, lost)
+      )
+
+      lostMarker(
+        "inside a transaction too, an insert stages its marker: one that cannot be written fails the transaction",
+        (store) => store.transaction(store.insert(Notes, lost))
+      )
 
       it.scoped("a drift ledger that cannot be written keeps the change's marker: the failure is logged, and the sweep repairs the row once the ledger is back", () => {
         const flaky = flakyBackend()
@@ -403,19 +381,14 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
             yield* store.insertMany(Notes, Array.from({ length: 12 }, (_, i) => ({ id: `z${i}`, tenantId: "t1", title: `zeta ${i}`, body: "", n: i })))
           }).pipe(Effect.provide(stack(connect, serving))))
           const offline = plugin(Sql.backend(connect), { sync: { reindexBatchSize: 5 } })
+          const offlineStore = Store.layerSql.pipe(Layer.provide(ChangeTap.layerLocal), Layer.provide(connect))
           const progress: Array<number> = []
-          const result = yield* reindexCommand([offline], "notes", (event) => Effect.sync(() => progress.push(event.done))).pipe(
-            Effect.provide(Store.layerSql.pipe(Layer.provide(ChangeTap.layerLocal), Layer.provide(connect)))
-          )
+          const result = yield* reindexCommand([offline], "notes", (event) => Effect.sync(() => progress.push(event.done))).pipe(Effect.provide(offlineStore))
           assert.deepStrictEqual(result, { index: "notes", rows: 12 })
           assert.deepStrictEqual(progress, [0, 5, 10, 12, 12, 12])
-          const missing = yield* Effect.either(reindexCommand([offline], "nope").pipe(
-            Effect.provide(Store.layerSql.pipe(Layer.provide(ChangeTap.layerLocal), Layer.provide(connect)))
-          ))
+          const missing = yield* Effect.either(reindexCommand([offline], "nope").pipe(Effect.provide(offlineStore)))
           assert.match(String(missing._tag === "Left" ? missing.left : ""), /no search index "nope"/)
-          const memory = yield* Effect.either(reindexCommand([plugin("memory")], "notes").pipe(
-            Effect.provide(Store.layerSql.pipe(Layer.provide(ChangeTap.layerLocal), Layer.provide(connect)))
-          ))
+          const memory = yield* Effect.either(reindexCommand([plugin("memory")], "notes").pipe(Effect.provide(offlineStore)))
           assert.match(String(memory._tag === "Left" ? memory.left : ""), /inspect route/)
         }))
 
@@ -454,7 +427,7 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
             assert.deepStrictEqual(yield* ledger, [])
             const store = yield* Store.Store
             const rows = yield* store.find(Notes, { orderBy: "id" })
-            const docs = Chunk.toReadonlyArray(yield* Stream.runCollect(flaky.backend.documents!("notes")))
+            const docs = (yield* indexDocs(flaky.backend))
               .slice().sort((a, b) => a.id < b.id ? -1 : 1)
             assert.strictEqual(rows.length, ROWS * 4 / 5)
             assert.deepStrictEqual(docs, rows.map((row) => ({ id: row.id, tenantId: row.tenantId, title: row.title, body: row.body, n: row.n })))

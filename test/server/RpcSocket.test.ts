@@ -59,13 +59,23 @@ const answersOf = (answers: ReadonlyArray<Record<string, unknown>>, count: numbe
     check()
   })
 
+/**
+ * The app served, and one WebSocket to it (with `headers` on the upgrade); `release` lets
+ * `slow.wait` answer, `interrupted` is done once it was interrupted.
+ */
+const session = (headers: Record<string, string> = {}) =>
+  Effect.gen(function*() {
+    const release = yield* Deferred.make<void>()
+    const interrupted = yield* Deferred.make<void>()
+    const served = yield* Serve.serve(makeApp(release, interrupted), memory)
+    const { answers, socket } = yield* connect(served.wsUrl, headers)
+    return { release, interrupted, answers, socket }
+  })
+
 describe("rpc over the WebSocket", () => {
   it.scopedLive("an Interrupt of a running call interrupts its handler and is answered as an interrupted Exit", () =>
     Effect.gen(function*() {
-      const release = yield* Deferred.make<void>()
-      const interrupted = yield* Deferred.make<void>()
-      const served = yield* Serve.serve(makeApp(release, interrupted), memory)
-      const { answers, socket } = yield* connect(served.wsUrl)
+      const { interrupted, answers, socket } = yield* session()
       socket.send(request("1", "slow.wait", { answer: "late" }))
       socket.send(JSON.stringify({ _tag: "Interrupt", requestId: "1" }))
       yield* Deferred.await(interrupted)
@@ -83,10 +93,7 @@ describe("rpc over the WebSocket", () => {
 
   it.scopedLive("closing the socket interrupts the calls still running on it", () =>
     Effect.gen(function*() {
-      const release = yield* Deferred.make<void>()
-      const interrupted = yield* Deferred.make<void>()
-      const served = yield* Serve.serve(makeApp(release, interrupted), memory)
-      const { answers, socket } = yield* connect(served.wsUrl)
+      const { interrupted, answers, socket } = yield* session()
       socket.send(request("1", "slow.wait", { answer: "late" }))
       // The call has started once a later call on the same socket is answered.
       socket.send(request("2", "auth.whoAmI", {}))
@@ -97,10 +104,7 @@ describe("rpc over the WebSocket", () => {
 
   it.scopedLive("a request reusing the id of a running call starts when that call is done", () =>
     Effect.gen(function*() {
-      const release = yield* Deferred.make<void>()
-      const interrupted = yield* Deferred.make<void>()
-      const served = yield* Serve.serve(makeApp(release, interrupted), memory)
-      const { answers, socket } = yield* connect(served.wsUrl, { authorization: "Bearer tok-alice" })
+      const { release, answers, socket } = yield* session({ authorization: "Bearer tok-alice" })
       socket.send(request("1", "slow.wait", { answer: "first" }))
       socket.send(request("1", "fast.echo", { answer: "second" }))
       socket.send(request("2", "fast.echo", { answer: "other" }))
@@ -116,10 +120,7 @@ describe("rpc over the WebSocket", () => {
 
   it.scopedLive("frames are answered in order (a bare null too, the socket kept); message headers override the upgrade's; guards and failures as on POST /rpc", () =>
     Effect.gen(function*() {
-      const release = yield* Deferred.make<void>()
-      const interrupted = yield* Deferred.make<void>()
-      const served = yield* Serve.serve(makeApp(release, interrupted), memory)
-      const { answers, socket } = yield* connect(served.wsUrl, { authorization: "Bearer tok-alice" })
+      const { answers, socket } = yield* session({ authorization: "Bearer tok-alice" })
       const frames = [
         request("1", "auth.whoAmI", {}),
         request("2", "auth.whoAmI", {}, [["Authorization", "Bearer tok-bob"]]),

@@ -11,6 +11,8 @@ import { deflateRawSync } from "node:zlib"
 import * as samlify from "samlify"
 import { SignedXml } from "xml-crypto"
 import * as xmlenc from "xml-encryption"
+import * as Keys from "../../../src/saml/Keys.js"
+import type * as LoginResponse from "../../../src/saml/LoginResponse.js"
 
 const fixture = (name: string) => readFileSync(new URL(`../fixtures/${name}`, import.meta.url), "utf8")
 
@@ -34,6 +36,23 @@ export const idpSloUrl = "https://idp.example.test/slo"
 export const spEntityId = "https://app.example.test/saml/metadata"
 export const acsUrl = "https://app.example.test/saml/acs"
 export const sloUrl = "https://app.example.test/saml/slo"
+
+/**
+ * What an SP of this IdP validates a response against at `now`: these entity ids and ACS URL, the
+ * IdP's certificate trusted, no decryption key, no clock skew, the assertion's signature enough;
+ * `more` overrides any of it.
+ */
+export const expectations = (now: number, more: Partial<LoginResponse.Expectations> = {}): LoginResponse.Expectations => ({
+  idpEntityId,
+  spEntityId,
+  acsUrl,
+  keys: [Keys.trust(idpKeys.cert)],
+  decryptionKey: undefined,
+  wantAuthnResponseSigned: false,
+  clockSkewMs: 0,
+  now,
+  ...more
+})
 
 const ns = {
   protocol: "urn:oasis:names:tc:SAML:2.0:protocol",

@@ -85,6 +85,20 @@ describe("EngineSupport", () => {
     assert.isUndefined(Support.finishListHighlight(["a", "b"], "[", "]"))
   })
 
+  it("a hit's highlights: the requested fields that matched, a list's elements joined; none without a highlight request", () => {
+    const doc = { id: "d1", title: "Fish", tags: ["a", "b"], body: "none" }
+    const marks: Record<string, string | ReadonlyArray<string>> = {
+      title: `${Support.sentinelPre}Fish${Support.sentinelPost}`,
+      tags: ["a", `${Support.sentinelPre}b${Support.sentinelPost}`],
+      body: "none"
+    }
+    const highlight = { fields: ["title", "tags", "body", "missing"], preTag: "[", postTag: "]" }
+    assert.deepStrictEqual(Support.highlightedHit(doc, highlight, (field) => marks[field]), { doc, highlights: { title: "[Fish]", tags: "a, [b]" } })
+    assert.deepStrictEqual(Support.highlightedHit(doc, { ...highlight, fields: ["body"] }, (field) => marks[field]), { doc })
+    assert.deepStrictEqual(Support.highlightedHit(doc, highlight, undefined), { doc })
+    assert.deepStrictEqual(Support.highlightedHit(doc, undefined, (field) => marks[field]), { doc })
+  })
+
   it.effect("engineParams: only the engine's presentation keys pass", () =>
     Effect.gen(function*() {
       const kept = yield* Support.presentationParams("engineX", { cropLength: 5, filter: "x", q: "y" }, new Set(["cropLength"]))
