@@ -230,21 +230,19 @@ describe("direct dispatch", () => {
         assert.deepStrictEqual(logs.map((line) => line.startsWith("ERROR GET /items/:id failed unexpectedly")), [true])
       }
     }))
+
+  /** `app` with one more REST route. */
+  const withRoute = (route: App["restRoutes"][number]) => defineApp({ auth: [bearer], restRoutes: [...app.restRoutes, route] })
+
   it.scopedLive("a JSON answer leaves byte for byte as the platform's own Node server sends it", () =>
     Effect.gen(function*() {
-      const withBodies = defineApp({
-        auth: [bearer],
-        restRoutes: [
-          ...app.restRoutes,
-          defineRestRoute({
-            method: "GET",
-            path: "/plain/:id",
-            input: Schema.Struct({ params: Schema.Struct({ id: Schema.String }) }),
-            output: Item,
-            handler: ({ params }) => Effect.succeed({ id: params.id, name: `crème brûlée № ${params.id} ✓` })
-          })
-        ]
-      })
+      const withBodies = withRoute(defineRestRoute({
+        method: "GET",
+        path: "/plain/:id",
+        input: Schema.Struct({ params: Schema.Struct({ id: Schema.String }) }),
+        output: Item,
+        handler: ({ params }) => Effect.succeed({ id: params.id, name: `crème brûlée № ${params.id} ✓` })
+      }))
       const direct = yield* serve(withBodies)
       const routed = yield* serve(withBodies, undefined, passThrough)
       const platform = yield* serve(withBodies, undefined, undefined, [], true)
@@ -272,25 +270,20 @@ describe("direct dispatch", () => {
       assert.strictEqual(viaTwin, yield* raw(routed, requests))
       assert.strictEqual(viaTwin, yield* raw(platform, requests))
     }))
+
   it.scopedLive("a request's trace id is made only when something reads it, once per request", () =>
     Effect.gen(function*() {
-      const traced = defineApp({
-        auth: [bearer],
-        restRoutes: [
-          ...app.restRoutes,
-          defineRestRoute({
-            method: "GET",
-            path: "/trace",
-            output: Schema.Struct({ first: Schema.String, again: Schema.String, provenance: Schema.String }),
-            handler: (_, ctx) =>
-              Effect.map(FiberRef.get(Provenance.current), (provenance) => ({
-                first: ctx.traceId,
-                again: ctx.traceId,
-                provenance: provenance?.traceId ?? "none"
-              }))
-          })
-        ]
-      })
+      const traced = withRoute(defineRestRoute({
+        method: "GET",
+        path: "/trace",
+        output: Schema.Struct({ first: Schema.String, again: Schema.String, provenance: Schema.String }),
+        handler: (_, ctx) =>
+          Effect.map(FiberRef.get(Provenance.current), (provenance) => ({
+            first: ctx.traceId,
+            again: ctx.traceId,
+            provenance: provenance.traceId
+          }))
+      }))
       const url = yield* serve(traced)
       const uuids = vi.spyOn(globalThis.crypto, "randomUUID")
       yield* Effect.addFinalizer(() => Effect.sync(() => uuids.mockRestore()))
