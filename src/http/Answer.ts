@@ -9,7 +9,7 @@ import { Cause, Effect, Either, Option, ParseResult, Schema } from "effect"
 import * as Errors from "../app/Errors.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import * as Codec from "./Codec.js"
-import * as ETag from "./ETag.js"
+import * as JsonResponse from "./JsonResponse.js"
 
 const isProcedureError = Schema.is(Errors.ProcedureError)
 
@@ -47,10 +47,11 @@ export const inputInvalid = (error: ParseResult.ParseError) =>
   HttpResponses.error(400, "InputInvalid", Errors.describeParseError(error))
 
 /**
- * An encoder of handler results through `schema` to JSON text (compiled once per route). A result
- * that does not encode is a bug: it is logged and answered 500.
+ * An encoder of handler results through `schema` to JSON text (compiled once per route), giving the
+ * text at once when the schema encodes synchronously. A result that does not encode is a bug: it is
+ * logged with the request's trace id (read from `trace` only then) and answered 500.
  */
-export const encoder = <A, I>(schema: Schema.Schema<A, I>, what: string) => {
+export const encoderNow = <A, I>(schema: Schema.Schema<A, I>, what: string) => {
   const encodeSchema = Codec.encoder(schema)
   const invalid = (error: ParseResult.ParseError, traceId: string) =>
     Effect.as(
@@ -62,26 +63,38 @@ export const encoder = <A, I>(schema: Schema.Schema<A, I>, what: string) => {
     )
   const settle = (
     result: Either.Either<unknown, ParseResult.ParseError>,
-    traceId: string
-  ): Effect.Effect<string | HttpServerResponse.HttpServerResponse> =>
-    Either.isRight(result) ? Effect.succeed(JSON.stringify(result.right) ?? "null") : invalid(result.left, traceId)
-  return (value: unknown, traceId: string): Effect.Effect<string | HttpServerResponse.HttpServerResponse> => {
+    trace: { readonly traceId: string }
+  ): string | Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+    Either.isRight(result) ? JSON.stringify(result.right) ?? "null" : invalid(result.left, trace.traceId)
+  return (
+    value: unknown,
+    trace: { readonly traceId: string }
+  ): string | Effect.Effect<string | HttpServerResponse.HttpServerResponse> => {
     const encoded = encodeSchema(value)
     return Either.isEither(encoded)
-      ? settle(encoded, traceId)
-      : Effect.flatMap(encoded, (result) => settle(result, traceId))
+      ? settle(encoded, trace)
+      : Effect.flatMap(encoded, (result): Effect.Effect<string | HttpServerResponse.HttpServerResponse> => {
+        const settled = settle(result, trace)
+        return typeof settled === "string" ? Effect.succeed(settled) : settled
+      })
+  }
+}
+
+/**
+ * An encoder of handler results through `schema` to JSON text (compiled once per route), as an
+ * effect (`encoderNow`, for callers with the trace id at hand).
+ */
+export const encoder = <A, I>(schema: Schema.Schema<A, I>, what: string) => {
+  const encode = encoderNow(schema, what)
+  return (value: unknown, traceId: string): Effect.Effect<string | HttpServerResponse.HttpServerResponse> => {
+    const encoded = encode(value, { traceId })
+    return typeof encoded === "string" ? Effect.succeed(encoded) : encoded
   }
 }
 
 /**
  * A 200 JSON answer. With `etag`, it carries a weak ETag and the cache headers, and a matching
- * `If-None-Match` gets a 304 with the same headers and no body.
+ * `If-None-Match` gets a 304 with the same headers and no body (`JsonResponse`).
  */
-export const json = (body: string, etag: boolean, ifNoneMatch: string | undefined): HttpServerResponse.HttpServerResponse => {
-  if (!etag) return HttpServerResponse.text(body, { contentType: "application/json" })
-  const tag = ETag.of(body)
-  const headers = { ...ETag.cacheHeaders, etag: tag }
-  return ETag.matches(ifNoneMatch, tag)
-    ? HttpServerResponse.empty({ status: 304, headers })
-    : HttpServerResponse.text(body, { contentType: "application/json", headers })
-}
+export const json = (body: string, etag: boolean, ifNoneMatch: string | undefined): HttpServerResponse.HttpServerResponse =>
+  JsonResponse.make(body, etag, ifNoneMatch)

@@ -17,7 +17,7 @@
  * 6 in `RouteEndpoint`, projected procedures in `ProcedureEndpoint` (through the procedure runtime).
  */
 import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import type { Scope } from "effect"
+import type { Cause, Scope } from "effect"
 import { Effect } from "effect"
 import * as CrossSite from "../app/CrossSite.js"
 import * as DirectRoute from "../app/DirectRoute.js"
@@ -43,16 +43,26 @@ const routeAnswer = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Env
   const respond = RouteEndpoint.make(endpoint, route, env, bodyCap)
   const lifecycleHeaders = Lifecycle.headers(endpoint.lifecycle)
   const deprecated = Object.keys(lifecycleHeaders).length > 0
-  return (...[request, params, query, measured]: Parameters<RouteEndpoint.Respond>) => {
+  // A defect outside the handler (a guard that throws, a broken schema) is still a 500 without internals.
+  const settle = (cause: Cause.Cause<never>) => Answer.failure(cause, Provenance.newTraceId(), what)
+  const withLifecycle = (response: HttpServerResponse.HttpServerResponse) => HttpServerResponse.setHeaders(response, lifecycleHeaders)
+  return (
+    request: HttpServerRequest.HttpServerRequest,
+    params: Readonly<Record<string, string | undefined>>,
+    query: Readonly<Record<string, string | ReadonlyArray<string>>>,
+    measured: boolean
+  ) => {
     let answer: Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope | HttpServerRequest.HttpServerRequest>
     try {
-      answer = CrossSite.guardedRequest(env.runtime, request, (screened) => respond(screened, params, query, measured))
+      // Without cookies there is nothing to screen (`CrossSite.guardedRequest` would call `respond` at once).
+      answer = request.headers["cookie"] === undefined
+        ? respond(request, params, query, measured)
+        : CrossSite.guardedRequest(env.runtime, request, (screened) => respond(screened, params, query, measured))
     } catch (defect) {
       answer = Effect.die(defect)
     }
-    // A defect outside the handler (a guard that throws, a broken schema) is still a 500 without internals.
-    const settled = Now.catchAllCause(answer, (cause) => Answer.failure(cause, Provenance.newTraceId(), what))
-    return deprecated ? Now.map(settled, (response) => HttpServerResponse.setHeaders(response, lifecycleHeaders)) : settled
+    const settled = Now.catchAllCause(answer, settle)
+    return deprecated ? Now.map(settled, withLifecycle) : settled
   }
 }
 

@@ -6,13 +6,12 @@
  * streamed `sse(...)` / `bytes(...)` answer (headers only for HEAD).
  */
 import type { HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import type { Scope } from "effect"
-import { Cause, Effect, Either, Option, Stream } from "effect"
+import type { ParseResult, Scope } from "effect"
+import { Cause, Effect, Either, Exit, Option, Stream } from "effect"
 import * as Errors from "../app/Errors.js"
 import * as Guard from "../app/Guard.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import * as Now from "../kernel/Now.js"
-import * as Provenance from "../kernel/Provenance.js"
 import type * as Subject from "../kernel/Subject.js"
 import * as Telemetry from "../kernel/Telemetry.js"
 import * as Answer from "./Answer.js"
@@ -23,8 +22,8 @@ import type * as Idempotency from "./Idempotency.js"
 import * as QueryInput from "./QueryInput.js"
 import * as RateLimit from "./RateLimit.js"
 import * as RequestBody from "./RequestBody.js"
-import * as ResponseControl from "./ResponseControl.js"
 import * as RestRoute from "./RestRoute.js"
+import { RouteContext } from "./RouteContext.js"
 import * as Sse from "./Sse.js"
 import * as Steps from "./Steps.js"
 
@@ -76,9 +75,8 @@ interface Call {
   /** The `RateLimit` header value the request was admitted with, if the route is limited. */
   readonly limited: string | undefined
   readonly measured: boolean
-  readonly traceId: string
-  readonly response: ResponseControl.Lazy
-  readonly ctx: RestRoute.Context
+  /** The handler's context; also the request's trace id, made when first read. */
+  readonly ctx: RouteContext
 }
 
 /** How a route answers one request, given its path params and query (see `make`). */
@@ -101,47 +99,76 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
   const readQuery = QueryInput.reader(QueryInput.fieldOf(route.input.ast, "query"))
   const readParams = QueryInput.reader(QueryInput.fieldOf(route.input.ast, "params"))
   const decode = Codec.decoder(route.input)
-  const encode = Answer.encoder(route.output, what)
+  const encode = Answer.encoderNow(route.output, what)
   const provenanceName = `rest ${what}`
   const mustDeclareStreams = RestRoute.mutatingMethods.has(route.method) && !route.streaming
   const limiter = env.rateLimits === undefined ? undefined : RateLimit.limiter(endpoint, env.rateLimits)
 
+  const claims = endpoint.claimable && env.idempotency !== undefined
+
   // The steps below are functions of the route taking the request's `Call`, not closures made per
-  // request: a request allocates its call and context, and nothing else it can avoid.
+  // request, and a step that answers at once hands its value straight to the next (no `Exit`, no
+  // continuation): a request allocates its call and context, and little else it can avoid. A step
+  // that must wait continues as an ordinary effect.
+
+  /** The answer to the handler's result, with the headers and cookies the handler set. */
   const toResponse = (call: Call, result: unknown): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
-    const { request, traceId } = call
+    const request = call.request
+    let response: Effect.Effect<HttpServerResponse.HttpServerResponse>
     if (Sse.isSse(result)) {
-      if (mustDeclareStreams) return undeclaredStream(what, traceId)
-      if (request.method === "HEAD") return Effect.succeed(Sse.head())
-      return Effect.succeed(Sse.response(guardedFrames(result.frames, route.guards, env, request.headers)))
+      response = mustDeclareStreams
+        ? undeclaredStream(what, call.ctx.traceId)
+        : Effect.succeed(request.method === "HEAD" ? Sse.head() : Sse.response(guardedFrames(result.frames, route.guards, env, request.headers)))
+    } else if (Bytes.isBytes(result)) {
+      response = mustDeclareStreams
+        ? undeclaredStream(what, call.ctx.traceId)
+        : Effect.succeed(request.method === "HEAD" ? Bytes.head(result) : Bytes.response(result))
+    } else {
+      const json = encode(result, call.ctx)
+      if (typeof json === "string") return Effect.succeed(call.ctx.apply(Answer.json(json, route.etag, request.headers["if-none-match"])))
+      response = Now.map(json, (json) => typeof json === "string" ? Answer.json(json, route.etag, request.headers["if-none-match"]) : json)
     }
-    if (Bytes.isBytes(result)) {
-      if (mustDeclareStreams) return undeclaredStream(what, traceId)
-      return Effect.succeed(request.method === "HEAD" ? Bytes.head(result) : Bytes.response(result))
-    }
-    return Now.map(encode(result, traceId), (json) =>
-      typeof json === "string" ? Answer.json(json, route.etag, request.headers["if-none-match"]) : json)
+    return Now.map(response, (answered) => call.ctx.apply(answered))
   }
-  const answer = (call: Call) =>
-    Now.matchCauseEffect(
-      Steps.actingFor(
-        call.subject,
-        { traceId: call.traceId, subjectId: call.subject.id, procedure: provenanceName },
-        () => env.runtime.withHandlerContext(route.handler(call.input, call.ctx))
-      ),
-      {
-        onFailure: (cause) => Answer.failure(cause, call.traceId, what),
-        onSuccess: (result) => Now.map(toResponse(call, result), (answered) => call.response.apply(answered))
-      }
-    )
+  /** The handler, acting for the caller, and its answer (a failure answered by `Answer.failure`). */
+  const answer = (call: Call): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
+    // The handler is called now: one that throws fails as a defect, as it would inside the fiber.
+    let effect: Effect.Effect<unknown, unknown>
+    try {
+      effect = env.runtime.withHandlerContext(route.handler(call.input, call.ctx))
+    } catch (defect) {
+      effect = Effect.die(defect)
+    }
+    const exit = Now.exitOf(effect)
+    // An answer given at once reads no fiber ref: it needs neither the caller nor the provenance set.
+    if (exit !== undefined) return exit._tag === "Success" ? toResponse(call, exit.value) : Answer.failure(exit.cause, call.ctx.traceId, what)
+    const provenance = { traceId: call.ctx.traceId, subjectId: call.subject.id, procedure: provenanceName }
+    return Effect.matchCauseEffect(Steps.actingFor(call.subject, provenance, effect), {
+      onFailure: (cause) => Answer.failure(cause, call.ctx.traceId, what),
+      onSuccess: (result) => toResponse(call, result)
+    })
+  }
   const handled = (call: Call) => {
-    const claimed = Steps.underKey(env, endpoint, call.request, call.subject, call.bytes, () =>
-      Effect.map(answer(call), (response): Idempotency.Outcome => ({ response, handlerRan: true })))
+    const claimed = claims
+      ? Steps.underKey(env, endpoint, call.request, call.subject, call.bytes, () =>
+        Effect.map(answer(call), (response): Idempotency.Outcome => ({ response, handlerRan: true })))
+      : undefined
     const answered = claimed ?? answer(call)
-    const recorded = call.measured ? Telemetry.route(what, call.traceId)(answered) : answered
+    const recorded = call.measured ? Telemetry.route(what, call.ctx.traceId)(answered) : answered
     // Added outside the idempotency claim: a replay carries the current count, not the recorded one.
     const limited = call.limited
     return limited === undefined ? recorded : Now.map(recorded, (answered) => limiter!.withHeaders(answered, limited))
+  }
+
+  /** The answer to a refusal (a guard's, or a failed effectful guard's), with the rate-limit headers. */
+  const refused = (refusal: Either.Either<Guard.Refusal | undefined, Guard.FlagDisabled>, call: Call) => {
+    const answer = Either.isLeft(refusal)
+      ? HttpResponses.procedureError(refusal.left)
+      : refusal.right !== undefined
+      ? HttpResponses.error(refusal.right.status, "GuardRefused", refusal.right.message)
+      : undefined
+    if (answer === undefined) return handled(call)
+    return Effect.succeed(call.limited === undefined ? answer : limiter!.withHeaders(answer, call.limited))
   }
 
   /** Guards, the idempotency claim and the handler, for a decoded input and a resolved caller. */
@@ -153,30 +180,49 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
     limited: string | undefined,
     measured: boolean
   ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope> => {
-    const traceId = Provenance.traceIdOf(request.headers)
-    const response = new ResponseControl.Lazy()
-    const ctx: RestRoute.Context = {
-      subject,
-      headers: request.headers,
-      store: env.store,
-      traceId,
-      get response() {
-        return response.control
-      }
-    }
-    const call: Call = { request, input, subject, bytes, limited, measured, traceId, response, ctx }
+    const ctx = new RouteContext(subject, request.headers, env.store)
+    const call: Call = { request, input, subject, bytes, limited, measured, ctx }
     if (route.guards.length === 0) return handled(call)
     const checked = Steps.checkGuards(route.guards, ctx)
-    const refusal = Effect.isEffect(checked) ? Now.either(env.runtime.withHandlerContext(checked)) : Effect.succeed(Either.right(checked))
-    return Now.flatMap(refusal, (refusal) => {
-      const refused = Either.isLeft(refusal)
-        ? HttpResponses.procedureError(refusal.left)
-        : refusal.right !== undefined
-        ? HttpResponses.error(refusal.right.status, "GuardRefused", refusal.right.message)
-        : undefined
-      if (refused === undefined) return handled(call)
-      return Effect.succeed(limited === undefined ? refused : limiter!.withHeaders(refused, limited))
-    })
+    if (!Effect.isEffect(checked)) return checked === undefined ? handled(call) : refused(Either.right(checked), call)
+    return Now.flatMap(Now.either(env.runtime.withHandlerContext(checked)), (refusal) => refused(refusal, call))
+  }
+
+  /** The rate limit, for a decoded input and a resolved caller. */
+  const admitted = (
+    request: HttpServerRequest.HttpServerRequest,
+    input: unknown,
+    subject: Subject.Subject,
+    bytes: Uint8Array | undefined,
+    measured: boolean
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope> => {
+    if (limiter === undefined) return authorised(request, input, subject, bytes, undefined, measured)
+    const checked = limiter.check(subject, request)
+    return Now.flatMap(RateLimit.isPending(checked) ? checked : Effect.succeed(checked), (verdict) =>
+      RateLimit.isRefusal(verdict)
+        ? Effect.succeed(verdict)
+        : authorised(request, input, subject, bytes, verdict, measured))
+  }
+
+  /** The caller (401 for a failed credential), for a decoded input. */
+  const withInput = (
+    request: HttpServerRequest.HttpServerRequest,
+    input: Either.Either<unknown, ParseResult.ParseError>,
+    bytes: Uint8Array | undefined,
+    measured: boolean
+  ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope> => {
+    if (Either.isLeft(input)) return Effect.succeed(Answer.inputInvalid(input.left))
+    const resolved = env.runtime.resolveSubject(request.headers)
+    const exit = Now.exitOf(resolved)
+    if (exit === undefined) {
+      return Effect.flatMap(Effect.either(resolved), (caller) =>
+        Either.isLeft(caller)
+          ? Effect.succeed(HttpResponses.procedureError(caller.left))
+          : admitted(request, input.right, caller.right, bytes, measured))
+    }
+    if (exit._tag === "Success") return admitted(request, input.right, exit.value, bytes, measured)
+    // A defect resolving the caller is the pipeline's to answer (a 500).
+    return exit.cause._tag === "Fail" ? Effect.succeed(HttpResponses.procedureError(exit.cause.error)) : Exit.failCause(exit.cause as Cause.Cause<never>)
   }
 
   /** Decode, the caller and the rate limit, after the body (if any) was read. */
@@ -187,24 +233,14 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
     bytes: Uint8Array | undefined,
     measured: boolean
   ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope> => {
-    const body = RequestBody.parse(bytes, request.headers["content-type"])
-    if (Either.isLeft(body)) return Effect.succeed(body.left)
+    const body = bytes === undefined ? undefined : RequestBody.parse(bytes, request.headers["content-type"])
+    if (body !== undefined && Either.isLeft(body)) return Effect.succeed(body.left)
     const raw: Record<string, unknown> = { query: readQuery(query), params: readParams(params) }
-    if (body.right !== undefined) raw.body = body.right
+    if (body !== undefined && body.right !== undefined) raw.body = body.right
     const outcome = decode(raw)
-    return Now.flatMap(Either.isEither(outcome) ? Effect.succeed(outcome) : outcome, (input) => {
-      if (Either.isLeft(input)) return Effect.succeed(Answer.inputInvalid(input.left))
-      return Now.flatMap(Now.either(env.runtime.resolveSubject(request.headers)), (resolved) => {
-        if (Either.isLeft(resolved)) return Effect.succeed(HttpResponses.procedureError(resolved.left))
-        const subject = resolved.right
-        if (limiter === undefined) return authorised(request, input.right, subject, bytes, undefined, measured)
-        const checked = limiter.check(subject, request)
-        return Now.flatMap(RateLimit.isPending(checked) ? checked : Effect.succeed(checked), (verdict) =>
-          RateLimit.isRefusal(verdict)
-            ? Effect.succeed(verdict)
-            : authorised(request, input.right, subject, bytes, verdict, measured))
-      })
-    })
+    return Either.isEither(outcome)
+      ? withInput(request, outcome, bytes, measured)
+      : Effect.flatMap(outcome, (input) => withInput(request, input, bytes, measured))
   }
 
   return (request, params, query, measured) =>

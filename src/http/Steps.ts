@@ -9,7 +9,6 @@ import { Effect, Either, FiberRef, Option } from "effect"
 import * as Guard from "../app/Guard.js"
 import * as Errors from "../app/Errors.js"
 import type { RuntimeShape } from "../app/Runtime.js"
-import * as Now from "../kernel/Now.js"
 import * as Provenance from "../kernel/Provenance.js"
 import type { StoreShape } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
@@ -97,29 +96,21 @@ export const scopeRefusal = (subject: Subject.Subject, scopes: ReadonlyArray<str
 }
 
 /**
- * Runs `handler` acting for `subject` (tenant-scoped store access) with `provenance` on its
- * writes. The request fiber is set to act so for the rest of the request rather than around the
- * handler alone: nothing after the handler reaches the store (encoding, the answer, the
- * idempotency record), and this spares two `locally` regions on every request.
+ * Runs `effect` (a handler's) acting for `subject` (tenant-scoped store access) with `provenance`
+ * on its writes. The request fiber is set to act so for the rest of the request rather than around
+ * the handler alone: nothing after the handler reaches the store (encoding, the answer, the
+ * idempotency record), and this spares two `locally` regions on every request. An answer the
+ * handler gives at once reads no fiber ref: the caller answers it without this (`RouteEndpoint`).
  */
 export const actingFor = <A>(
   subject: Subject.Subject,
   provenance: Provenance.Provenance,
-  handler: () => Effect.Effect<A, unknown>
-): Effect.Effect<A, unknown> => {
-  // The handler is called now (`Now`): an answer it gives at once reads no fiber ref, so it needs
-  // neither setting; one that throws fails as a defect, as it would inside the fiber.
-  let effect: Effect.Effect<A, unknown>
-  try {
-    effect = handler()
-  } catch (defect) {
-    return Effect.die(defect)
-  }
-  return Now.exitOf(effect) !== undefined ? effect : FiberRef.set(Subject.currentSubject, Option.some(subject)).pipe(
+  effect: Effect.Effect<A, unknown>
+): Effect.Effect<A, unknown> =>
+  FiberRef.set(Subject.currentSubject, Option.some(subject)).pipe(
     Effect.zipRight(FiberRef.set(Provenance.current, provenance)),
     Effect.zipRight(effect)
   )
-}
 
 const splitUrl = (url: string) => {
   const at = url.indexOf("?")

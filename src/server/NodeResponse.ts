@@ -13,6 +13,7 @@ import { Cause, Chunk, Effect, Stream } from "effect"
 import type * as Http from "node:http"
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
+import * as JsonResponse from "../http/JsonResponse.js"
 import * as Sse from "../http/Sse.js"
 
 /** The headers to send: the response's own, with its cookies as `set-cookie` lines. */
@@ -34,6 +35,14 @@ const isReadable = (body: unknown): body is NodeJS.ReadableStream =>
  */
 export const writeNow = (nodeResponse: Http.ServerResponse, method: string, response: HttpServerResponse.HttpServerResponse): boolean => {
   if (nodeResponse.writableEnded) return true
+  if (JsonResponse.is(response)) {
+    // The common JSON answer: its headers as the platform's response would have them, the text as is
+    // (Node sends a string body with the head in one write; every header here is ASCII).
+    nodeResponse.writeHead(response.status, response.wireHeaders())
+    if (method === "HEAD" || response.status === 304) nodeResponse.end()
+    else nodeResponse.end(response.text)
+    return true
+  }
   const body = response.body
   if (method === "HEAD" || body._tag === "Empty") {
     nodeResponse.writeHead(response.status, headersOf(response))

@@ -6,8 +6,11 @@
  */
 import { HttpLayerRouter, HttpServer, HttpServerResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Effect, Layer, Logger, Schema, Tracer } from "effect"
+import { Context, Effect, FiberRef, Layer, Logger, Schema, Tracer } from "effect"
+import { vi } from "vitest"
+import { NodeHttpServer } from "@effect/platform-node"
 import { createServer } from "node:http"
+import * as Net from "node:net"
 import { defineApp } from "../../src/app/App.js"
 import type { App } from "../../src/app/App.js"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
@@ -16,6 +19,7 @@ import { requireScope } from "../../src/app/Guard.js"
 import { query } from "../../src/app/Procedure.js"
 import { defineRestRoute } from "../../src/http/RestRoute.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as Provenance from "../../src/kernel/Provenance.js"
 import * as Store from "../../src/kernel/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import * as NodeServer from "../../src/server/NodeServer.js"
@@ -27,12 +31,15 @@ const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
 /** A pass-through tracer: installed, it sends every request through the router. */
 const passThrough = Effect.runSync(Effect.map(Effect.tracer, (native) => Tracer.make({ span: (...args) => native.span(...args), context: native.context })))
 
-/** Serves `app` (and `routes`) on `NodeServer` in the scope, with `tracer` installed if given; the base URL. */
-const serve = (app: App, routes?: Server.Options["routes"], tracer?: Tracer.Tracer, logs: Array<string> = []) =>
+/**
+ * Serves `app` (and `routes`) on `NodeServer` (or on the platform's own Node server) in the scope,
+ * with `tracer` installed if given; the base URL.
+ */
+const serve = (app: App, routes?: Server.Options["routes"], tracer?: Tracer.Tracer, logs: Array<string> = [], platform = false) =>
   Effect.gen(function*() {
     const serving = Server.layer(app, { announce: false, ...(routes === undefined ? {} : { routes }) }).pipe(
       Layer.provide(memory),
-      Layer.provideMerge(NodeServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+      Layer.provideMerge((platform ? NodeHttpServer.layer : NodeServer.layer)(createServer, { port: 0, host: "127.0.0.1" }))
     )
     const context = yield* Layer.build(tracer === undefined ? serving : serving.pipe(Layer.provide(Layer.setTracer(tracer)))).pipe(
       Effect.provide(Logger.replace(Logger.defaultLogger, Serve.capture(logs)))
@@ -47,6 +54,20 @@ const get = (url: string, init: RequestInit = {}) =>
     const response = await fetch(url, init)
     const headers = Object.fromEntries([...response.headers].filter(([name]) => name !== "date" && name !== "x-fw-trace-id"))
     return { status: response.status, headers, text: await response.text() }
+  })
+
+/**
+ * The bytes a server sends back for `requests` sent at once on one connection (the last one asks to close
+ * it), without the `date` and `x-fw-trace-id` lines (a clock and a random id).
+ */
+const raw = (url: string, requests: ReadonlyArray<string>) =>
+  Effect.async<string>((resume) => {
+    const { hostname, port } = new URL(url)
+    const chunks: Array<Buffer> = []
+    const socket = Net.connect(Number(port), hostname, () => socket.write(requests.join("")))
+    socket.on("data", (chunk: Buffer) => chunks.push(chunk))
+    socket.on("close", () =>
+      resume(Effect.succeed(Buffer.concat(chunks).toString("utf8").replace(/^(date|x-fw-trace-id): [^\r]*\r\n/gim, ""))))
   })
 
 /** `GET /twin/:id`: the router's handler answers `routed`, its twin `direct <id>`. */
@@ -208,5 +229,76 @@ describe("direct dispatch", () => {
       for (const logs of [directLogs, routedLogs]) {
         assert.deepStrictEqual(logs.map((line) => line.startsWith("ERROR GET /items/:id failed unexpectedly")), [true])
       }
+    }))
+
+  /** `app` with one more REST route. */
+  const withRoute = (route: App["restRoutes"][number]) => defineApp({ auth: [bearer], restRoutes: [...app.restRoutes, route] })
+
+  it.scopedLive("a JSON answer leaves byte for byte as the platform's own Node server sends it", () =>
+    Effect.gen(function*() {
+      const withBodies = withRoute(defineRestRoute({
+        method: "GET",
+        path: "/plain/:id",
+        input: Schema.Struct({ params: Schema.Struct({ id: Schema.String }) }),
+        output: Item,
+        handler: ({ params }) => Effect.succeed({ id: params.id, name: `crème brûlée № ${params.id} ✓` })
+      }))
+      const direct = yield* serve(withBodies)
+      const routed = yield* serve(withBodies, undefined, passThrough)
+      const platform = yield* serve(withBodies, undefined, undefined, [], true)
+      const etag = (yield* get(`${direct}/items/42`, { headers: { authorization: "Bearer reader" } })).headers["etag"]!
+      const request = (line: string, ...headers: Array<string>) => `${line} HTTP/1.1\r\nhost: x\r\n${headers.map((h) => `${h}\r\n`).join("")}\r\n`
+      const requests = [
+        request("GET /items/42", "authorization: Bearer reader"),
+        request("GET /items/42", "authorization: Bearer reader", `if-none-match: ${etag}`),
+        request("GET /items/42", "authorization: Bearer reader", `if-none-match: "other", ${etag.slice(2)}`),
+        request("HEAD /items/42", "authorization: Bearer reader"),
+        request("HEAD /items/42", "authorization: Bearer reader", `if-none-match: ${etag}`),
+        request("GET /items/header", "authorization: Bearer reader"),
+        request("GET /items/42?x=1&x=2", "authorization: Bearer reader", "cookie: a=b"),
+        request("GET /items/42", "authorization: Bearer stranger"),
+        request("GET /items/4", "authorization: Bearer reader"),
+        request("GET /plain/%C3%A9t%C3%A9"),
+        request("HEAD /plain/7"),
+        request("GET /v1/old/1"),
+        request("GET /items/42", "authorization: Bearer reader", "origin: https://app.example"),
+        request("GET /items/42", "authorization: Bearer reader", "connection: close")
+      ]
+      const viaTwin = yield* raw(direct, requests)
+      assert.strictEqual(viaTwin.match(/HTTP\/1\.1 \d{3} /g)?.length, requests.length)
+      assert.include(viaTwin, "crème brûlée № été ✓")
+      assert.strictEqual(viaTwin, yield* raw(routed, requests))
+      assert.strictEqual(viaTwin, yield* raw(platform, requests))
+    }))
+
+  it.scopedLive("a request's trace id is made only when something reads it, once per request", () =>
+    Effect.gen(function*() {
+      const traced = withRoute(defineRestRoute({
+        method: "GET",
+        path: "/trace",
+        output: Schema.Struct({ first: Schema.String, again: Schema.String, provenance: Schema.String }),
+        handler: (_, ctx) =>
+          Effect.map(FiberRef.get(Provenance.current), (provenance) => ({
+            first: ctx.traceId,
+            again: ctx.traceId,
+            provenance: provenance.traceId
+          }))
+      }))
+      const url = yield* serve(traced)
+      const uuids = vi.spyOn(globalThis.crypto, "randomUUID")
+      yield* Effect.addFinalizer(() => Effect.sync(() => uuids.mockRestore()))
+      // A plain GET answered at once reads no trace id: none is made.
+      assert.strictEqual((yield* get(`${url}/items/42`, { headers: { authorization: "Bearer reader" } })).status, 200)
+      assert.strictEqual((yield* get(`${url}/items/4`, { headers: { authorization: "Bearer reader" } })).status, 400)
+      assert.strictEqual(uuids.mock.calls.length, 0)
+      // Read by the handler and by the provenance of its writes: one id, the same everywhere.
+      const read = JSON.parse((yield* get(`${url}/trace`)).text) as { first: string; again: string; provenance: string }
+      assert.strictEqual(uuids.mock.calls.length, 1)
+      assert.match(read.first, /^[0-9a-f]{32}$/)
+      assert.deepStrictEqual([read.again, read.provenance], [read.first, read.first])
+      // A caller's own well-formed trace id is used as is.
+      const given = JSON.parse((yield* get(`${url}/trace`, { headers: { "x-fw-trace-id": "trace-0123456789" } })).text) as { first: string }
+      assert.strictEqual(given.first, "trace-0123456789")
+      assert.strictEqual(uuids.mock.calls.length, 1)
     }))
 })
