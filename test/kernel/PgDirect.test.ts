@@ -21,6 +21,7 @@ import * as RecordingTap from "./support/RecordingTap.js"
 import * as StoreSpans from "./support/StoreSpans.js"
 
 const Notes = defineTable("direct_notes", { fields: { text: Schema.String } })
+const Others = defineTable("direct_others", { fields: { text: Schema.String } })
 
 /** The store on a fresh database, and that database's URL. */
 const tier = Effect.gen(function*() {
@@ -28,7 +29,7 @@ const tier = Effect.gen(function*() {
   const context = yield* Layer.build(
     Store.layerSql.pipe(
       Layer.provideMerge(RecordingTap.layer()),
-      Layer.provideMerge(Layer.effectDiscard(SchemaDiffer.apply([Notes])).pipe(Layer.provideMerge(Pg.layerClient(url))))
+      Layer.provideMerge(Layer.effectDiscard(SchemaDiffer.apply([Notes, Others])).pipe(Layer.provideMerge(Pg.layerClient(url))))
     )
   )
   return { store: Effect.runSync(Effect.provide(Store.Store, context)), url }
@@ -127,6 +128,29 @@ describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct statements", () => {
       assert.strictEqual(Number(waiting[0]!.n), 0)
       yield* on(locker, "COMMIT")
       assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, "locked")).text, "before")
+    }))
+
+  it.scopedLive("an interrupted read by id leaves at once; its late answer reaches no later read", () =>
+    Effect.gen(function*() {
+      const { store, url } = yield* tier
+      for (let i = 0; i < 5; i++) yield* store.insert(Notes, { id: `n${i}`, text: `t${i}` })
+      yield* store.insert(Others, { id: "o", text: "other" })
+      const locker = yield* Pg.connection(url)
+      const admin = yield* Pg.connection(url)
+      yield* on(locker, "BEGIN")
+      yield* on(locker, "LOCK TABLE direct_notes IN ACCESS EXCLUSIVE MODE")
+      // A read by id waits for no row lock, only for a table's exclusive lock: it runs on the reserved connection and waits.
+      const blocked = yield* Effect.fork(store.get(Notes, "n0"))
+      yield* untilBlocked(admin)
+      yield* Fiber.interrupt(blocked)
+      // Answered meanwhile, through the pool.
+      assert.strictEqual(Option.getOrThrow(yield* store.get(Others, "o")).text, "other")
+      yield* on(locker, "COMMIT")
+      // Once the interrupted read's answer arrived, reads run on the reserved connection again, each with its own row.
+      for (let round = 0; round < 3; round++) {
+        for (let i = 4; i >= 0; i--) assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, `n${i}`)).text, `t${i}`)
+      }
+      assert.isTrue(Option.isNone(yield* store.get(Notes, "missing")))
     }))
 
   it.scopedLive("a terminated connection is replaced: statements go on succeeding", () =>
