@@ -8,6 +8,7 @@ import type { SqlClient, Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
 import { Effect } from "effect"
+import * as Columns from "./Columns.js"
 import * as Driver from "./Driver.js"
 import { DuplicateRow } from "./Errors.js"
 import * as PgDirect from "./PgDirect.js"
@@ -40,6 +41,31 @@ export interface PgDirectDriver {
 }
 
 const idOf = (row: Driver.Encoded) => row.id as string
+
+/** The JavaScript type node-postgres reads each plain column kind as (text, double precision, boolean). */
+const plainTypes: Partial<Record<Columns.Kind, string>> = { text: "string", number: "number", boolean: "boolean" }
+
+/**
+ * Whether a row of `table` read by id may be handed to the store as node-postgres built it: every
+ * column plain, each value already in its encoded form (or a null where the encoded row holds
+ * null). Such a row decodes exactly as its mapped copy would (the store's point read only checks
+ * its id and tenant and decodes it; undeclared columns are ignored there): one object fewer per
+ * read. Anything else (JSON, a numeric read back as text, an absent optional field) is mapped.
+ */
+const storedAsIs = (table: Table.Any): (row: Readonly<Record<string, unknown>>) => boolean => {
+  const columns = Columns.of(table)
+  if (!columns.every((column) => plainTypes[column.kind] !== undefined)) return () => false
+  const names = columns.map((column) => column.name)
+  const types = columns.map((column) => plainTypes[column.kind]!)
+  const nullable = columns.map((column) => !column.optional || column.nullable)
+  return (row) => {
+    for (let i = 0; i < names.length; i++) {
+      const value = row[names[i]!]
+      if (value === null ? !nullable[i] : typeof value !== types[i]) return false
+    }
+    return true
+  }
+}
 
 /**
  * The direct wiring over `sql` (a PostgreSQL client); `undefined` when `PgDirect` cannot run
@@ -75,10 +101,11 @@ export const make = (
       if (found === undefined) {
         const fromDb = points.fromDb(table)
         const name = table.name
+        const stored = storedAsIs(table)
         found = {
           get: points.get(table),
           insert: points.insert(table),
-          first: (rows) => rows.length === 0 ? undefined : fromDb(rows[0]!),
+          first: (rows) => rows.length === 0 ? undefined : stored(rows[0]!) ? rows[0]! : fromDb(rows[0]!),
           refused: (written, id) => written.length === 1 ? undefined : new DuplicateRow({ table: name, id })
         }
         tables.set(table, found)
