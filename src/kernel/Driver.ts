@@ -89,6 +89,7 @@ export interface Driver {
    * another fiber's transaction holds the connection), so the store takes `get`. The store calls
    * it only when no tracer is installed, so a tier that bypasses its client here loses no span.
    * A tier that must wait for a server may answer with the effect that reads the row (`Later`).
+   * The row is only checked (id, tenant) and decoded: it may carry columns the table does not declare.
    */
   readonly getNow?: (
     table: Table.Any,

@@ -12,7 +12,9 @@
  * With a tracer installed, or a statement transformer (`Statement.setTransformer`), statements take
  * the client's path as before, and so they do when the client transforms names (rows then come
  * back exactly as the client returns them). Failures are the client's `SqlError`s, with the same
- * messages; an interrupted statement is cancelled on the server as the client does.
+ * messages; an interrupted statement is cancelled on the server as the client does, except a
+ * `point` statement: a read by id (it waits for no row lock) or one its caller awaits
+ * uninterruptibly, whose fiber simply leaves while the server finishes it.
  *
  * The reserved connection is dropped when it fails (a terminated backend, a lost network path) and
  * reserved again on a later statement; meanwhile statements take the pool path.
@@ -66,6 +68,22 @@ export interface Direct {
     text: string,
     parameters: ReadonlyArray<unknown>
   ) => Effect.Effect<ReadonlyArray<A>, SqlError> | undefined
+  /**
+   * As `now`, for statements whose interruption needs no cancellation on the server: a read
+   * without locks (under MVCC it waits for nothing but a table's exclusive lock), or a statement the
+   * caller awaits uninterruptibly. The rows are read by `read` (with `context`) and a failure by
+   * `fail` inside the driver's callback: the fiber resumes with the answer in one step, no further
+   * effect per statement. An interrupted fiber leaves at once; the connection stays busy until the
+   * server's answer arrives (the pool path serves meanwhile).
+   */
+  readonly point: <A, E, C>(
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    text: string,
+    parameters: ReadonlyArray<unknown>,
+    read: (rows: ReadonlyArray<Record<string, unknown>>, context: C) => A,
+    fail: (error: SqlError) => E,
+    context: C
+  ) => Effect.Effect<A, E> | undefined
   /** A statement of the client's, compiled and run directly when `now` would, else through the client. */
   readonly statement: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
   /** `text` directly when `now` allows it, else `fallback` (the same statement through the client). */
@@ -86,6 +104,12 @@ export interface Direct {
     fallback: Effect.Effect<A, E | SqlError, R>
   ) => Effect.Effect<A, E | SqlError, R>
 }
+
+/** A query's rows; a multi-statement text answers one result per statement, as through the client. */
+const rowsOf = (result: { readonly rows?: ReadonlyArray<unknown> } | ReadonlyArray<unknown>): ReadonlyArray<unknown> =>
+  Array.isArray(result)
+    ? result.map((r: { readonly rows?: ReadonlyArray<unknown> }) => r.rows ?? [])
+    : (result as { readonly rows?: ReadonlyArray<unknown> }).rows ?? []
 
 /** One reserved connection and how to give it back. */
 class Slot {
@@ -201,16 +225,40 @@ export const make = (
           if (error) {
             resume(Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })))
           } else {
-            // A multi-statement text answers one result per statement, as through the client.
-            resume(Effect.succeed(
-              (Array.isArray(result)
-                ? result.map((r: { readonly rows?: ReadonlyArray<unknown> }) => r.rows ?? [])
-                : (result as { readonly rows?: ReadonlyArray<unknown> }).rows ?? []) as ReadonlyArray<A>
-            ))
+            resume(Effect.succeed(rowsOf(result) as ReadonlyArray<A>))
           }
         })
         return Effect.suspend(() => pending ? cancel(pg) : Effect.void)
       })
+
+    /** See `Direct.point`: one `query` call, answered in its callback. */
+    const point = <A, E, C>(
+      fiber: Fiber.RuntimeFiber<unknown, unknown>,
+      text: string,
+      parameters: ReadonlyArray<unknown>,
+      read: (rows: ReadonlyArray<Record<string, unknown>>, context: C) => A,
+      fail: (error: SqlError) => E,
+      context: C
+    ): Effect.Effect<A, E> | undefined => {
+      const on = connectionFor(fiber)
+      if (on === undefined) return undefined
+      const own = on instanceof Slot ? on : undefined
+      const pg = own === undefined ? on as PgConnection : own.pg
+      return Effect.async<A, E>((resume) => {
+        if (own !== undefined) own.busy = true
+        pg.query(text, parameters as Array<unknown>, (error, result) => {
+          if (own !== undefined) own.busy = false
+          if (error) return resume(Effect.fail(fail(new SqlError({ cause: error, message: "Failed to execute statement" }))))
+          let answer: A
+          try {
+            answer = read(rowsOf(result) as ReadonlyArray<Record<string, unknown>>, context)
+          } catch (defect) {
+            return resume(Effect.die(defect))
+          }
+          resume(Effect.succeed(answer))
+        })
+      })
+    }
 
     /** Whether a statement of `fiber` may bypass the client (no tracer, no statement transformer). */
     const bypasses = (fiber: Fiber.RuntimeFiber<unknown, unknown>) =>
@@ -262,6 +310,7 @@ export const make = (
 
     return {
       now,
+      point,
       transaction,
       statement: <A extends object>(statement: Statement.Statement<A>) =>
         Effect.withFiberRuntime<ReadonlyArray<A>, SqlError>((fiber) => {

@@ -8,6 +8,7 @@ import type { SqlClient, Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
 import { Effect } from "effect"
+import * as Columns from "./Columns.js"
 import * as Driver from "./Driver.js"
 import { DuplicateRow } from "./Errors.js"
 import * as PgDirect from "./PgDirect.js"
@@ -41,6 +42,31 @@ export interface PgDirectDriver {
 
 const idOf = (row: Driver.Encoded) => row.id as string
 
+/** The JavaScript type node-postgres reads each plain column kind as (text, double precision, boolean). */
+const plainTypes: Partial<Record<Columns.Kind, string>> = { text: "string", number: "number", boolean: "boolean" }
+
+/**
+ * Whether a row of `table` read by id may be handed to the store as node-postgres built it: every
+ * column plain, each value already in its encoded form (or a null where the encoded row holds
+ * null). Such a row decodes exactly as its mapped copy would (the store's point read only checks
+ * its id and tenant and decodes it; undeclared columns are ignored there): one object fewer per
+ * read. Anything else (JSON, a numeric read back as text, an absent optional field) is mapped.
+ */
+const storedAsIs = (table: Table.Any): (row: Readonly<Record<string, unknown>>) => boolean => {
+  const columns = Columns.of(table)
+  if (!columns.every((column) => plainTypes[column.kind] !== undefined)) return () => false
+  const names = columns.map((column) => column.name)
+  const types = columns.map((column) => plainTypes[column.kind]!)
+  const nullable = columns.map((column) => !column.optional || column.nullable)
+  return (row) => {
+    for (let i = 0; i < names.length; i++) {
+      const value = row[names[i]!]
+      if (value === null ? !nullable[i] : typeof value !== types[i]) return false
+    }
+    return true
+  }
+}
+
 /**
  * The direct wiring over `sql` (a PostgreSQL client); `undefined` when `PgDirect` cannot run
  * statements on it (every statement then goes through the client). Reserves a connection for the
@@ -57,33 +83,49 @@ export const make = (
     const point = <A extends object>(text: string, parameters: ReadonlyArray<unknown>) =>
       pgDirect.run<A>(text, parameters, sql.unsafe<A>(text, parameters))
 
-    // Built once per table or call, outside the object literal below: a function defined as a
-    // property there is renamed per call when the source runs through esbuild's keepNames (tsx).
-    const firstRows = new WeakMap<Table.Any, (rows: ReadonlyArray<Record<string, unknown>>) => Driver.Encoded | undefined>()
-    const firstOf = (table: Table.Any) => {
-      let first = firstRows.get(table)
-      if (first === undefined) {
-        const fromDb = points.fromDb(table)
-        first = (rows) => rows.length === 0 ? undefined : fromDb(rows[0]!)
-        firstRows.set(table, first)
-      }
-      return first
+    /**
+     * What a point statement on a table needs, built once per table: functions made per call
+     * would cost an allocation each (and a rename each under esbuild's keepNames, as tsx runs).
+     */
+    interface TablePoints {
+      readonly get: string
+      readonly insert: string
+      /** The first row read back, if any. */
+      readonly first: (rows: ReadonlyArray<Record<string, unknown>>, context: undefined) => Driver.Encoded | undefined
+      /** ON CONFLICT DO NOTHING: a refused row returns nothing (and leaves a transaction usable). */
+      readonly refused: (written: ReadonlyArray<unknown>, id: string) => DuplicateRow | undefined
     }
-    const refusedIf = (table: Table.Any, row: Driver.Encoded) => (written: ReadonlyArray<unknown>) =>
-      written.length === 1 ? undefined : new DuplicateRow({ table: table.name, id: idOf(row) })
+    const tables = new WeakMap<Table.Any, TablePoints>()
+    const pointsOf = (table: Table.Any): TablePoints => {
+      let found = tables.get(table)
+      if (found === undefined) {
+        const fromDb = points.fromDb(table)
+        const name = table.name
+        const stored = storedAsIs(table)
+        found = {
+          get: points.get(table),
+          insert: points.insert(table),
+          first: (rows) => rows.length === 0 ? undefined : stored(rows[0]!) ? rows[0]! : fromDb(rows[0]!),
+          refused: (written, id) => written.length === 1 ? undefined : new DuplicateRow({ table: name, id })
+        }
+        tables.set(table, found)
+      }
+      return found
+    }
+    // The reads wait for no row lock and the store awaits an insert's answer uninterruptibly (a
+    // written row is announced): neither needs a cancellation on interruption (`PgDirect.point`).
     const operations: Pick<Driver.Driver, "getNow" | "insertNow"> = {
       getNow: (table, id, fiber) => {
         // PostgreSQL refuses text holding NUL or a lone surrogate: no row has such an id.
         if (!RowCodec.isStorableId(id)) return undefined
-        const rows = pgDirect.now<Record<string, unknown>>(fiber, points.get(table), [id])
-        if (rows === undefined) return Driver.NotNow
-        return new Driver.Later(Effect.mapBoth(rows, { onFailure: unavailable, onSuccess: firstOf(table) }))
+        const statements = pointsOf(table)
+        const row = pgDirect.point(fiber, statements.get, [id], statements.first, unavailable, undefined)
+        return row === undefined ? Driver.NotNow : new Driver.Later(row)
       },
       insertNow: (table, row, fiber) => {
-        const inserted = pgDirect.now<{ readonly id: string }>(fiber, points.insert(table), points.values(table, row))
-        if (inserted === undefined) return Driver.NotNow
-        // ON CONFLICT DO NOTHING: a refused row returns nothing (and leaves a transaction usable).
-        return new Driver.Later(Effect.mapBoth(inserted, { onFailure: unavailable, onSuccess: refusedIf(table, row) }))
+        const statements = pointsOf(table)
+        const inserted = pgDirect.point(fiber, statements.insert, points.values(table, row), statements.refused, unavailable, idOf(row))
+        return inserted === undefined ? Driver.NotNow : new Driver.Later(inserted)
       }
     }
 

@@ -50,7 +50,7 @@ const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\
  * and SQLite store null, so the row would no longer decode), a NUL or an unpaired surrogate in text
  * (PostgreSQL refuses them, SQLite rewrites them), a bigint, a cycle. Undefined when the value is fine.
  */
-const unstorable = (value: unknown, seen: Set<object> = new Set()): string | undefined => {
+const unstorable = (value: unknown, seen?: Set<object>): string | undefined => {
   switch (typeof value) {
     case "number":
       return Number.isFinite(value) ? undefined : "numbers must be finite"
@@ -62,13 +62,15 @@ const unstorable = (value: unknown, seen: Set<object> = new Set()): string | und
       return "bigint values cannot be stored"
     case "object": {
       if (value === null) return undefined
-      if (seen.has(value)) return "a value refers to itself"
-      seen.add(value)
+      // The set of enclosing objects is made only for an object: most values are primitives.
+      const enclosing = seen ?? new Set<object>()
+      if (enclosing.has(value)) return "a value refers to itself"
+      enclosing.add(value)
       for (const item of Array.isArray(value) ? value : Object.values(value)) {
-        const problem = unstorable(item, seen)
+        const problem = unstorable(item, enclosing)
         if (problem !== undefined) return problem
       }
-      seen.delete(value)
+      enclosing.delete(value)
       return undefined
     }
     default:
@@ -216,19 +218,21 @@ const compile = (table: Table.Any): RowCodec => {
     fields: declared,
     nullable: new Set(columns.filter((column) => column.optional || column.nullable).map((column) => column.name)),
     encode: (row) => {
-      const copy = copyForEncode(row)
-      return Either.match(copy === undefined ? encodeRow(row) : Either.right(copy), {
-        onLeft: (error) => Either.left(onEncodeError(error)),
-        onRight: (encoded) => {
-          for (const [field, value] of Object.entries(encoded as Record<string, unknown>)) {
-            const problem = field === "id" && typeof value === "string" && value.length > maxIdLength
-              ? `ids are at most ${maxIdLength} characters`
-              : unstorable(value)
-            if (problem !== undefined) return Either.left(new RowInvalid({ table: table.name, message: `${field}: ${problem}` }))
-          }
-          return Either.right(canonical(encoded as Record<string, unknown>, nullWhenAbsent))
-        }
-      })
+      // Written out rather than with Either.match: a store write runs this once per row.
+      let encoded = copyForEncode(row)
+      if (encoded === undefined) {
+        const parsed = encodeRow(row)
+        if (Either.isLeft(parsed)) return Either.left(onEncodeError(parsed.left))
+        encoded = parsed.right as Record<string, unknown>
+      }
+      for (const field in encoded) {
+        const value = encoded[field]
+        const problem = field === "id" && typeof value === "string" && value.length > maxIdLength
+          ? `ids are at most ${maxIdLength} characters`
+          : unstorable(value)
+        if (problem !== undefined) return Either.left(new RowInvalid({ table: table.name, message: `${field}: ${problem}` }))
+      }
+      return Either.right(canonical(encoded, nullWhenAbsent))
     },
     decode: plain === undefined ? decodeParsed : (row) => {
       const copy = copyPlain(plain, row)

@@ -21,6 +21,17 @@ import * as RecordingTap from "./support/RecordingTap.js"
 import * as StoreSpans from "./support/StoreSpans.js"
 
 const Notes = defineTable("direct_notes", { fields: { text: Schema.String } })
+const Others = defineTable("direct_others", { fields: { text: Schema.String } })
+/** Plain columns of every kind and presence: a row read by id may be handed over as node-postgres built it. */
+const Plain = defineTable("direct_plain", {
+  fields: {
+    flag: Schema.Boolean,
+    n: Schema.Number,
+    note: Schema.optional(Schema.String),
+    owner: Schema.NullOr(Schema.String),
+    tag: Schema.optional(Schema.NullOr(Schema.String))
+  }
+})
 
 /** The store on a fresh database, and that database's URL. */
 const tier = Effect.gen(function*() {
@@ -28,7 +39,7 @@ const tier = Effect.gen(function*() {
   const context = yield* Layer.build(
     Store.layerSql.pipe(
       Layer.provideMerge(RecordingTap.layer()),
-      Layer.provideMerge(Layer.effectDiscard(SchemaDiffer.apply([Notes])).pipe(Layer.provideMerge(Pg.layerClient(url))))
+      Layer.provideMerge(Layer.effectDiscard(SchemaDiffer.apply([Notes, Others, Plain])).pipe(Layer.provideMerge(Pg.layerClient(url))))
     )
   )
   return { store: Effect.runSync(Effect.provide(Store.Store, context)), url }
@@ -127,6 +138,56 @@ describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct statements", () => {
       assert.strictEqual(Number(waiting[0]!.n), 0)
       yield* on(locker, "COMMIT")
       assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, "locked")).text, "before")
+    }))
+
+  it.scopedLive("an interrupted read by id leaves at once; its late answer reaches no later read", () =>
+    Effect.gen(function*() {
+      const { store, url } = yield* tier
+      for (let i = 0; i < 5; i++) yield* store.insert(Notes, { id: `n${i}`, text: `t${i}` })
+      yield* store.insert(Others, { id: "o", text: "other" })
+      const locker = yield* Pg.connection(url)
+      const admin = yield* Pg.connection(url)
+      yield* on(locker, "BEGIN")
+      yield* on(locker, "LOCK TABLE direct_notes IN ACCESS EXCLUSIVE MODE")
+      // A read by id waits for no row lock, only for a table's exclusive lock: it runs on the reserved connection and waits.
+      const blocked = yield* Effect.fork(store.get(Notes, "n0"))
+      yield* untilBlocked(admin)
+      yield* Fiber.interrupt(blocked)
+      // Answered meanwhile, through the pool.
+      assert.strictEqual(Option.getOrThrow(yield* store.get(Others, "o")).text, "other")
+      yield* on(locker, "COMMIT")
+      // Once the interrupted read's answer arrived, reads run on the reserved connection again, each with its own row.
+      for (let round = 0; round < 3; round++) {
+        for (let i = 4; i >= 0; i--) assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, `n${i}`)).text, `t${i}`)
+      }
+      assert.isTrue(Option.isNone(yield* store.get(Notes, "missing")))
+    }))
+
+  it.scopedLive("a read by id answers the decoded row exactly: every presence of a field, undeclared columns left out, a numeric column read back as text", () =>
+    Effect.gen(function*() {
+      const { store, url } = yield* tier
+      const rows = [
+        { id: "all", flag: true, n: 1.5, note: "n", owner: "ada", tag: "t" },
+        { id: "nulls", flag: false, n: -2.5, owner: null, tag: null },
+        { id: "absent", flag: false, n: 0, owner: null },
+        { id: "mixed", flag: true, n: 1e21, note: "", owner: "", tag: "" }
+      ]
+      for (const row of rows) yield* store.insert(Plain, row)
+      const expected = (row: Record<string, unknown>) => ({ tag: null, ...row })
+      const readAll = Effect.forEach(rows, (row) => Effect.map(store.get(Plain, row.id), Option.getOrThrow))
+      const check = (read: ReadonlyArray<unknown>) =>
+        rows.forEach((row, i) => {
+          // The decoded row of the schema, keys in its order: `tag` (optional, nullable) reads back null when absent.
+          const want = Schema.decodeUnknownSync(Plain.schema)(expected(row))
+          assert.deepStrictEqual(read[i], want)
+          assert.strictEqual(JSON.stringify(read[i]), JSON.stringify(want))
+        })
+      check(yield* readAll)
+      const admin = yield* Pg.connection(url)
+      yield* on(admin, `ALTER TABLE direct_plain ADD COLUMN legacy TEXT DEFAULT 'x'`)
+      check(yield* readAll)
+      yield* on(admin, `ALTER TABLE direct_plain ALTER COLUMN n TYPE NUMERIC`)
+      check(yield* readAll)
     }))
 
   it.scopedLive("a terminated connection is replaced: statements go on succeeding", () =>

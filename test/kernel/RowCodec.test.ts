@@ -78,3 +78,23 @@ describe("RowCodec: plain tables take a checked copy", () => {
     assert.strictEqual(stored.title, "t")
   })
 })
+
+describe("RowCodec: values no tier can store", () => {
+  const Docs = defineTable("codec_docs", { fields: { body: Schema.Unknown } })
+  const refusal = (body: unknown) => {
+    const encoded = RowCodec.of(Docs).encode({ id: "d", body })
+    return Either.isLeft(encoded) ? encoded.left.message : undefined
+  }
+
+  it("refuses a cycle and a problem nested anywhere, accepts the same object met twice", () => {
+    const cyclic: Record<string, unknown> = { a: 1 }
+    cyclic.self = { inner: [cyclic] }
+    assert.strictEqual(refusal(cyclic), "body: a value refers to itself")
+    const shared = { x: 1 }
+    assert.isUndefined(refusal({ one: shared, two: [shared, shared] }))
+    assert.strictEqual(refusal({ deep: [{ n: Number.POSITIVE_INFINITY }] }), "body: numbers must be finite")
+    assert.strictEqual(refusal(["ok", { t: "nul\u0000" }]), "body: text must not contain NUL or unpaired surrogates")
+    assert.strictEqual(refusal(1n), "body: bigint values cannot be stored")
+    assert.isUndefined(refusal({ fine: ["a", 1, true, null] }))
+  })
+})
