@@ -162,11 +162,16 @@ export const make: Effect.Effect<Delivery> = Effect.gen(function*() {
    * listener. Run by the caller inside `Subject.asSystem`: listeners are system code, they act
    * across tenants, whoever made the write.
    */
-  const handle = (listener: Listener, event: ChangeEvent, first: Effect.Effect<void, unknown>) =>
+  const handle = (listener: Listener, event: ChangeEvent, first: Effect.Effect<void, unknown>): Effect.Effect<void> =>
+    // The common case, a handling that succeeds, costs one step (no loop, no exit value).
+    Effect.catchAllCause(first, (cause) => retry(listener, event, cause))
+
+  /** After the first attempt at `event` failed with `cause`: logged, recorded or retried. */
+  const retry = (listener: Listener, event: ChangeEvent, firstCause: Cause.Cause<unknown>) =>
     Effect.gen(function*() {
       const traceId = event.provenance.traceId
       for (let attempt = 0;; attempt++) {
-        const outcome = yield* Effect.exit(attempt === 0 ? first : build(listener, event))
+        const outcome = attempt === 0 ? Exit.failCause(firstCause) : yield* Effect.exit(build(listener, event))
         if (outcome._tag === "Success") return
         yield* Effect.logWarning(
           `change listener "${listener.name}" failed on ${event.op} ${event.table}/${event.id} (trace ${traceId})`,

@@ -15,6 +15,7 @@ import type { ChangeTapShape, PendingChange } from "./Delivery.js"
 import { StoreUnavailable } from "./Errors.js"
 import * as ListenWatchdog from "./ListenWatchdog.js"
 import * as PgDirect from "./PgDirect.js"
+import * as PgSession from "./PgSession.js"
 
 /** The PostgreSQL channel fleet scope announces commits on. */
 export const fleetChannel = "fw_changes"
@@ -98,6 +99,9 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     const delivery = yield* Delivery.make
     // The outbox row is written on the writing transaction's connection directly (see PgDirect).
     const direct = yield* PgDirect.make(pg, { reserve: false })
+    // Reads and announcements run on a connection of their own, without the client's per-statement
+    // machinery (through the client, with their spans, under a tracer): see PgSession.
+    const session = yield* PgSession.make(pg)
     const origin = crypto.randomUUID()
     const readBatch = Math.max(1, options.readBatch ?? 500)
     // Replicas starting together on a fresh database would race on the DDL (PostgreSQL's
@@ -152,7 +156,7 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // or a stuck session elsewhere, each notification scanned the outbox.) A replica's own rows come
     // without their changes: it delivered them at publish, and needs only their ids.
     // One text for every read (bound parameters, not a template compiled per read).
-    const pageText = `SELECT s.snap, o.id, o.xid, o.origin, o.changes
+    const pageStatement: PgSession.Prepared = { name: "fw_outbox_page", text: `SELECT s.snap, o.id, o.xid, o.origin, o.changes
       FROM (SELECT pg_current_snapshot()::text AS snap) s
       LEFT JOIN LATERAL ( -- ordered by the number, not by its text form
         SELECT id::text AS id, xid::text AS xid, origin, CASE WHEN origin = $1 THEN NULL ELSE changes END AS changes
@@ -161,8 +165,8 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
           AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)
           AND id > $3::bigint
         ORDER BY _fw_change_outbox.id LIMIT $4
-      ) o ON true`
-    const page = (after: string) => pg.unsafe<Row>(pageText, [origin, seen, after, readBatch])
+      ) o ON true` }
+    const page = (after: string) => session.run<Row>(pageStatement, [origin, seen, after, readBatch])
 
     const catchUp = Effect.gen(function*() {
 
@@ -221,12 +225,12 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
       channel: fleetChannel,
       heartbeat: `alive:${origin}`,
       notify: (payload) => pg`SELECT pg_notify(${fleetChannel}, ${payload})`,
-      onPayload: (from) =>
+      onPayload: (from) => {
         // Our own commits, and other replicas' heartbeats (and the `ready:` pings of replicas of
         // earlier versions, during a rolling deploy), announce nothing to read.
-        from === origin || from.startsWith("alive:") || from.startsWith("ready:")
-          ? Effect.void
-          : Queue.offer(wake, undefined),
+        if (from === origin || from.startsWith("alive:") || from.startsWith("ready:")) return
+        wake.unsafeOffer(undefined)
+      },
       onMissed: Queue.offer(wake, undefined),
       checkMs: options.listenCheckMs ?? 10_000
     })
@@ -242,9 +246,10 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // between its commit and the announcement is covered by the others' periodic reads.
     // Commits during an announcement or the window after it share the next one.
     const announce = yield* Queue.sliding<void>(1)
+    const notifyStatement: PgSession.Prepared = { name: "fw_outbox_announce", text: "SELECT pg_notify($1, $2)" }
     yield* Effect.forever(Effect.zipRight(
       Queue.take(announce),
-      pg`SELECT pg_notify(${fleetChannel}, ${origin})`.pipe(
+      session.run(notifyStatement, [fleetChannel, origin]).pipe(
         Effect.catchAll((error) => Effect.logWarning("fleet change announcement failed; the others' reads cover it", error)),
         Effect.zipRight(pause)
       )
