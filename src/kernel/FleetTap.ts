@@ -96,7 +96,7 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
   Effect.gen(function*() {
     const { PgClient } = yield* Effect.promise(() => import("@effect/sql-pg"))
     const pg = yield* PgClient.PgClient
-    const delivery = yield* Delivery.make
+    const { publishRemote, ...delivery } = yield* Delivery.make
     // The outbox row is written on the writing transaction's connection directly (see PgDirect).
     const direct = yield* PgDirect.make(pg, { reserve: false })
     // Reads and announcements run on a connection of their own, without the client's per-statement
@@ -148,7 +148,7 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
       readonly id: string | null
       readonly xid: string | null
       readonly origin: string | null
-      readonly changes: ReadonlyArray<PendingChange> | null
+      readonly changes: Array<PendingChange> | null
     }
     // Not visible in `seen` means begun at or after its xmax, or in progress then: asked as those
     // two ranges of the xid index. (`xid >= xmin` read every row written since the oldest
@@ -176,8 +176,10 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
         const rows = yield* page(after)
         next ??= rows[0]!.snap
         let count = 0
-        // The page's changes, in commit order, handed over in one step.
-        const changes: Array<PendingChange> = []
+        // The page's changes, in order, handed over in one step: other replicas' as decoded (marked
+        // remote in place). Own ones whose COMMIT answered CommitUnknown (rare) are published as
+        // recorded, in their place: the other replicas' ones before them first.
+        let changes: Array<PendingChange> = []
         for (const row of rows) {
           if (row.id === null) continue
           count++
@@ -185,21 +187,23 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
           if (read.has(row.id)) continue
           read.set(row.id, BigInt(row.xid!))
           if (row.origin !== origin) {
-            for (const change of row.changes!) changes.push({ ...change, remote: true })
+            for (const change of row.changes!) changes.push(change)
             continue
           }
           const ownUnknown = unknown.get(row.id)
           if (ownUnknown !== undefined) {
             // Our own write whose COMMIT answered CommitUnknown: it did commit.
             unknown.delete(row.id)
-            for (const change of ownUnknown.changes) changes.push(change)
+            if (changes.length > 0) yield* publishRemote(changes)
+            changes = []
+            yield* delivery.publish(ownUnknown.changes)
           } else {
             // Possibly read before its writer learnt that the COMMIT's outcome is unknown.
             ownRead.add(row.id)
             if (ownRead.size > ownReadKept) ownRead.delete(ownRead.values().next().value!)
           }
         }
-        if (changes.length > 0) yield* delivery.publish(changes)
+        if (changes.length > 0) yield* publishRemote(changes)
         if (count < readBatch) break
       }
       // The next read starts from the first page's snapshot: rows of later pages that committed
