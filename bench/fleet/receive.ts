@@ -9,7 +9,8 @@
  * one with nothing to do for remote changes (row history's), and an `events` queue (live queries).
  * `FW_BENCH_WRITES` (default 3,000) per phase, `FW_BENCH_RATE` (default 1,000) rows per second.
  * Prints CPU per delivered change and delivery latency (write → listener) p50 / p99.
- * `FW_BENCH_ONLY=fw` runs only the fw receiver (to profile it: `node --cpu-prof --import tsx`).
+ * `FW_BENCH_ROUNDS` (default 2) sets the interleaved rounds; `FW_BENCH_ONLY=fw` runs only the fw
+ * receiver (to profile it alone: `node --cpu-prof --import tsx bench/fleet/receive.ts`).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Queue, Redacted } from "effect"
