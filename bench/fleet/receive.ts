@@ -9,6 +9,8 @@
  * one with nothing to do for remote changes (row history's), and an `events` queue (live queries).
  * `FW_BENCH_WRITES` (default 3,000) per phase, `FW_BENCH_RATE` (default 1,000) rows per second.
  * Prints CPU per delivered change and delivery latency (write → listener) p50 / p99.
+ * `FW_BENCH_ROUNDS` (default 2) sets the interleaved rounds; `FW_BENCH_ONLY=fw` runs only the fw
+ * receiver (to profile it alone: `node --cpu-prof --import tsx bench/fleet/receive.ts`).
  */
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Queue, Redacted } from "effect"
@@ -21,7 +23,8 @@ import { table } from "../support.js"
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const WRITES = Number(process.env.FW_BENCH_WRITES ?? 3_000)
 const RATE = Number(process.env.FW_BENCH_RATE ?? 1_000)
-const ROUNDS = 2
+const ROUNDS = Number(process.env.FW_BENCH_ROUNDS ?? 2)
+const ONLY_FW = process.env.FW_BENCH_ONLY === "fw"
 
 const ownCpu = () => {
   const used = process.cpuUsage()
@@ -176,12 +179,12 @@ export const main = Effect.scoped(Effect.gen(function*() {
   // The first fw phase creates the outbox; a warm-up phase of each first.
   const writer = yield* startWriter(url.toString())
   yield* fwPhase(url.toString(), writer.go, "warm-fw")
-  yield* rawPhase(url.toString(), writer.go, "warm-raw")
+  if (!ONLY_FW) yield* rawPhase(url.toString(), writer.go, "warm-raw")
   const fw: Array<Phase> = []
   const raw: Array<Phase> = []
   for (let round = 0; round < ROUNDS; round++) {
     fw.push(yield* fwPhase(url.toString(), writer.go, `fw${round}`))
-    raw.push(yield* rawPhase(url.toString(), writer.go, `raw${round}`))
+    if (!ONLY_FW) raw.push(yield* rawPhase(url.toString(), writer.go, `raw${round}`))
   }
   const summary = (phases: ReadonlyArray<Phase>) => {
     const latency = phases.flatMap((phase) => phase.latency).sort((a, b) => a - b)

@@ -99,6 +99,12 @@ export interface ChangeTapShape {
 /** The in-process delivery: what both scopes share of `ChangeTapShape`. */
 export type Delivery = Pick<ChangeTapShape, "publish" | "subscribe" | "addStager" | "stagers" | "events" | "settled">
 
+/**
+ * `publish` for other replicas' changes just decoded from the outbox (objects no one else holds):
+ * each is marked `remote: true` and numbered in place, instead of being copied twice.
+ */
+export type PublishRemote = (changes: Array<PendingChange>) => Effect.Effect<void>
+
 /** Most events a listener's fiber takes from its queue in one step. */
 const maxBatch = 512
 
@@ -140,7 +146,7 @@ class Outstanding {
  * The in-process delivery shared by both layers: numbering in commit order, and per listener an
  * ordered queue with its own fiber and its own retries.
  */
-export const make: Effect.Effect<Delivery> = Effect.gen(function*() {
+export const make: Effect.Effect<Delivery & { readonly publishRemote: PublishRemote }> = Effect.gen(function*() {
   const hub = yield* PubSub.unbounded<ChangeEvent>()
   const slots = new Map<Queue.Queue<ChangeEvent>, Outstanding>()
   const stagers: Array<Stager> = []
@@ -162,11 +168,16 @@ export const make: Effect.Effect<Delivery> = Effect.gen(function*() {
    * listener. Run by the caller inside `Subject.asSystem`: listeners are system code, they act
    * across tenants, whoever made the write.
    */
-  const handle = (listener: Listener, event: ChangeEvent, first: Effect.Effect<void, unknown>) =>
+  const handle = (listener: Listener, event: ChangeEvent, first: Effect.Effect<void, unknown>): Effect.Effect<void> =>
+    // The common case, a handling that succeeds, costs one step (no loop, no exit value).
+    Effect.catchAllCause(first, (cause) => retry(listener, event, cause))
+
+  /** After the first attempt at `event` failed with `cause`: logged, recorded or retried. */
+  const retry = (listener: Listener, event: ChangeEvent, firstCause: Cause.Cause<unknown>) =>
     Effect.gen(function*() {
       const traceId = event.provenance.traceId
       for (let attempt = 0;; attempt++) {
-        const outcome = yield* Effect.exit(attempt === 0 ? first : build(listener, event))
+        const outcome = attempt === 0 ? Exit.failCause(firstCause) : yield* Effect.exit(build(listener, event))
         if (outcome._tag === "Success") return
         yield* Effect.logWarning(
           `change listener "${listener.name}" failed on ${event.op} ${event.table}/${event.id} (trace ${traceId})`,
@@ -301,23 +312,36 @@ export const make: Effect.Effect<Delivery> = Effect.gen(function*() {
       slots.set(queue, outstanding)
     })
 
+  /** Hands numbered events to every queue (called in the step that numbered them: commit order). */
+  const offer = (events: ReadonlyArray<ChangeEvent>) => {
+    pending.add(events.length * slots.size)
+    for (const [queue, outstanding] of slots) {
+      outstanding.add(events.length)
+      for (const event of events) queue.unsafeOffer(event)
+    }
+    return events
+  }
+  // The inline listeners' turn comes in the step after the hub's, not in a step of its own.
+  const toHub = (events: ReadonlyArray<ChangeEvent>) =>
+    inline.length === 0
+      ? Effect.asVoid(PubSub.publishAll(hub, events))
+      : Effect.flatMap(PubSub.publishAll(hub, events), () => handleInline(events))
+
   /** Numbers and hands over in one step, so every queue sees commit order. */
   const publish = (changes: ReadonlyArray<PendingChange>) =>
+    Effect.flatMap(Effect.sync(() => offer(changes.map((change): ChangeEvent => ({ ...change, seq: ++seq })))), toHub)
+
+  const publishRemote: PublishRemote = (changes) =>
     Effect.flatMap(
       Effect.sync(() => {
-        const events = changes.map((change): ChangeEvent => ({ ...change, seq: ++seq }))
-        pending.add(events.length * slots.size)
-        for (const [queue, outstanding] of slots) {
-          outstanding.add(events.length)
-          for (const event of events) queue.unsafeOffer(event)
+        for (const change of changes) {
+          const event = change as { remote?: boolean; seq?: number }
+          event.remote = true
+          event.seq = ++seq
         }
-        return events
+        return offer(changes as Array<ChangeEvent>)
       }),
-      // The inline listeners' turn comes in the step after the hub's, not in a step of its own.
-      (events) =>
-        inline.length === 0
-          ? Effect.asVoid(PubSub.publishAll(hub, events))
-          : Effect.flatMap(PubSub.publishAll(hub, events), () => handleInline(events))
+      toHub
     )
 
   const addStager = (stager: Stager) =>
@@ -328,6 +352,7 @@ export const make: Effect.Effect<Delivery> = Effect.gen(function*() {
 
   return {
     publish,
+    publishRemote,
     subscribe,
     addStager,
     stagers: (): ReadonlyArray<Stager> => stagers,

@@ -15,6 +15,7 @@ import type { ChangeTapShape, PendingChange } from "./Delivery.js"
 import { StoreUnavailable } from "./Errors.js"
 import * as ListenWatchdog from "./ListenWatchdog.js"
 import * as PgDirect from "./PgDirect.js"
+import * as PgSession from "./PgSession.js"
 
 /** The PostgreSQL channel fleet scope announces commits on. */
 export const fleetChannel = "fw_changes"
@@ -95,9 +96,12 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
   Effect.gen(function*() {
     const { PgClient } = yield* Effect.promise(() => import("@effect/sql-pg"))
     const pg = yield* PgClient.PgClient
-    const delivery = yield* Delivery.make
+    const { publishRemote, ...delivery } = yield* Delivery.make
     // The outbox row is written on the writing transaction's connection directly (see PgDirect).
     const direct = yield* PgDirect.make(pg, { reserve: false })
+    // Reads and announcements run on a connection of their own, without the client's per-statement
+    // machinery (through the client, with their spans, under a tracer): see PgSession.
+    const session = yield* PgSession.make(pg)
     const origin = crypto.randomUUID()
     const readBatch = Math.max(1, options.readBatch ?? 500)
     // Replicas starting together on a fresh database would race on the DDL (PostgreSQL's
@@ -144,7 +148,7 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
       readonly id: string | null
       readonly xid: string | null
       readonly origin: string | null
-      readonly changes: ReadonlyArray<PendingChange> | null
+      readonly changes: Array<PendingChange> | null
     }
     // Not visible in `seen` means begun at or after its xmax, or in progress then: asked as those
     // two ranges of the xid index. (`xid >= xmin` read every row written since the oldest
@@ -152,7 +156,7 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // or a stuck session elsewhere, each notification scanned the outbox.) A replica's own rows come
     // without their changes: it delivered them at publish, and needs only their ids.
     // One text for every read (bound parameters, not a template compiled per read).
-    const pageText = `SELECT s.snap, o.id, o.xid, o.origin, o.changes
+    const pageStatement: PgSession.Prepared = { name: "fw_outbox_page", text: `SELECT s.snap, o.id, o.xid, o.origin, o.changes
       FROM (SELECT pg_current_snapshot()::text AS snap) s
       LEFT JOIN LATERAL ( -- ordered by the number, not by its text form
         SELECT id::text AS id, xid::text AS xid, origin, CASE WHEN origin = $1 THEN NULL ELSE changes END AS changes
@@ -161,8 +165,8 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
           AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)
           AND id > $3::bigint
         ORDER BY _fw_change_outbox.id LIMIT $4
-      ) o ON true`
-    const page = (after: string) => pg.unsafe<Row>(pageText, [origin, seen, after, readBatch])
+      ) o ON true` }
+    const page = (after: string) => session.run<Row>(pageStatement, [origin, seen, after, readBatch])
 
     const catchUp = Effect.gen(function*() {
 
@@ -172,8 +176,10 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
         const rows = yield* page(after)
         next ??= rows[0]!.snap
         let count = 0
-        // The page's changes, in commit order, handed over in one step.
-        const changes: Array<PendingChange> = []
+        // The page's changes, in order, handed over in one step: other replicas' as decoded (marked
+        // remote in place). Own ones whose COMMIT answered CommitUnknown (rare) are published as
+        // recorded, in their place: the other replicas' ones before them first.
+        let changes: Array<PendingChange> = []
         for (const row of rows) {
           if (row.id === null) continue
           count++
@@ -181,21 +187,23 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
           if (read.has(row.id)) continue
           read.set(row.id, BigInt(row.xid!))
           if (row.origin !== origin) {
-            for (const change of row.changes!) changes.push({ ...change, remote: true })
+            for (const change of row.changes!) changes.push(change)
             continue
           }
           const ownUnknown = unknown.get(row.id)
           if (ownUnknown !== undefined) {
             // Our own write whose COMMIT answered CommitUnknown: it did commit.
             unknown.delete(row.id)
-            for (const change of ownUnknown.changes) changes.push(change)
+            if (changes.length > 0) yield* publishRemote(changes)
+            changes = []
+            yield* delivery.publish(ownUnknown.changes)
           } else {
             // Possibly read before its writer learnt that the COMMIT's outcome is unknown.
             ownRead.add(row.id)
             if (ownRead.size > ownReadKept) ownRead.delete(ownRead.values().next().value!)
           }
         }
-        if (changes.length > 0) yield* delivery.publish(changes)
+        if (changes.length > 0) yield* publishRemote(changes)
         if (count < readBatch) break
       }
       // The next read starts from the first page's snapshot: rows of later pages that committed
@@ -221,12 +229,12 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
       channel: fleetChannel,
       heartbeat: `alive:${origin}`,
       notify: (payload) => pg`SELECT pg_notify(${fleetChannel}, ${payload})`,
-      onPayload: (from) =>
+      onPayload: (from) => {
         // Our own commits, and other replicas' heartbeats (and the `ready:` pings of replicas of
         // earlier versions, during a rolling deploy), announce nothing to read.
-        from === origin || from.startsWith("alive:") || from.startsWith("ready:")
-          ? Effect.void
-          : Queue.offer(wake, undefined),
+        if (from === origin || from.startsWith("alive:") || from.startsWith("ready:")) return
+        wake.unsafeOffer(undefined)
+      },
       onMissed: Queue.offer(wake, undefined),
       checkMs: options.listenCheckMs ?? 10_000
     })
@@ -242,9 +250,10 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // between its commit and the announcement is covered by the others' periodic reads.
     // Commits during an announcement or the window after it share the next one.
     const announce = yield* Queue.sliding<void>(1)
+    const notifyStatement: PgSession.Prepared = { name: "fw_outbox_announce", text: "SELECT pg_notify($1, $2)" }
     yield* Effect.forever(Effect.zipRight(
       Queue.take(announce),
-      pg`SELECT pg_notify(${fleetChannel}, ${origin})`.pipe(
+      session.run(notifyStatement, [fleetChannel, origin]).pipe(
         Effect.catchAll((error) => Effect.logWarning("fleet change announcement failed; the others' reads cover it", error)),
         Effect.zipRight(pause)
       )

@@ -24,8 +24,11 @@ export interface Options {
   readonly heartbeat: string
   /** Sends `payload` on `channel` over another connection (the pool): the heartbeat must cross the server. */
   readonly notify: (payload: string) => Effect.Effect<void, unknown>
-  /** Every other notification on `channel`, in arrival order. */
-  readonly onPayload: (payload: string) => Effect.Effect<void>
+  /**
+   * Every other notification on `channel`, in arrival order, called as it arrives (synchronously,
+   * from the connection's event: a notification costs no fiber step of its own). Must not throw.
+   */
+  readonly onPayload: (payload: string) => void
   /**
    * Runs when the LISTEN connection was found deaf or closed (before it is replaced) and again once
    * a fresh one listens: whatever was announced in between was not heard, and must be read.
@@ -69,7 +72,7 @@ const realSleep = (ms: number) =>
   })
 
 /** The `pg` client settings for `config`, as `@effect/sql-pg` builds them for its pool. */
-const clientConfig = (config: PgClient.PgClientConfig): ClientConfig => {
+export const clientConfig = (config: PgClient.PgClientConfig): ClientConfig => {
   const settings: ClientConfig = {
     application_name: config.applicationName ?? "@effect/sql-pg",
     // The OS notices a connection whose peer vanished (the heartbeat notices the rest).
@@ -104,7 +107,6 @@ export const make = (options: Options): Effect.Effect<ListenWatchdog, never, Sco
     const hearMs = options.hearMs ?? 2_000
     const openMs = options.openMs ?? 10_000
     const closeMs = options.closeMs ?? 1_000
-    const inbox = yield* Queue.unbounded<string>()
     // Asks for a check before the next heartbeat is due (the connection closed).
     const recheck = yield* Queue.sliding<void>(1)
     let current: Live | undefined
@@ -146,7 +148,7 @@ export const make = (options: Options): Effect.Effect<ListenWatchdog, never, Sco
       client.on("notification", (message: Notification) => {
         if (message.channel !== options.channel || message.payload === undefined) return
         if (message.payload === options.heartbeat) heardOnce(live)
-        else inbox.unsafeOffer(message.payload)
+        else options.onPayload(message.payload)
       })
       const listen = Effect.tryPromise({
         try: async () => {
@@ -206,7 +208,6 @@ export const make = (options: Options): Effect.Effect<ListenWatchdog, never, Sco
     })
 
     yield* Effect.addFinalizer(() => current === undefined ? Effect.void : drop(current))
-    yield* Effect.forever(Effect.flatMap(Queue.take(inbox), options.onPayload)).pipe(Effect.forkScoped)
 
     const first = yield* Effect.either(open)
     if (first._tag === "Right") current = first.right

@@ -1,0 +1,107 @@
+/**
+ * PgSession: a PostgreSQL connection of its own (not from the pool) for a background worker's
+ * repeated statements — the fleet tap's outbox reads and announcements. Through the client each
+ * statement pays a pool checkout and release, a connection scope, a span (also without a tracer:
+ * the built-in one), a compile and a parse and plan on the server; here it is one `query` call of a
+ * statement prepared once per connection.
+ *
+ * With a tracer installed, or a statement transformer (`Statement.setTransformer`), or a client
+ * that transforms names, statements take the client's path as before (spans kept). The connection
+ * is opened on first use; one that fails or closes (a terminated backend, a restart) is dropped and
+ * a fresh one opened by the next statement. Failures are the client's `SqlError`s.
+ */
+// Type only: `@effect/sql-pg` (and `pg` with it) is an optional peer, loaded when a session is made.
+import type { PgClient } from "@effect/sql-pg"
+import { Statement } from "@effect/sql"
+import { SqlError } from "@effect/sql/SqlError"
+import { Effect, Option } from "effect"
+import type { Scope } from "effect"
+import type { Client } from "pg"
+import { clientConfig } from "./ListenWatchdog.js"
+import * as Telemetry from "./Telemetry.js"
+
+/** A statement run on the session's connection, prepared there once under `name`. */
+export interface Prepared {
+  /** Unique per session: the server keeps the statement under this name for the connection's life. */
+  readonly name: string
+  readonly text: string
+}
+
+/** A connection of its own for repeated statements. */
+export interface PgSession {
+  /** Runs `statement` with `parameters` on the session's connection, or through the client (see the module doc). */
+  readonly run: <A>(statement: Prepared, parameters: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<A>, SqlError>
+}
+
+/** One connection and whether it was dropped. */
+interface Live {
+  readonly client: Client
+  readonly ready: Promise<void>
+  dropped: boolean
+}
+
+/** How long closing may wait for the server to end the session politely before the socket is destroyed. */
+const closeMs = 1_000
+
+/** A session on `pg`'s server, closed with the scope. */
+export const make = (pg: PgClient.PgClient): Effect.Effect<PgSession, never, Scope.Scope> =>
+  Effect.gen(function*() {
+    const Pg = yield* Effect.promise(() => import("pg"))
+    const settings = clientConfig(pg.config)
+    // Rows come back exactly as the client would return them only without name transforms.
+    const transforms = pg.config.transformResultNames !== undefined || pg.config.transformQueryNames !== undefined
+    let current: Live | undefined
+    let closed = false
+
+    const drop = (live: Live) => {
+      if (live.dropped) return
+      live.dropped = true
+      if (current === live) current = undefined
+      const timer = setTimeout(() => live.client.connection.stream.destroy(), closeMs)
+      live.client.end().catch(() => undefined).finally(() => clearTimeout(timer))
+    }
+    const open = (): Live => {
+      const client = new Pg.Client(settings)
+      // Each statement is planned for its parameters, as an unnamed one is: a plan made once for
+      // any parameters (PostgreSQL's choice after five runs) may scan a whole table where the
+      // values at hand select a few rows. (Servers before 12 have no such setting: ignored.)
+      const ready = client.connect().then(() =>
+        client.query("SET plan_cache_mode = force_custom_plan").then(() => undefined, () => undefined)
+      )
+      const live: Live = { client, ready, dropped: false }
+      // Without an error listener a dead connection would throw from the driver's event emitter.
+      client.on("error", () => drop(live))
+      client.on("end", () => drop(live))
+      live.ready.catch(() => drop(live))
+      return live
+    }
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        closed = true
+        if (current !== undefined) drop(current)
+      })
+    )
+
+    const direct = <A>(statement: Prepared, parameters: ReadonlyArray<unknown>) =>
+      Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
+        const fail = (cause: unknown) => resume(Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
+        if (closed) return fail(new Error("the session is closed"))
+        const live = current ??= open()
+        live.ready.then(() => {
+          live.client.query<Record<string, unknown>>(
+            { name: statement.name, text: statement.text, values: parameters as Array<unknown> },
+            (error, result) => error ? fail(error) : resume(Effect.succeed(result.rows as unknown as ReadonlyArray<A>))
+          )
+        }, fail)
+      })
+
+    return {
+      run: <A>(statement: Prepared, parameters: ReadonlyArray<unknown>) =>
+        Effect.withFiberRuntime<ReadonlyArray<A>, SqlError>((fiber) =>
+          transforms || Telemetry.isInstalled(fiber.currentTracer) ||
+            Option.isSome(fiber.getFiberRef(Statement.currentTransformer))
+            ? pg.unsafe<A & object>(statement.text, parameters)
+            : direct<A>(statement, parameters)
+        )
+    }
+  })
