@@ -7,7 +7,7 @@
 import type { Fiber } from "effect"
 import { Chunk, Clock, Context, Effect, Either, FiberRef, Option, Stream } from "effect"
 import { ChangeTap } from "./ChangeTap.js"
-import type { ChangeTapShape, PendingChange, Stager } from "./ChangeTap.js"
+import type { ChangeTapShape, PendingChange } from "./ChangeTap.js"
 import * as Driver from "./Driver.js"
 import * as CommitWitness from "./CommitWitness.js"
 import { CommitUnknown, DuplicateRow, RowInvalid, RowNotFound, StoreUnavailable, UnknownField } from "./Errors.js"
@@ -18,7 +18,7 @@ import { noteRead, noteReadIn } from "./ReadTracking.js"
 import * as RowCodec from "./RowCodec.js"
 import type { StoreShape } from "./StoreShape.js"
 import * as Subject from "./Subject.js"
-import * as StageStatements from "./StageStatements.js"
+import * as StagedInsert from "./StagedInsert.js"
 import type * as Table from "./Table.js"
 import * as TenantScope from "./TenantScope.js"
 
@@ -293,7 +293,7 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
         if (Telemetry.isInstalled(fiber.currentTracer)) return restore(inSpan("insert", table, insertAsync(table, row)))
         const own = fiber.getFiberRef(buffer)
         if (own === undefined && (tap.scope !== "local" || tap.stagers().length > 0)) {
-          return insertStagedNow(fiber, table, row) ?? restore(insertAsync(table, row))
+          return staged.insertNow(fiber, table, row) ?? restore(insertAsync(table, row))
         }
         const encoded = encodeNew(table, row)
         if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
@@ -344,75 +344,16 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
     return Effect.as(Effect.zipRight(stage(changes), publish(changes)), decoded.right)
   }
 
-  const transactNow = driver.transactNow
-  /**
-   * The stagers' statements run synchronously in a `transactNow` body: as the store would run them
-   * for a stager (system scope, no change events), reads noted as `fiber`'s.
-   */
-  const stagingNow = (fiber: Fiber.RuntimeFiber<unknown, unknown>, now: Driver.Now): StageStatements.Now => ({
-    insert: (table, rows) => {
-      for (const row of rows) {
-        const encoded = encodeNew(table, row)
-        if (Either.isLeft(encoded)) return encoded.left
-        const failed = now.insert(table, encoded.right)
-        if (failed !== undefined) return failed
-      }
-      return undefined
-    },
-    find: (table, options) => {
-      noteReadIn(fiber, table.name)
-      const query = queryOf(table, options, unscoped)
-      if (Either.isLeft(query)) return Either.left(query.left)
-      const rows = now.find(table, query.right)
-      return rows instanceof StoreUnavailable ? Either.left(rows) : decodeAll(table, rows)
-    }
+  /** One-row inserts with stagers committed in one step where the tier can (see StagedInsert). */
+  const staged = StagedInsert.make({
+    driver,
+    tap,
+    encodeNew,
+    insertedChange,
+    publish,
+    queryOf: (table, options) => queryOf(table, options, unscoped),
+    decodeAll
   })
-
-  /**
-   * A one-row insert outside a transaction, with stagers, on a tier that runs a short transaction
-   * synchronously (SQLite): the row, every stager's statements and COMMIT in this fiber step, then
-   * publication — the client's transaction costs several times the insert. `undefined` when that
-   * cannot be (a stager without `statements`, a tap that stages itself under fleet scope, the tier
-   * not ready): the caller takes the client's transaction. Called with no tracer installed.
-   */
-  const insertStagedNow = (
-    fiber: Fiber.RuntimeFiber<unknown, unknown>,
-    table: Table.Any,
-    row: Readonly<Record<string, unknown>>
-  ): Effect.Effect<unknown, StoreError> | undefined => {
-    if (transactNow === undefined || tap.scope !== "local") return undefined
-    const plans: Array<NonNullable<Stager["statements"]>> = []
-    for (const stager of tap.stagers()) {
-      if (stager.statements === undefined) return undefined
-      plans.push(stager.statements)
-    }
-    const encoded = encodeNew(table, row)
-    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
-    const after = encoded.right
-    const refused = TenantScope.violation(table, TenantScope.ofFiber(fiber, table), after)
-    if (refused !== undefined) return Effect.fail(refused)
-    const decoded = RowCodec.of(table).decode(after)
-    if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
-    const changes = [insertedChange(fiber, table, after)]
-    const outcome = transactNow(fiber, (now) => {
-      const inserted = now.insert(table, after)
-      if (inserted !== undefined) return Either.left(inserted)
-      const staging = stagingNow(fiber, now)
-      for (const plan of plans) {
-        const staged = StageStatements.runNow(plan(changes), staging)
-        if (Either.isLeft(staged)) return staged
-      }
-      return Either.right(undefined)
-    })
-    if (outcome === Driver.NotNow) return undefined
-    if (Either.isLeft(outcome)) {
-      if (!isCommitUnknown(outcome.left)) return Effect.fail(outcome.left)
-      CommitWitness.markIn(fiber)
-      return Effect.zipRight(tap.commitUnknown === undefined ? Effect.void : tap.commitUnknown(changes), Effect.fail(outcome.left))
-    }
-    CommitWitness.markIn(fiber)
-    return Effect.as(publish(changes), decoded.right)
-  }
 
   const insertMany = (table: Table.Any, rows: ReadonlyArray<Readonly<Record<string, unknown>>>) =>
     rows.length === 0 ? Effect.succeed([]) : transaction(Effect.gen(function*() {

@@ -1,0 +1,127 @@
+/**
+ * The staged one-row insert: a one-row insert outside a transaction whose change must be staged
+ * (stagers, fleet scope) committed in one step where the tier allows it, instead of the client's
+ * transaction around the row and each stager's writes. Used by `StoreRuntime`'s `insert`.
+ *
+ * - SQLite (`Driver.transactNow`): BEGIN, the row, every stager's statements (`StageStatements`)
+ *   and COMMIT in one synchronous fiber step.
+ */
+import type { Fiber } from "effect"
+import { Effect, Either } from "effect"
+import type { ChangeTapShape, PendingChange, Stager } from "./ChangeTap.js"
+import * as CommitWitness from "./CommitWitness.js"
+import * as Driver from "./Driver.js"
+import { CommitUnknown, StoreUnavailable } from "./Errors.js"
+import type { RowInvalid, StoreError, UnknownField } from "./Errors.js"
+import { noteReadIn } from "./ReadTracking.js"
+import * as RowCodec from "./RowCodec.js"
+import * as StageStatements from "./StageStatements.js"
+import type { FindOptions } from "./StoreShape.js"
+import type * as Table from "./Table.js"
+import * as TenantScope from "./TenantScope.js"
+
+/** What the staged insert needs of the store it belongs to. */
+export interface Deps {
+  readonly driver: Driver.Driver
+  readonly tap: ChangeTapShape
+  /** A new row encoded, its `id` generated when absent. */
+  readonly encodeNew: (table: Table.Any, row: Readonly<Record<string, unknown>>) => Either.Either<Driver.Encoded, RowInvalid>
+  /** The change a one-row insert written by `fiber` makes. */
+  readonly insertedChange: (fiber: Fiber.RuntimeFiber<unknown, unknown>, table: Table.Any, after: Driver.Encoded) => PendingChange
+  /** Publishes committed changes. */
+  readonly publish: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void>
+  /** The driver query of `find`'s options, unscoped (stagers are system code). */
+  readonly queryOf: (table: Table.Any, options: FindOptions<Table.Any>) => Either.Either<Driver.Query, UnknownField | RowInvalid>
+  readonly decodeAll: (table: Table.Any, rows: ReadonlyArray<Driver.Encoded>) => Either.Either<Array<unknown>, RowInvalid>
+}
+
+/** The staged one-row insert of one store. */
+export interface StagedInsert {
+  /**
+   * The insert of `row` by `fiber` (outside a transaction, no tracer installed) as one step, or
+   * `undefined` when that cannot be: the caller then takes the client's transaction.
+   */
+  readonly insertNow: (
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    table: Table.Any,
+    row: Readonly<Record<string, unknown>>
+  ) => Effect.Effect<unknown, StoreError> | undefined
+}
+
+const isCommitUnknown = (error: unknown): boolean => error instanceof CommitUnknown
+
+/** The staged insert over `deps`. */
+export const make = (deps: Deps): StagedInsert => {
+  const { decodeAll, driver, encodeNew, insertedChange, publish, queryOf, tap } = deps
+  const transactNow = driver.transactNow
+  /**
+   * The stagers' statements run synchronously in a `transactNow` body: as the store would run them
+   * for a stager (system scope, no change events), reads noted as `fiber`'s.
+   */
+  const stagingNow = (fiber: Fiber.RuntimeFiber<unknown, unknown>, now: Driver.Now): StageStatements.Now => ({
+    insert: (table, rows) => {
+      for (const row of rows) {
+        const encoded = encodeNew(table, row)
+        if (Either.isLeft(encoded)) return encoded.left
+        const failed = now.insert(table, encoded.right)
+        if (failed !== undefined) return failed
+      }
+      return undefined
+    },
+    find: (table, options) => {
+      noteReadIn(fiber, table.name)
+      const query = queryOf(table, options)
+      if (Either.isLeft(query)) return Either.left(query.left)
+      const rows = now.find(table, query.right)
+      return rows instanceof StoreUnavailable ? Either.left(rows) : decodeAll(table, rows)
+    }
+  })
+
+  /**
+   * A one-row insert outside a transaction, with stagers, on a tier that runs a short transaction
+   * synchronously (SQLite): the row, every stager's statements and COMMIT in this fiber step, then
+   * publication — the client's transaction costs several times the insert. `undefined` when that
+   * cannot be (a stager without `statements`, a tap that stages itself under fleet scope, the tier
+   * not ready): the caller takes the client's transaction. Called with no tracer installed.
+   */
+  const insertStagedNow = (
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    table: Table.Any,
+    row: Readonly<Record<string, unknown>>
+  ): Effect.Effect<unknown, StoreError> | undefined => {
+    if (transactNow === undefined || tap.scope !== "local") return undefined
+    const plans: Array<NonNullable<Stager["statements"]>> = []
+    for (const stager of tap.stagers()) {
+      if (stager.statements === undefined) return undefined
+      plans.push(stager.statements)
+    }
+    const encoded = encodeNew(table, row)
+    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+    const after = encoded.right
+    const refused = TenantScope.violation(table, TenantScope.ofFiber(fiber, table), after)
+    if (refused !== undefined) return Effect.fail(refused)
+    const decoded = RowCodec.of(table).decode(after)
+    if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+    const changes = [insertedChange(fiber, table, after)]
+    const outcome = transactNow(fiber, (now) => {
+      const inserted = now.insert(table, after)
+      if (inserted !== undefined) return Either.left(inserted)
+      const staging = stagingNow(fiber, now)
+      for (const plan of plans) {
+        const staged = StageStatements.runNow(plan(changes), staging)
+        if (Either.isLeft(staged)) return staged
+      }
+      return Either.right(undefined)
+    })
+    if (outcome === Driver.NotNow) return undefined
+    if (Either.isLeft(outcome)) {
+      if (!isCommitUnknown(outcome.left)) return Effect.fail(outcome.left)
+      CommitWitness.markIn(fiber)
+      return Effect.zipRight(tap.commitUnknown === undefined ? Effect.void : tap.commitUnknown(changes), Effect.fail(outcome.left))
+    }
+    CommitWitness.markIn(fiber)
+    return Effect.as(publish(changes), decoded.right)
+  }
+
+  return { insertNow: insertStagedNow }
+}
