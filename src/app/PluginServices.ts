@@ -20,7 +20,10 @@ export const outboundHosts = (plugin: Plugin.Plugin): ReadonlySet<string> =>
     plugin.permissions.filter((p) => p.startsWith(outboundPrefix)).map((p) => p.slice(outboundPrefix.length))
   )
 
-/** A store whose writes fail with `StoreWriteDenied` (reads, walks and transactions still work). */
+/**
+ * A store whose writes fail with `StoreWriteDenied` (reads, walks and transactions still work),
+ * `purge` of the framework's own tables included.
+ */
 export const readOnlyStore = (store: StoreShape, plugin: string): StoreShape => {
   const deny = (table: { readonly name: string }) => Effect.fail(new StoreWriteDenied({ table: table.name, plugin }))
   return {
@@ -29,7 +32,8 @@ export const readOnlyStore = (store: StoreShape, plugin: string): StoreShape => 
     insertMany: deny,
     update: deny,
     upsert: deny,
-    delete: deny
+    delete: deny,
+    purge: deny
   }
 }
 

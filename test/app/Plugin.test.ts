@@ -1,10 +1,11 @@
-import { HttpClient, HttpClientRequest, HttpServerResponse } from "@effect/platform"
+import { FetchHttpClient, HttpClient, HttpClientRequest, HttpServerResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer, Queue, Schema } from "effect"
+import { Context, Effect, Exit, Layer, Option, Queue, Schema } from "effect"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { defineApp } from "../../src/app/App.js"
 import * as Plugin from "../../src/app/Plugin.js"
+import * as PluginServices from "../../src/app/PluginServices.js"
 import { mutation } from "../../src/app/Procedure.js"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
@@ -208,6 +209,18 @@ describe("plugins", () => {
       const core = Plugin.definePlugin({ name: "tables", permissions: ["inspect:read"], inspectRoutes: [{ method: "GET", path: "/_fw/inspect/tables", handler: ok }] })
       assert.include(JSON.stringify(yield* Effect.exit(Serve.serve(withPlugins(core), memory))), "PluginInvalid")
     }))
+
+  it.effect("a plugin without store:write cannot purge the framework's tables either", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      yield* store.insert(Marks, { id: "m1", note: "kept" })
+      const reader = Plugin.definePlugin({ name: "reader", permissions: ["store:changes:read"], tables: [Marks] })
+      const client = yield* HttpClient.HttpClient
+      const narrowed = Context.get(PluginServices.services(reader, store, client), Store.Store)
+      const attempt = yield* Effect.either(narrowed.purge(Marks, ["m1"]))
+      assert.strictEqual(attempt._tag === "Left" ? attempt.left._tag : "purged", "StoreWriteDenied")
+      assert.isTrue(Option.isSome(yield* store.get(Marks, "m1")))
+    }).pipe(Effect.provide(Layer.merge(memory, FetchHttpClient.layer))))
 })
 
 describe("plugin route bodies", () => {
@@ -291,4 +304,3 @@ describe("inspect surface", () => {
       assert.strictEqual(document.openapi, "3.1.0")
     }))
 })
-
