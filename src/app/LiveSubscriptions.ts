@@ -193,15 +193,36 @@ export const make = (
         const direct = key !== undefined && !interceptors.some(({ interceptor }) => interceptor.kind === procedure.kind)
         const store = storeOf(procedure)
         const noTables: ReadonlySet<string> = new Set()
+        /**
+         * The rest of a member's direct check from its first effectful guard (`index`, whose
+         * `verdict` it is): the remaining guards acting for the caller, with read tracking, around the
+         * shared result. The guards that passed before it are not run again.
+         */
+        const checkFrom = (
+          shared: LiveGroups.SharedRun,
+          subject: Subject.Subject,
+          ctx: Procedure.HandlerContext,
+          index: number,
+          verdict: Effect.Effect<Guard.Refusal | undefined | void, unknown>
+        ) => {
+          const rest = Effect.flatMap(verdict, (refusal): Effect.Effect<void, unknown> =>
+            refusal
+              ? Effect.fail(new Guard.GuardRefused({ status: refusal.status, message: refusal.message }))
+              : Guard.runGuards(procedure.guards.slice(index + 1), ctx))
+          return acting(procedure, subject, traceId, trackReads(withHandlerContext(Effect.zipRight(rest, shared.exit)))).pipe(
+            Effect.map(([result, tables]) => ({ result, tables, subject }))
+          )
+        }
         const check = (shared: LiveGroups.SharedRun) =>
           !direct ? guarded(shared) : Effect.flatMap(
             invocation.subject === undefined ? resolveSubject(invocation.headers) : Effect.succeed(invocation.subject),
             (subject) => {
               if (!inGroup(subject)) return guarded(shared)
               const ctx: Procedure.HandlerContext = { subject, store, headers: invocation.headers, traceId }
-              for (const guard of procedure.guards) {
-                const verdict = guard(ctx)
-                if (Effect.isEffect(verdict)) return guarded(shared)
+              const guards = procedure.guards
+              for (let i = 0; i < guards.length; i++) {
+                const verdict = guards[i]!(ctx)
+                if (Effect.isEffect(verdict)) return checkFrom(shared, subject, ctx, i, verdict)
                 if (verdict) return Effect.fail(new Guard.GuardRefused({ status: verdict.status, message: verdict.message }))
               }
               return Effect.map(shared.exit, (result) => ({ result, tables: noTables, subject }))
@@ -243,6 +264,14 @@ export const make = (
         let parked = false
         // A refusal found by the synchronous check, answered by the next `poll` (guards run once per change).
         let refused: Guard.GuardRefused | undefined
+        // Where the synchronous check stopped at an effectful guard: the next `poll` goes on from there.
+        let resumeAt: {
+          readonly shared: LiveGroups.SharedRun
+          readonly subject: Subject.Subject
+          readonly ctx: Procedure.HandlerContext
+          readonly index: number
+          readonly verdict: Effect.Effect<Guard.Refusal | undefined | void, unknown>
+        } | undefined
         const startWaiting = Effect.sync(() => {
           parked = true
         })
@@ -253,9 +282,14 @@ export const make = (
             wake.unsafeClose()
             if (refused !== undefined) return Effect.fail(refused)
             const shared = group.latest
+            const resume = resumeAt
+            resumeAt = undefined
             if (shared === undefined || shared === seen) return Effect.succeed(undefined)
             seen = shared
-            return Effect.flatMap(check(shared), (checked) => pushed(shared, checked))
+            const checked = resume !== undefined && resume.shared === shared
+              ? checkFrom(shared, resume.subject, resume.ctx, resume.index, resume.verdict)
+              : check(shared)
+            return Effect.flatMap(checked, (checked) => pushed(shared, checked))
           }),
           Effect.catchAllCause(toWire)
         )
@@ -273,9 +307,13 @@ export const make = (
             const subject = resolved.value
             if (!inGroup(subject)) return wake.unsafeOpen()
             const ctx: Procedure.HandlerContext = { subject, store, headers: invocation.headers, traceId }
-            for (const guard of procedure.guards) {
-              const verdict = guard(ctx)
-              if (Effect.isEffect(verdict)) return wake.unsafeOpen()
+            const guards = procedure.guards
+            for (let index = 0; index < guards.length; index++) {
+              const verdict = guards[index]!(ctx)
+              if (Effect.isEffect(verdict)) {
+                resumeAt = { shared, subject, ctx, index, verdict }
+                return wake.unsafeOpen()
+              }
               if (verdict) {
                 refused = new Guard.GuardRefused({ status: verdict.status, message: verdict.message })
                 return wake.unsafeOpen()

@@ -217,6 +217,13 @@ export const make = (
 
     const execute = <A>(pg: PgConnection, text: string, parameters: ReadonlyArray<unknown>, own: Slot | undefined) =>
       Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
+        if (own !== undefined && (own.busy || own.dead)) {
+          // The reserved connection was idle when this statement was made, but the effect runs
+          // later (the fiber may have yielded meanwhile): a transaction may hold it now, or it
+          // died. The statement must not join that transaction: it takes the pool path.
+          resume(Effect.map(sql.unsafe(text, parameters), (rows) => rows as ReadonlyArray<unknown> as ReadonlyArray<A>))
+          return
+        }
         let pending = true
         if (own !== undefined) own.busy = true
         pg.query(text, parameters as Array<unknown>, (error, result) => {
@@ -245,6 +252,14 @@ export const make = (
       const own = on instanceof Slot ? on : undefined
       const pg = own === undefined ? on as PgConnection : own.pg
       return Effect.async<A, E>((resume) => {
+        if (own !== undefined && (own.busy || own.dead)) {
+          // Made while the reserved connection was idle, run later (see `execute`): the pool path.
+          resume(Effect.flatMap(
+            Effect.mapError(sql.unsafe(text, parameters), fail),
+            (rows) => Effect.sync(() => read(rows as ReadonlyArray<Record<string, unknown>>, context))
+          ))
+          return
+        }
         if (own !== undefined) own.busy = true
         pg.query(text, parameters as Array<unknown>, (error, result) => {
           if (own !== undefined) own.busy = false

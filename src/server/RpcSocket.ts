@@ -46,6 +46,8 @@ interface Client {
   readonly write: (response: FromServerEncoded) => Effect.Effect<void>
   /** Calls answered here that are still running, by request id. */
   readonly calls: Map<string, Fiber.RuntimeFiber<void>>
+  /** Requests waiting for the call running with their id, in arrival order. */
+  readonly waiting: Map<string, Array<() => void>>
   /** Ids of requests handed to the rpc server, until their `Exit` is sent. */
   readonly forwarded: Set<string>
   /** The socket closed: nothing more is written. */
@@ -129,7 +131,18 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
       client.calls.set(request.id, fiber)
       fiber.addObserver(() => {
         if (client.calls.get(request.id) === fiber) client.calls.delete(request.id)
+        startWaiting(client, request.id)
       })
+    }
+
+    /**
+     * Starts the requests waiting for `id`, in arrival order, until one has to wait: one call per
+     * id at a time, as the rpc server does. Nothing starts once the socket closed.
+     */
+    const startWaiting = (client: Client, id: string): void => {
+      const queue = client.waiting.get(id)
+      while (queue !== undefined && queue.length > 0 && !client.closed && !client.calls.has(id)) queue.shift()!()
+      if (queue !== undefined && queue.length === 0) client.waiting.delete(id)
     }
 
     /** Handles one message here when it can; false hands it to the rpc server. */
@@ -153,10 +166,15 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
           const request = message as unknown as Request
           // The request's own headers over the upgrade's (without any, the upgrade's as they are).
           const headers = request.headers.length === 0 ? upgradeHeaders : Headers.merge(upgradeHeaders, Headers.fromInput(request.headers))
-          const running = client.calls.get(request.id)
-          // The same id as a call still running: this one starts when that one is done, as the rpc server does.
-          if (running !== undefined) running.addObserver(() => call(client, request, headers))
-          else call(client, request, headers)
+          if (!client.calls.has(request.id)) {
+            call(client, request, headers)
+            return true
+          }
+          // The same id as a call still running: this one starts when that one (and any waiting before it) is done.
+          const next = () => call(client, request, headers)
+          const queue = client.waiting.get(request.id)
+          if (queue === undefined) client.waiting.set(request.id, [next])
+          else queue.push(next)
           return true
         }
         case "Interrupt": {
@@ -188,10 +206,11 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
             return Effect.orDie(writeRaw(parser.encode(ResponseDefectEncoded(cause))!))
           }
         }
-        const client: Client = { id, write, calls: new Map(), forwarded: new Set(), closed: false, ended: false }
+        const client: Client = { id, write, calls: new Map(), waiting: new Map(), forwarded: new Set(), closed: false, ended: false }
         const upgradeHeaders = Headers.fromInput(headers)
         yield* Scope.addFinalizerExit(scope, () => {
           client.closed = true
+          client.waiting.clear()
           for (const fiber of client.calls.values()) fiber.unsafeInterruptAsFork(FiberId.none)
           clientIds.delete(id)
           clients.delete(id)

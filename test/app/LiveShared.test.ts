@@ -78,4 +78,37 @@ describe("identical live subscriptions", () => {
       for (const pull of pulls.slice(1)) assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [3])
       assert.strictEqual(runs, 2)
     }).pipe(Effect.provide(stack)))
+
+  it.scopedLive("before each push a member's guards run once each, also when a synchronous guard comes before an effectful one", () =>
+    Effect.gen(function*() {
+      const calls = { sync: 0, effectful: 0 }
+      const guarded = query("ticks.guarded", {
+        input: Schema.Struct({}),
+        output: Schema.Number,
+        guards: [
+          () => {
+            calls.sync += 1
+            return undefined
+          },
+          () => Effect.sync(() => void (calls.effectful += 1))
+        ],
+        handler: (_, { store }) => Effect.map(store.count(Ticks), (n) => n)
+      })
+      const guardedApp = defineApp({ name: "live-guards", tables: [Ticks], procedures: [guarded] })
+      const layer = Runtime.layer(guardedApp).pipe(
+        Layer.provideMerge(Store.layerMemory),
+        Layer.provideMerge(ChangeTap.layerLocal),
+        Layer.provide(FetchHttpClient.layer)
+      )
+      yield* Effect.gen(function*() {
+        const runtime = yield* Runtime.Runtime
+        const store = yield* Store.Store
+        const pull = yield* Stream.toPull(runtime.live(guarded, { input: {}, headers: Headers.fromInput({}) }))
+        assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [0])
+        assert.deepStrictEqual(calls, { sync: 1, effectful: 1 })
+        yield* store.insert(Ticks, { n: 1 }).pipe(Subject.asSystem)
+        assert.deepStrictEqual(Chunk.toReadonlyArray(yield* pull), [1])
+        assert.deepStrictEqual(calls, { sync: 2, effectful: 2 })
+      }).pipe(Effect.provide(layer))
+    }))
 })

@@ -66,7 +66,22 @@ const seated = query("fanout.seated", {
   handler: (_, { store }) => latestTick(store)
 })
 
-const app = defineApp({ name: "live-fanout", tables: [Ticks, Bans], procedures: [latest, banned, seated] })
+/** A synchronous guard before an effectful one, both counted. */
+const twoGuardCalls = { sync: 0, effectful: 0 }
+const twoGuards = query("fanout.twoGuards", {
+  input: Schema.Struct({}),
+  output: Schema.Number,
+  guards: [
+    () => {
+      twoGuardCalls.sync += 1
+      return undefined
+    },
+    () => Effect.sync(() => void (twoGuardCalls.effectful += 1))
+  ],
+  handler: (_, { store }) => latestTick(store)
+})
+
+const app = defineApp({ name: "live-fanout", tables: [Ticks, Bans], procedures: [latest, banned, seated, twoGuards] })
 
 const stack = Runtime.layer(app).pipe(
   Layer.provideMerge(Store.layerMemory),
@@ -82,7 +97,7 @@ const decoder = new TextDecoder()
  */
 const openAnswers = <A, E, R>(
   count: number,
-  procedure: typeof latest | typeof banned | typeof seated,
+  procedure: typeof latest | typeof banned | typeof seated | typeof twoGuards,
   read: (body: Stream.Stream<Uint8Array, unknown>) => Effect.Effect<A, E, R>
 ) =>
   Effect.gen(function*() {
@@ -110,7 +125,7 @@ const openStreams = (count: number, procedure: typeof latest | typeof banned = l
  * keeps the frames its `next` answered (`pulled`) apart from those handed synchronously to its sink
  * (`synced`); the sink takes frames while `ready()`.
  */
-const openPulled = (count: number, procedure: typeof latest | typeof banned | typeof seated, ready: () => boolean) =>
+const openPulled = (count: number, procedure: typeof latest | typeof banned | typeof seated | typeof twoGuards, ready: () => boolean) =>
   openAnswers(count, procedure, (body) =>
     Effect.gen(function*() {
       const open = Sse.pullOf(body)
@@ -190,6 +205,18 @@ describe("SSE fan-out: synchronous writes", () => {
         assert.strictEqual(pulled[2], `id: 2\nevent: delta\ndata: {"data":9}\n\n`)
         assert.strictEqual(synced.length, 0)
       }
+    }).pipe(Effect.provide(stack)))
+
+  it.scopedLive("a synchronous guard before an effectful one runs once per member per change, as the effectful one does", () =>
+    Effect.gen(function*() {
+      const store = yield* Store.Store
+      const streams = yield* openPulled(3, twoGuards, () => true)
+      yield* reach(streams, (s) => s.pulled.length, 2)
+      twoGuardCalls.sync = 0
+      twoGuardCalls.effectful = 0
+      yield* store.insert(Ticks, { n: 6 }).pipe(Subject.asSystem)
+      yield* reach(streams, (s) => s.pulled.length, 3)
+      assert.deepStrictEqual(twoGuardCalls, { sync: 3, effectful: 3 })
     }).pipe(Effect.provide(stack)))
 })
 

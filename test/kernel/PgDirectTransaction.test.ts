@@ -31,7 +31,7 @@ const setup = Effect.gen(function*() {
   const ids = sql<{ readonly id: string }>`SELECT id FROM tx_notes ORDER BY id`.pipe(
     Effect.map((rows) => rows.map((row) => row.id))
   )
-  return { sql, pidOutside, pidInside, transaction, ids }
+  return { sql, direct, pidOutside, pidInside, transaction, ids }
 })
 
 class Abort {
@@ -121,5 +121,50 @@ describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct transactions", () => {
       assert.include(spans, "sql.transaction")
       assert.notStrictEqual(pid, reserved)
       assert.deepStrictEqual(yield* ids, ["traced"])
+    }))
+
+  it.scopedLive("a statement `now` made while the reserved connection was idle, run once a transaction took it, runs outside that transaction", () =>
+    Effect.gen(function*() {
+      const { direct, sql, transaction, ids } = yield* setup
+      // What the store's point statements do (`getNow`, `insertNow`): the effect is made now, and
+      // runs a few fiber steps later, where the fiber may yield to another that opens a transaction.
+      const fiber = yield* Effect.withFiberRuntime<Fiber.RuntimeFiber<unknown, unknown>>((fiber) => Effect.succeed(fiber))
+      const early = direct.now<never>(fiber, "INSERT INTO tx_notes (id) VALUES ($1)", ["early"])
+      assert.isDefined(early)
+      const opened = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const writer = yield* Effect.fork(Effect.flip(transaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO tx_notes (id) VALUES ('held')`
+        yield* Deferred.succeed(opened, undefined)
+        yield* Deferred.await(release)
+        return yield* Effect.fail(new Abort())
+      }))))
+      yield* Deferred.await(opened)
+      yield* early!
+      yield* Deferred.succeed(release, undefined)
+      assert.instanceOf(yield* Fiber.join(writer), Abort)
+      // The insert answered as done outside any transaction: the other's rollback must not take it away.
+      assert.deepStrictEqual(yield* ids, ["early"])
+    }))
+
+  it.scopedLive("a `point` statement made while the reserved connection was idle, run once a transaction took it, runs outside that transaction", () =>
+    Effect.gen(function*() {
+      const { direct, sql, transaction, ids } = yield* setup
+      const fiber = yield* Effect.withFiberRuntime<Fiber.RuntimeFiber<unknown, unknown>>((fiber) => Effect.succeed(fiber))
+      const early = direct.point(fiber, "INSERT INTO tx_notes (id) VALUES ($1) RETURNING id", ["early"], (rows) => rows.length, (error) => error, undefined)
+      assert.isDefined(early)
+      const opened = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const writer = yield* Effect.fork(Effect.flip(transaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO tx_notes (id) VALUES ('held')`
+        yield* Deferred.succeed(opened, undefined)
+        yield* Deferred.await(release)
+        return yield* Effect.fail(new Abort())
+      }))))
+      yield* Deferred.await(opened)
+      assert.strictEqual(yield* early!, 1)
+      yield* Deferred.succeed(release, undefined)
+      assert.instanceOf(yield* Fiber.join(writer), Abort)
+      assert.deepStrictEqual(yield* ids, ["early"])
     }))
 })

@@ -151,4 +151,60 @@ describe("rpc over the WebSocket", () => {
       assert.include(JSON.stringify(exitOf("6")), "ProcedureNotFound")
       assert.deepStrictEqual(exitOf("33"), { _tag: "Success", value: "n23" })
     }))
+
+  it.scopedLive("requests reusing one id wait for each other: with three, never two of them run at once, and closing the socket interrupts them all", () =>
+    Effect.gen(function*() {
+      const release = yield* Deferred.make<void>()
+      const interrupted = yield* Deferred.make<void>()
+      const hold = yield* Deferred.make<void>()
+      const started = yield* Deferred.make<void>()
+      let running = 0
+      let most = 0
+      let held = 0
+      const begun: Array<string> = []
+      const base = makeApp(release, interrupted)
+      const app = defineApp({
+        auth: [tokenStrategy],
+        procedures: [
+          ...base.procedures.values(),
+          query("slow.hold", {
+            input: Schema.Struct({ answer: Schema.String }),
+            output: Schema.String,
+            handler: ({ answer }) =>
+              Effect.suspend(() => {
+                running++
+                begun.push(answer)
+                most = Math.max(most, running)
+                return Effect.zipRight(Deferred.succeed(started, undefined), Deferred.await(hold))
+              }).pipe(
+                Effect.as(answer),
+                Effect.onInterrupt(() => Effect.sync(() => held++)),
+                Effect.ensuring(Effect.sync(() => running--))
+              )
+          })
+        ]
+      })
+      const served = yield* Serve.serve(app, memory)
+      const { answers, socket } = yield* connect(served.wsUrl)
+      socket.send(request("1", "slow.wait", { answer: "first" }))
+      socket.send(request("1", "slow.hold", { answer: "second" }))
+      socket.send(request("1", "slow.hold", { answer: "third" }))
+      // Every frame was handled once a later call on the same socket is answered.
+      socket.send(request("2", "auth.whoAmI", {}))
+      yield* answersOf(answers, 1)
+      yield* Deferred.succeed(release, undefined)
+      yield* Deferred.await(started)
+      yield* answersOf(answers, 2)
+      // The rpc server runs one call per id at a time: the third waits for the second.
+      assert.strictEqual(most, 1)
+      assert.deepStrictEqual(begun, ["second"])
+      socket.terminate()
+      // Closing the socket interrupts whichever of them is running; none is left running for nobody.
+      yield* Effect.async<void>((resume) => {
+        const check = () => running === 0 ? resume(Effect.void) : setTimeout(check, 5)
+        check()
+      }).pipe(Effect.timeout("2 seconds"), Effect.orDie)
+      assert.strictEqual(held, 1)
+      assert.deepStrictEqual(begun, ["second"])
+    }))
 })
