@@ -11,6 +11,7 @@ import { Effect, Option, Predicate } from "effect"
 import * as Columns from "./Columns.js"
 import * as Driver from "./Driver.js"
 import * as PgDirect from "./PgDirect.js"
+import * as PgFusedInsert from "./PgFusedInsert.js"
 import * as RowCodec from "./RowCodec.js"
 import * as SqliteDirect from "./SqliteDirect.js"
 import * as SqliteDirectTransaction from "./SqliteDirectTransaction.js"
@@ -352,6 +353,11 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
     }
   }
 
+  /** A one-row insert and its stagers' parts in one statement (see `PgFusedInsert`). */
+  const fusedOperations: Pick<Driver.Driver, "insertFusedNow"> = pgDirect === undefined ? {} : {
+    insertFusedNow: PgFusedInsert.make(sql, pgDirect, { text: (table) => pointOf(table).insert, values: valuesOf })
+  }
+
   const rowsOf = (table: Table.Any) => (rows: ReadonlyArray<Readonly<Record<string, unknown>>>) => {
     const mapping = mappingOf(table)
     return rows.map(mapping.fromDb)
@@ -382,6 +388,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
     dialect,
     ...directOperations,
     ...pgOperations,
+    ...fusedOperations,
     insert: (table, rows) => {
       if (rows.length === 1) {
         // ON CONFLICT: a refused row is no SQL error, so an enclosing PostgreSQL transaction stays usable.
