@@ -282,7 +282,12 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
           if (Date.now() >= deadline) return
           yield* realSleep(500)
         }
-      }).pipe(Effect.forkIn(tapScope), Effect.asVoid)
+      }).pipe(
+        // Called from the writer's uninterruptible region: the search must still stop with the tap.
+        Effect.interruptible,
+        Effect.forkIn(tapScope),
+        Effect.asVoid
+      )
 
     return {
       scope: "fleet",
