@@ -9,16 +9,16 @@
  * whose values win. When the socket drops, calls in flight fail with `Disconnected` and live
  * queries keep their last value, reconnect with exponential backoff and resubscribe.
  */
-import { Cause, Either, Option, Schema as S } from "effect"
-import { liveSuffix } from "../app/App.js"
+import { Either } from "effect"
 import type { AreaError, AreaErrorClass } from "../app/Errors.js"
-import { describeParseError, InputInvalid, wireError } from "../app/Errors.js"
 import type { Contract, Input, Output } from "./Contract.js"
 import type { ClientError } from "./Errors.js"
-import { ClientClosed, Disconnected, HeadersFailed, ProtocolError } from "./Errors.js"
+import { ClientClosed, Disconnected, HeadersFailed, ProtocolError, reasonOf } from "./Errors.js"
+import * as MutationStore from "./MutationStore.js"
 import type { ReconnectOptions, SocketConstructor, SocketLike } from "./Socket.js"
 import { socketUrl } from "./Socket.js"
-import type { ConnectionState, LiveQuery, LiveState, Mutation, MutationState, Readable } from "./Stores.js"
+import type { ConnectionState, LiveQuery, LiveState, Mutation, Readable } from "./Stores.js"
+import * as Wire from "./Wire.js"
 
 /** A header set, as an object (names are sent lower-cased). */
 export type HeaderRecord = Readonly<Record<string, string>>
@@ -71,21 +71,8 @@ interface LiveEntry {
   requestId: string | undefined
 }
 
-/** The decoder of rpc `Exit` messages whose failures are framework errors or one of `errors`. */
-const exitDecoder = (errors: ReadonlyArray<AreaErrorClass>) =>
-  S.decodeUnknownEither(S.Exit({ success: S.Unknown, failure: wireError(errors), defect: S.Defect }))
-
-/** The tag of an encoded failure exit, if it has one (to name an error the client was not given). */
-const failureTag = (exit: unknown): string | undefined => {
-  const cause = (exit as { readonly cause?: { readonly _tag?: unknown; readonly error?: { readonly _tag?: unknown } } } | null)?.cause
-  const tag = cause?._tag === "Fail" ? cause.error?._tag : undefined
-  return typeof tag === "string" ? tag : undefined
-}
-
 const lowerCased = (headers: HeaderRecord): Array<[string, string]> =>
   Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value])
-
-const reasonOf = (error: unknown) => error instanceof Error ? error.message : String(error)
 
 /** One api of a mount; `E` is the area errors it was given (`ApiOptions.errors`). */
 export class Api<E = never> {
@@ -94,9 +81,9 @@ export class Api<E = never> {
   private readonly initialDelayMs: number
   private readonly maxDelayMs: number
   private readonly pingIntervalMs: number
-  private readonly decodeExit: ReturnType<typeof exitDecoder>
+  private readonly decodeExit: Wire.ExitDecoder
   private socket: SocketLike | undefined
-  private headers: Array<[string, string]> = []
+  private headers: Wire.Headers = []
   private generation = 0
   private nextId = 1
   private readonly inflight = new Map<string, Pending>()
@@ -118,7 +105,7 @@ export class Api<E = never> {
     this.initialDelayMs = options.reconnect?.initialDelayMs ?? 250
     this.maxDelayMs = options.reconnect?.maxDelayMs ?? 10_000
     this.pingIntervalMs = options.pingIntervalMs ?? 15_000
-    this.decodeExit = exitDecoder(options.errors ?? [])
+    this.decodeExit = Wire.exitDecoder(options.errors ?? [])
   }
 
   /** The connection state, as a store. */
@@ -134,8 +121,8 @@ export class Api<E = never> {
   call<P extends Contract>(procedure: P, input: Input<P>): Promise<Output<P>> {
     return new Promise<Output<P>>((resolve, reject) => {
       if (this.connection.status === "closed") return reject(new ClientClosed())
-      const payload = S.encodeUnknownEither(procedure.input)(input)
-      if (Either.isLeft(payload)) return reject(new InputInvalid({ message: describeParseError(payload.left) }))
+      const payload = Wire.encodeInput(procedure, input)
+      if (Either.isLeft(payload)) return reject(payload.left)
       const pending: Pending = {
         _tag: "call",
         contract: procedure,
@@ -156,13 +143,9 @@ export class Api<E = never> {
    * shared by every caller asking for the same procedure and input.
    */
   live<P extends Contract & { readonly kind: "query" }>(procedure: P, input: Input<P>): LiveQuery<Output<P>, E> {
-    const payload = S.encodeUnknownEither(procedure.input)(input)
+    const payload = Wire.encodeInput(procedure, input)
     if (Either.isLeft(payload)) {
-      const state: LiveState<never> = {
-        status: "error",
-        data: undefined,
-        error: new InputInvalid({ message: describeParseError(payload.left) })
-      }
+      const state: LiveState<never> = { status: "error", data: undefined, error: payload.left }
       // Keyed by the refusal, so a UI binding memoising on the key shows the current one.
       return { key: `\u0001${procedure.tag}\u0000${state.error?.message}`, getSnapshot: () => state, subscribe: () => () => undefined }
     }
@@ -209,35 +192,7 @@ export class Api<E = never> {
 
   /** A mutation store for `procedure`: `run(input)` plus the state of its last run. */
   mutation<P extends Contract>(procedure: P): Mutation<Input<P>, Output<P>, E> {
-    let state: MutationState<Output<P>, E> = { status: "idle", data: undefined, error: undefined }
-    const listeners = new Set<() => void>()
-    const set = (next: MutationState<Output<P>, E>) => {
-      state = next
-      for (const listener of [...listeners]) listener()
-    }
-    let latest = 0
-    return {
-      getSnapshot: () => state,
-      subscribe: (listener) => {
-        listeners.add(listener)
-        return () => listeners.delete(listener)
-      },
-      reset: () => set({ status: "idle", data: undefined, error: undefined }),
-      run: (input) => {
-        const run = ++latest
-        set({ status: "pending", data: state.data, error: undefined })
-        return this.call(procedure, input).then(
-          (data) => {
-            if (run === latest) set({ status: "success", data, error: undefined })
-            return data
-          },
-          (error: ClientError<E>) => {
-            if (run === latest) set({ status: "error", data: undefined, error })
-            throw error
-          }
-        )
-      }
-    }
+    return MutationStore.make((input: Input<P>) => this.call(procedure, input))
   }
 
   /** Closes the connection for good: pending calls reject with `ClientClosed`. */
@@ -394,8 +349,8 @@ export class Api<E = never> {
     this.pingTimer = undefined
   }
 
-  private write(message: unknown) {
-    this.socket?.send(JSON.stringify(message))
+  private write(message: Wire.Outgoing) {
+    this.socket?.send(Wire.encode(message))
   }
 
   private request(tag: string, payload: unknown, pending: Pending): string {
@@ -412,7 +367,7 @@ export class Api<E = never> {
   private subscribeLive(entry: LiveEntry) {
     if (entry.requestId !== undefined) return
     if (entry.state.status === "error") this.setLive(entry, { ...entry.state, status: "reconnecting" })
-    entry.requestId = this.request(`${entry.contract.tag}${liveSuffix}`, entry.payload, { _tag: "live", entry })
+    entry.requestId = this.request(Wire.liveTag(entry.contract.tag), entry.payload, { _tag: "live", entry })
   }
 
   private unsubscribeLive(entry: LiveEntry) {
@@ -424,37 +379,29 @@ export class Api<E = never> {
   }
 
   private receive(socket: SocketLike, data: unknown) {
-    let parsed: unknown
-    try {
-      parsed = JSON.parse(typeof data === "string" ? data : new TextDecoder().decode(data as Uint8Array))
-    } catch (error) {
-      return this.protocolFailure(socket, `unreadable frame: ${reasonOf(error)}`)
-    }
-    for (const message of Array.isArray(parsed) ? parsed : [parsed]) {
+    const frame = Wire.decodeFrame(data)
+    if (Either.isLeft(frame)) return this.protocolFailure(socket, frame.left)
+    for (const raw of frame.right) {
       if (this.socket !== socket) return
-      this.handle(socket, message as Readonly<Record<string, unknown>>)
+      const message = Wire.decodeMessage(raw)
+      if (message !== undefined) this.handle(socket, message)
     }
   }
 
-  private handle(socket: SocketLike, message: Readonly<Record<string, unknown>>) {
+  private handle(socket: SocketLike, message: Wire.Incoming) {
     switch (message._tag) {
       case "Pong":
         this.awaitingPong = false
         return
       case "Chunk": {
-        const id = String(message.requestId)
+        const id = message.requestId
         const pending = this.inflight.get(id)
         if (pending?._tag !== "live") return
-        const values = Array.isArray(message.values) ? message.values : []
-        for (const value of values) {
-          const decoded = S.decodeUnknownEither(pending.entry.contract.output)(value)
+        for (const value of message.values) {
+          const decoded = Wire.decodeChunkValue(pending.entry.contract, value)
           if (Either.isLeft(decoded)) {
             this.unsubscribeLive(pending.entry)
-            return this.setLive(pending.entry, {
-              ...pending.entry.state,
-              status: "error",
-              error: new ProtocolError({ reason: `a result failed the output schema: ${describeParseError(decoded.left)}` })
-            })
+            return this.setLive(pending.entry, { ...pending.entry.state, status: "error", error: decoded.left })
           }
           this.setLive(pending.entry, { status: "live", data: decoded.right, error: undefined })
         }
@@ -462,11 +409,11 @@ export class Api<E = never> {
         return
       }
       case "Exit": {
-        const id = String(message.requestId)
+        const id = message.requestId
         const pending = this.inflight.get(id)
         if (pending === undefined) return
         this.inflight.delete(id)
-        const outcome = this.outcome(message.exit, pending)
+        const outcome = this.decodeExit(message.exit, pending._tag === "call" ? pending.contract : undefined)
         if (pending._tag === "call") {
           return Either.isRight(outcome) ? pending.resolve(outcome.right) : pending.reject(outcome.left)
         }
@@ -480,32 +427,7 @@ export class Api<E = never> {
       }
       case "Defect":
         return this.protocolFailure(socket, `the server reported a defect: ${reasonOf(message.defect)}`)
-      default:
-        return
     }
-  }
-
-  /** The result of an `Exit` message: the decoded output, or the typed error. */
-  private outcome(exit: unknown, pending: Pending): Either.Either<unknown, ClientError<AreaError>> {
-    const decoded = this.decodeExit(exit)
-    if (Either.isLeft(decoded)) {
-      const tag = failureTag(exit)
-      return Either.left(new ProtocolError({
-        reason: tag === undefined ? "an unreadable exit" : `an error this client was not given: "${tag}" (pass its class in \`errors\`)`
-      }))
-    }
-    if (decoded.right._tag === "Failure") {
-      const cause = decoded.right.cause
-      const failure = Cause.failureOption(cause)
-      if (Option.isSome(failure)) return Either.left(failure.value)
-      if (Cause.isInterruptedOnly(cause)) return Either.left(new Disconnected({ sent: true, reason: "interrupted by the server" }))
-      const defect = Cause.dieOption(cause)
-      return Either.left(new ProtocolError({ reason: Option.isSome(defect) ? reasonOf(defect.value) : Cause.pretty(cause) }))
-    }
-    if (pending._tag === "live") return Either.right(undefined)
-    return S.decodeUnknownEither(pending.contract.output)(decoded.right.value).pipe(
-      Either.mapLeft((error) => new ProtocolError({ reason: `the output failed its schema: ${describeParseError(error)}` }))
-    )
   }
 
   private protocolFailure(socket: SocketLike, reason: string) {

@@ -55,3 +55,6 @@ export class ClientClosed extends Schema.TaggedError<ClientClosed>()("ClientClos
  * the client was given (`mount({errors})`).
  */
 export type ClientError<E = never> = ProcedureError | E | Disconnected | HeadersFailed | ProtocolError | ClientClosed
+
+/** The `reason` of a client error caused by something thrown: its message, or its text. */
+export const reasonOf = (error: unknown): string => error instanceof Error ? error.message : String(error)

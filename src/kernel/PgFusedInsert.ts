@@ -3,7 +3,6 @@
  * autocommitted statement (see `FusedStage`), run straight on the reserved connection when it is
  * idle (see `PgDirect`), else through the client's pool — one round trip either way.
  */
-import type { SqlClient } from "@effect/sql"
 import { Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Fiber } from "effect"
@@ -11,7 +10,6 @@ import { Effect, Option, Predicate } from "effect"
 import * as Driver from "./Driver.js"
 import { CommitUnknown, DuplicateRow } from "./Errors.js"
 import * as FusedStage from "./FusedStage.js"
-import type * as PgDirect from "./PgDirect.js"
 import type * as Table from "./Table.js"
 
 /** What the fused insert needs of the driver: the table's one-row insert and its parameters. */
@@ -34,8 +32,14 @@ const refused = (error: SqlError): boolean => {
 
 type Outcome = undefined | DuplicateRow | CommitUnknown | FusedStage.Refused
 
-/** `insertFusedNow` over `direct`, falling back to `sql`'s pool when the reserved connection is busy. */
-export const make = (sql: SqlClient.SqlClient, direct: PgDirect.Direct, row: RowInsert) =>
+/**
+ * `insertFusedNow` running its statement with `point` (a point statement of `PgDirectDriver`:
+ * on the idle reserved connection, else through the client's pool).
+ */
+export const make = (
+  point: <A extends object>(text: string, parameters: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<A>, SqlError>,
+  row: RowInsert
+) =>
 (
   table: Table.Any,
   encoded: Driver.Encoded,
@@ -45,8 +49,7 @@ export const make = (sql: SqlClient.SqlClient, direct: PgDirect.Direct, row: Row
   // A statement transformer sees the client's statements: take the transaction as before.
   if (Option.isSome(fiber.getFiberRef(Statement.currentTransformer))) return Driver.NotNow
   const fused = FusedStage.compose(row.text(table), row.values(table, encoded), parts)
-  const statement = direct.now<Readonly<Record<string, unknown>>>(fiber, fused.text, fused.parameters) ??
-    sql.unsafe<Readonly<Record<string, unknown>>>(fused.text, fused.parameters)
+  const statement = point<Readonly<Record<string, unknown>>>(fused.text, fused.parameters)
   return new Driver.Later(Effect.match(statement, {
     onFailure: (error): Outcome =>
       refused(error)

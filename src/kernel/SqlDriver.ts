@@ -7,33 +7,16 @@ import { SqlClient } from "@effect/sql"
 import type { Statement } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
-import { Effect, Option, Predicate } from "effect"
+import { Effect, Option } from "effect"
 import * as Columns from "./Columns.js"
 import * as Driver from "./Driver.js"
-import * as PgDirect from "./PgDirect.js"
+import * as PgDirectDriver from "./PgDirectDriver.js"
 import * as PgFusedInsert from "./PgFusedInsert.js"
-import * as RowCodec from "./RowCodec.js"
 import * as SqliteDirect from "./SqliteDirect.js"
+import * as SqlFailure from "./SqlFailure.js"
 import * as SqliteDirectTransaction from "./SqliteDirectTransaction.js"
-import { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
+import { DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type * as Table from "./Table.js"
-
-const causeCode = (error: SqlError): string | undefined => {
-  const cause = error.cause
-  return Predicate.hasProperty(cause, "code") && typeof cause.code === "string" ? cause.code : undefined
-}
-
-const isUniqueViolation = (error: SqlError) => {
-  const code = causeCode(error)
-  return code === "23505" || code === "SQLITE_CONSTRAINT_PRIMARYKEY" || code === "SQLITE_CONSTRAINT_UNIQUE"
-}
-
-/** The id PostgreSQL names in a unique violation's detail: `Key (id)=(…) already exists.` */
-const namedDuplicate = (error: SqlError): string | undefined => {
-  const cause = error.cause
-  const detail = Predicate.hasProperty(cause, "detail") ? cause.detail : undefined
-  return typeof detail === "string" ? /\(id\)=\((.*)\)/.exec(detail)?.[1] : undefined
-}
 
 /** The first id repeated within `rows`, if any. */
 const repeatedId = (rows: ReadonlyArray<Driver.Encoded>): string | undefined => {
@@ -45,24 +28,8 @@ const repeatedId = (rows: ReadonlyArray<Driver.Encoded>): string | undefined => 
   return undefined
 }
 
-/** A database failure as `StoreUnavailable`: the message names the failure, never the data. */
-export const unavailable = (error: SqlError): StoreUnavailable => {
-  const code = causeCode(error)
-  return new StoreUnavailable({ message: `database error: ${error.message}${code === undefined ? "" : ` (${code})`}` })
-}
-
-/**
- * A COMMIT that failed. The server refusing it (a deferred constraint, a serialization failure)
- * rolled the transaction back: `StoreUnavailable`. A lost connection (no SQLSTATE, or class 08
- * connection exception, 57 operator intervention, XX internal) leaves the outcome unknown.
- */
-const commitFailure = (error: SqlError): StoreUnavailable | CommitUnknown => {
-  const code = causeCode(error)
-  const refused = code !== undefined && /^[0-9A-Z]{5}$/.test(code) && !/^(08|57|XX)/.test(code)
-  return refused
-    ? unavailable(error)
-    : new CommitUnknown({ message: `the connection failed during COMMIT: ${error.message}${code === undefined ? "" : ` (${code})`}` })
-}
+/** A database failure as `StoreUnavailable` (see `SqlFailure`). */
+export const unavailable = SqlFailure.unavailable
 
 /** Bind parameters per statement: SQLite allows 32766, PostgreSQL 65535. */
 const maxParameters = { sqlite: 32_766, pg: 65_535 } as const
@@ -89,7 +56,7 @@ class Inner<E> {
 
 /**
  * Builds the driver over the provided `SqlClient`. On PostgreSQL it reserves a connection for
- * direct point statements (see `PgDirect`) for the lifetime of the scope.
+ * direct point statements (see `PgDirectDriver`) for the lifetime of the scope.
  */
 export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Scope.Scope> = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -303,59 +270,31 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
           return unavailable(new SqlError({ cause, message: "Failed to execute statement" }))
         }
       }
-    }, commitFailure)
+    }, SqlFailure.commitFailure)
   }
 
   /**
-   * A point statement (text built once per table): straight on a connection on PostgreSQL when
-   * that changes nothing (see `PgDirect`), else through the client.
+   * On PostgreSQL, statements straight on a connection when that changes nothing (see
+   * `PgDirectDriver`); else through the client.
    */
-  const pgDirect = dialect === "pg" ? yield* PgDirect.make(sql) : undefined
+  const pgDirect = dialect === "pg"
+    ? yield* PgDirectDriver.make(sql, {
+      get: (table) => pointOf(table).get,
+      insert: (table) => pointOf(table).insert,
+      values: valuesOf,
+      fromDb: (table) => mappingOf(table).fromDb
+    })
+    : undefined
+  /** A point statement (text built once per table). */
   const point = <A extends object>(text: string, parameters: ReadonlyArray<unknown>) =>
-    pgDirect === undefined
-      ? sql.unsafe<A>(text, parameters)
-      : pgDirect.run<A>(text, parameters, sql.unsafe<A>(text, parameters))
+    pgDirect === undefined ? sql.unsafe<A>(text, parameters) : pgDirect.point<A>(text, parameters)
   /** A built statement, the same way. */
   const run = <A extends object>(statement: Statement.Statement<A>) =>
-    pgDirect === undefined ? statement : pgDirect.statement(statement)
-
-  /**
-   * On PostgreSQL, the store's single operations as effects straight on a connection when that
-   * changes nothing (see `PgDirect`): the store then waits for the server and nothing else.
-   */
-  // Built once per table or call, outside the object literal below: a function defined as a
-  // property there is renamed per call when the source runs through esbuild's keepNames (tsx).
-  const firstRows = new WeakMap<Table.Any, (rows: ReadonlyArray<Record<string, unknown>>) => Driver.Encoded | undefined>()
-  const firstOf = (table: Table.Any) => {
-    let first = firstRows.get(table)
-    if (first === undefined) {
-      const mapping = mappingOf(table)
-      first = (rows) => rows.length === 0 ? undefined : mapping.fromDb(rows[0]!)
-      firstRows.set(table, first)
-    }
-    return first
-  }
-  const refusedIf = (table: Table.Any, row: Driver.Encoded) => (written: ReadonlyArray<unknown>) =>
-    written.length === 1 ? undefined : new DuplicateRow({ table: table.name, id: idOf(row) })
-  const pgOperations: Pick<Driver.Driver, "getNow" | "insertNow"> = pgDirect === undefined ? {} : {
-    getNow: (table, id, fiber) => {
-      // PostgreSQL refuses text holding NUL or a lone surrogate: no row has such an id.
-      if (!RowCodec.isStorableId(id)) return undefined
-      const rows = pgDirect.now<Record<string, unknown>>(fiber, pointOf(table).get, [id])
-      if (rows === undefined) return Driver.NotNow
-      return new Driver.Later(Effect.mapBoth(rows, { onFailure: unavailable, onSuccess: firstOf(table) }))
-    },
-    insertNow: (table, row, fiber) => {
-      const inserted = pgDirect.now<{ readonly id: string }>(fiber, pointOf(table).insert, valuesOf(table, row))
-      if (inserted === undefined) return Driver.NotNow
-      // ON CONFLICT DO NOTHING: a refused row returns nothing (and leaves a transaction usable).
-      return new Driver.Later(Effect.mapBoth(inserted, { onFailure: unavailable, onSuccess: refusedIf(table, row) }))
-    }
-  }
+    pgDirect === undefined ? statement : pgDirect.run(statement)
 
   /** A one-row insert and its stagers' parts in one statement (see `PgFusedInsert`). */
   const fusedOperations: Pick<Driver.Driver, "insertFusedNow"> = pgDirect === undefined ? {} : {
-    insertFusedNow: PgFusedInsert.make(sql, pgDirect, { text: (table) => pointOf(table).insert, values: valuesOf })
+    insertFusedNow: PgFusedInsert.make(pgDirect.point, { text: (table) => pointOf(table).insert, values: valuesOf })
   }
 
   const rowsOf = (table: Table.Any) => (rows: ReadonlyArray<Readonly<Record<string, unknown>>>) => {
@@ -365,7 +304,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
 
   /** Which row of a refused multi-row INSERT collided (SQLite does not say; PostgreSQL does). */
   const duplicateIn = (table: Table.Any, error: SqlError, rows: ReadonlyArray<Driver.Encoded>) => {
-    const id = namedDuplicate(error) ?? repeatedId(rows)
+    const id = SqlFailure.namedDuplicate(error) ?? repeatedId(rows)
     if (id !== undefined || rows.length === 1) return Effect.succeed(new DuplicateRow({ table: table.name, id: id ?? idOf(rows[0]!) }))
     const ids = rows.map(idOf)
     return run(sql<{ readonly id: string }>`SELECT ${sql("id")} FROM ${sql(table.name)} WHERE ${sql.in("id", ids)} LIMIT 1`).pipe(
@@ -379,7 +318,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
     return run(sql`INSERT INTO ${sql(table.name)} ${sql.insert(rows.map(mapping.toDb))}`).pipe(
       Effect.asVoid,
       Effect.catchAll((error): Effect.Effect<never, DuplicateRow | StoreUnavailable> =>
-        isUniqueViolation(error) ? Effect.flip(duplicateIn(table, error, rows)) : Effect.fail(unavailable(error))
+        SqlFailure.isUniqueViolation(error) ? Effect.flip(duplicateIn(table, error, rows)) : Effect.fail(unavailable(error))
       )
     )
   }
@@ -387,7 +326,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
   const driver: Driver.Driver = {
     dialect,
     ...directOperations,
-    ...pgOperations,
+    ...pgDirect?.operations,
     ...fusedOperations,
     insert: (table, rows) => {
       if (rows.length === 1) {
@@ -452,15 +391,13 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
           committing = true
         }))
         // On PostgreSQL, straight on the reserved connection when that changes nothing (see `PgDirect`).
-        const transacted = pgDirect === undefined
-          ? sql.withTransaction(body)
-          : pgDirect.transaction(body, sql.withTransaction(body))
+        const transacted = pgDirect === undefined ? sql.withTransaction(body) : pgDirect.transaction(body)
         return transacted.pipe(
           Effect.mapError((error): E | StoreUnavailable => error instanceof Inner ? error.error : unavailable(error)),
           // @effect/sql turns a failed COMMIT or ROLLBACK (a connection lost mid-transaction) into a defect.
           Effect.catchSomeDefect((defect) =>
             defect instanceof SqlError
-              ? Option.some(Effect.fail(committing ? commitFailure(defect) : unavailable(defect)))
+              ? Option.some(Effect.fail(committing ? SqlFailure.commitFailure(defect) : unavailable(defect)))
               : Option.none()
           )
         )
