@@ -267,22 +267,35 @@ const versionStatement = `${
  * concurrent delete and re-insert of the id its version may clash; the clash fails the statement,
  * and the store writes the row again in a transaction, where the version is read afresh.
  */
-const versionPart = (options: Options, change: Change): FusedStage.Part => ({
-  statement: (row, param) => {
-    const data = dataOf(options, change)
-    return versionInsert({
-      table: param(change.table),
-      id: param(change.id),
-      op: param(change.op),
-      data: param(data === null ? null : JSON.stringify(data)),
-      at: param(change.at),
-      tenant: param(change.tenantId),
-      trace: param(change.provenance.traceId),
-      subject: param(change.provenance.subjectId),
-      procedure: param(change.provenance.procedure)
-    }, `${row}, `)
+const versionPart = (options: Options, change: Change): FusedStage.Part => {
+  const data = dataOf(options, change)
+  return {
+    key: "history:version",
+    values: [
+      change.table,
+      change.id,
+      change.op,
+      data === null ? null : JSON.stringify(data),
+      change.at,
+      change.tenantId,
+      change.provenance.traceId,
+      change.provenance.subjectId,
+      change.provenance.procedure
+    ],
+    statement: (row, value) =>
+      versionInsert({
+        table: value(0),
+        id: value(1),
+        op: value(2),
+        data: value(3),
+        at: value(4),
+        tenant: value(5),
+        trace: value(6),
+        subject: value(7),
+        procedure: value(8)
+      }, `${row}, `)
   }
-})
+}
 
 const stageOne = (connection: Connection, options: Options, change: Change): Effect.Effect<void, StoreError> => {
   const data = dataOf(options, change)

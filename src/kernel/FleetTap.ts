@@ -304,9 +304,11 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
       fuse: (changes) => {
         fusedFloor.set(changes, highestStaged)
         return {
-          statement: (row, param) =>
-            `INSERT INTO _fw_change_outbox (origin, changes) SELECT ${param(origin)}::text, ${
-              param(JSON.stringify(changes))
+          key: "fleet:outbox",
+          values: [origin, JSON.stringify(changes)],
+          statement: (row, value) =>
+            `INSERT INTO _fw_change_outbox (origin, changes) SELECT ${value(0)}::text, ${
+              value(1)
             }::jsonb FROM ${row} RETURNING id::text AS id, xid::text AS xid`,
           onResult: (returned) => {
             const id = String(returned.id)

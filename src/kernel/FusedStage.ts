@@ -26,12 +26,19 @@
 
 /** One stager's part of the fused statement. */
 export interface Part {
+  /** The values the statement binds, in order. */
+  readonly values: ReadonlyArray<unknown>
   /**
    * The part's data-modifying statement, e.g. `INSERT … SELECT … FROM ${row}`: it must write only
-   * for a row of the CTE named `row` (one column, `"id"`; empty when the id was taken). `param`
-   * binds a value and answers its placeholder (`$n`); bind a value once and reuse its placeholder.
+   * for a row of the CTE named `row` (one column, `"id"`; empty when the id was taken). `value(i)`
+   * is the placeholder (`$n`) of `values[i]`.
    */
-  readonly statement: (row: string, param: (value: unknown) => string) => string
+  readonly statement: (row: string, value: (index: number) => string) => string
+  /**
+   * Names the statement's text: parts with the same key build the same text from the same number
+   * of values, so the fused text is built once per table and keys, not per write.
+   */
+  readonly key?: string
   /**
    * Called with the first row of the statement's `RETURNING` (as JSON) once the fused statement
    * committed; a part with `onResult` must return a row for an inserted row.
@@ -43,8 +50,41 @@ export interface Part {
 export interface Fused {
   readonly text: string
   readonly parameters: ReadonlyArray<unknown>
-  /** Parts with `onResult`, in the order of the result's columns `p0`, `p1`, …. */
+  /** Parts with `onResult`, with the result column each reads. */
   readonly returning: ReadonlyArray<{ readonly column: string; readonly part: Part }>
+}
+
+/** The fused text of one insert text and part keys, and which result column each part reads. */
+interface Shape {
+  readonly text: string
+  readonly columns: ReadonlyArray<string | undefined>
+}
+
+const shapes = new Map<string, Map<string, Shape>>()
+/** Shapes kept per insert text at most (keys are few; a bound guards against unbounded ones). */
+const shapesKept = 64
+
+const shapeOf = (insert: string, offset: number, parts: ReadonlyArray<Part>): Shape => {
+  let at = offset
+  const ctes = [`"row" AS (${insert})`]
+  const columns: Array<string | undefined> = []
+  const selected: Array<string> = []
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i]!
+    const name = `p${i}`
+    const first = at
+    ctes.push(`"${name}" AS (${part.statement(`"row"`, (index) => `$${first + index + 1}`)})`)
+    at += part.values.length
+    if (part.onResult === undefined) {
+      columns.push(undefined)
+    } else {
+      columns.push(name)
+      selected.push(`(SELECT to_jsonb("${name}") FROM "${name}" LIMIT 1) AS "${name}"`)
+    }
+  }
+  // Data-modifying CTEs run to completion whether the final SELECT reads them or not.
+  const text = `WITH ${ctes.join(", ")} SELECT ${selected.length === 0 ? `"row"."id"` : selected.join(", ")} FROM "row"`
+  return { text, columns }
 }
 
 /**
@@ -53,26 +93,34 @@ export interface Fused {
  * row was inserted, none when its id was taken.
  */
 export const compose = (insert: string, values: ReadonlyArray<unknown>, parts: ReadonlyArray<Part>): Fused => {
-  const parameters = [...values]
-  const param = (value: unknown) => {
-    parameters.push(value)
-    return `$${parameters.length}`
-  }
-  const ctes = [`"row" AS (${insert})`]
-  const returning: Array<{ readonly column: string; readonly part: Part }> = []
-  const columns: Array<string> = []
-  for (let i = 0; i < parts.length; i++) {
-    const part = parts[i]!
-    const name = `p${i}`
-    ctes.push(`"${name}" AS (${part.statement(`"row"`, param)})`)
-    if (part.onResult !== undefined) {
-      returning.push({ column: name, part })
-      columns.push(`(SELECT to_jsonb("${name}") FROM "${name}" LIMIT 1) AS "${name}"`)
+  const parameters = values.slice()
+  for (const part of parts) for (const value of part.values) parameters.push(value)
+  let keys: string | undefined = ""
+  for (const part of parts) {
+    if (part.key === undefined) {
+      keys = undefined
+      break
     }
+    keys += `${part.key}\u0000`
   }
-  // Data-modifying CTEs run to completion whether the final SELECT reads them or not.
-  const text = `WITH ${ctes.join(", ")} SELECT ${columns.length === 0 ? `"row"."id"` : columns.join(", ")} FROM "row"`
-  return { text, parameters, returning }
+  let shape: Shape | undefined
+  if (keys !== undefined) {
+    let byKeys = shapes.get(insert)
+    if (byKeys === undefined) shapes.set(insert, byKeys = new Map())
+    shape = byKeys.get(keys)
+    if (shape === undefined) {
+      if (byKeys.size >= shapesKept) byKeys.clear()
+      byKeys.set(keys, shape = shapeOf(insert, values.length, parts))
+    }
+  } else {
+    shape = shapeOf(insert, values.length, parts)
+  }
+  const returning: Array<{ readonly column: string; readonly part: Part }> = []
+  for (let i = 0; i < parts.length; i++) {
+    const column = shape.columns[i]
+    if (column !== undefined) returning.push({ column, part: parts[i]! })
+  }
+  return { text: shape.text, parameters, returning }
 }
 
 /**
