@@ -12,6 +12,7 @@ import { Context, Effect, Schema } from "effect"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import type { PendingChange } from "../kernel/ChangeTap.js"
 import type { StoreError } from "../kernel/Errors.js"
+import type * as FusedStage from "../kernel/FusedStage.js"
 import type * as StageStatements from "../kernel/StageStatements.js"
 import type { Store } from "../kernel/Store.js"
 import type { CurrentSubject } from "../kernel/Subject.js"
@@ -191,6 +192,14 @@ export interface Plugin {
    * say); alone, the statements also run there, through the store.
    */
   readonly onStageStatements?: (changes: ReadonlyArray<PendingChange>) => StageStatements.Plan<void>
+  /**
+   * For one inserted row, the same work as a part of one PostgreSQL statement (see `FusedStage`):
+   * when every stager gives one, a one-row insert outside a transaction commits with its staging
+   * in one round trip (no tracer, no statement transformer). `null`: nothing to write for this
+   * change; `undefined`: take the transaction. Only with `onStage` or `onStageStatements`, which do
+   * the work everywhere else (updates, deletes, transactions, several rows, other tiers).
+   */
+  readonly onStageFused?: (change: PendingChange) => FusedStage.Part | null | undefined
   /**
    * The store tiers `onStage` (or `onStageStatements`) is registered on (default every tier). A stager makes every write a
    * transaction, so one that guards nothing on a tier (durability on the memory tier) leaves it out.

@@ -19,6 +19,7 @@ import type { StoreError } from "../kernel/Errors.js"
 import { unavailable } from "../kernel/SqlDriver.js"
 import type { StoreShape } from "../kernel/Store.js"
 import { Store } from "../kernel/Store.js"
+import type * as FusedStage from "../kernel/FusedStage.js"
 import * as StageStatements from "../kernel/StageStatements.js"
 import * as Subject from "../kernel/Subject.js"
 import * as TenantScope from "../kernel/TenantScope.js"
@@ -216,17 +217,85 @@ const dataOf = (options: Options, change: Change) => {
 }
 
 /**
- * One version in one PostgreSQL statement on the writing transaction's connection: the next
- * version after the row's newest (read in the same statement, under the row lock the write
- * holds) and its record, as `recordsOf` would make them: `changedAt` never runs backwards.
+ * The INSERT of one version, as `recordsOf` would make it: the next version after the row's newest
+ * (read in the same statement) and its record, `changedAt` never running backwards. `p` names the
+ * placeholders of the change's values; `from` joins what the version is written for (nothing, or
+ * the fused statement's inserted row).
  */
-const versionStatement = `INSERT INTO "${RowHistory.name}"
+const versionInsert = (
+  p: {
+    readonly table: string
+    readonly id: string
+    readonly op: string
+    readonly data: string
+    readonly at: string
+    readonly tenant: string
+    readonly trace: string
+    readonly subject: string
+    readonly procedure: string
+  },
+  from: string
+) =>
+  `INSERT INTO "${RowHistory.name}"
   ("id", "tableName", "rowId", "version", "op", "data", "changedAt", "tenantId", "traceId", "subjectId", "procedure")
-  SELECT $1::text || ':' || $2::text || ':' || lpad(head.version::text, 10, '0'), $1, $2, head.version, $3, $4::jsonb,
-    GREATEST($5::double precision, head.at), $6, $7, $8, $9
-  FROM (SELECT coalesce(max("version"), 0) + 1 AS version, coalesce(max("changedAt"), $5::double precision) AS at
-    FROM "${RowHistory.name}" WHERE "tableName" = $1 AND "rowId" = $2) head
-  ON CONFLICT ("id") DO NOTHING RETURNING "id"`
+  SELECT ${p.table}::text || ':' || ${p.id}::text || ':' || lpad(head.version::text, 10, '0'), ${p.table}, ${p.id}, head.version,
+    ${p.op}, ${p.data}::jsonb, GREATEST(${p.at}::double precision, head.at), ${p.tenant}, ${p.trace}, ${p.subject}, ${p.procedure}
+  FROM ${from}(SELECT coalesce(max("version"), 0) + 1 AS version, coalesce(max("changedAt"), ${p.at}::double precision) AS at
+    FROM "${RowHistory.name}" WHERE "tableName" = ${p.table} AND "rowId" = ${p.id}) head`
+
+/**
+ * One version in one PostgreSQL statement on the writing transaction's connection, under the row
+ * lock the write holds. A clash (history edited by hand) inserts nothing and is reported.
+ */
+const versionStatement = `${
+  versionInsert({
+    table: "$1",
+    id: "$2",
+    op: "$3",
+    data: "$4",
+    at: "$5",
+    tenant: "$6",
+    trace: "$7",
+    subject: "$8",
+    procedure: "$9"
+  }, "")
+} ON CONFLICT ("id") DO NOTHING RETURNING "id"`
+
+/**
+ * The version of an inserted row as a part of the fused one-statement insert (see `FusedStage`).
+ * No `ON CONFLICT` here: the statement's snapshot predates its wait on the row's lock, so after a
+ * concurrent delete and re-insert of the id its version may clash; the clash fails the statement,
+ * and the store writes the row again in a transaction, where the version is read afresh.
+ */
+const versionPart = (options: Options, change: Change): FusedStage.Part => {
+  const data = dataOf(options, change)
+  return {
+    key: "history:version",
+    values: [
+      change.table,
+      change.id,
+      change.op,
+      data === null ? null : JSON.stringify(data),
+      change.at,
+      change.tenantId,
+      change.provenance.traceId,
+      change.provenance.subjectId,
+      change.provenance.procedure
+    ],
+    statement: (row, value) =>
+      versionInsert({
+        table: value(0),
+        id: value(1),
+        op: value(2),
+        data: value(3),
+        at: value(4),
+        tenant: value(5),
+        trace: value(6),
+        subject: value(7),
+        procedure: value(8)
+      }, `${row}, `)
+  }
+}
 
 const stageOne = (connection: Connection, options: Options, change: Change): Effect.Effect<void, StoreError> => {
   const data = dataOf(options, change)
@@ -431,7 +500,8 @@ export const rowHistoryPlugin = (options: Options = {}): RowHistoryPlugin => {
           onStage: (changes: ReadonlyArray<PendingChange>) =>
             stageVersionsIn(options, changes.filter((change) => recorded(change.table))),
           onStageStatements: (changes: ReadonlyArray<PendingChange>) =>
-            stageVersions(options, changes.filter((change) => recorded(change.table)))
+            stageVersions(options, changes.filter((change) => recorded(change.table))),
+          onStageFused: (change: PendingChange) => recorded(change.table) ? versionPart(options, change) : null
         }),
       ...(batched || retention ? { layer: background } : {})
     }),

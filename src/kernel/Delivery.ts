@@ -8,6 +8,7 @@ import type { Cause } from "effect"
 import { Chunk, Deferred, Effect, Exit, Fiber, FiberId, PubSub, Queue } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
 import type { StoreError, StoreUnavailable } from "./Errors.js"
+import type * as FusedStage from "./FusedStage.js"
 import type * as StageStatements from "./StageStatements.js"
 import * as Subject from "./Subject.js"
 
@@ -58,6 +59,12 @@ export interface Stager {
    * one step. Without it, every staged write takes the client's transaction.
    */
   readonly statements?: (changes: ReadonlyArray<PendingChange>) => StageStatements.Plan<void>
+  /**
+   * The same work for one inserted row as a part of one PostgreSQL statement (see `FusedStage`):
+   * with it, a one-row insert outside a transaction and its staging commit in one round trip.
+   * `null`: nothing to write for this change; `undefined`: this change takes the transaction.
+   */
+  readonly fuse?: (change: PendingChange) => FusedStage.Part | null | undefined
 }
 
 /** The change tap service. */
@@ -69,6 +76,11 @@ export interface ChangeTapShape {
    * Under fleet scope this writes the outbox row on the transaction's connection.
    */
   readonly stage: (changes: ReadonlyArray<PendingChange>) => Effect.Effect<void, StoreUnavailable>
+  /**
+   * `stage` for a one-row insert as a part of one PostgreSQL statement (see `FusedStage`); without
+   * it, a write the tap stages takes the transaction.
+   */
+  readonly fuse?: (changes: ReadonlyArray<PendingChange>) => FusedStage.Part
   /**
    * Called by the store after the outermost transaction committed: assigns `seq`, hands the
    * changes to `events` queues and to every listener's own queue, and returns without waiting

@@ -5,6 +5,7 @@
  */
 import type { Effect, Either, Fiber, Option } from "effect"
 import type { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
+import type * as FusedStage from "./FusedStage.js"
 import type * as Table from "./Table.js"
 
 /**
@@ -106,6 +107,20 @@ export interface Driver {
     row: Encoded,
     fiber: Fiber.RuntimeFiber<unknown, unknown>
   ) => undefined | NotNow | DuplicateRow | StoreUnavailable | Later<undefined | DuplicateRow>
+  /**
+   * A one-row insert outside a transaction fused with the stagers' `parts` into one autocommitted
+   * statement (see `FusedStage`), for a tier that can (PostgreSQL). `NotNow`: not now (a statement
+   * transformer is installed); else the effect of the outcome: `undefined` once committed (each
+   * part's `onResult` called), `DuplicateRow` (the id is taken; nothing written), `Refused`
+   * (nothing written; run the insert in a transaction), or `CommitUnknown` (the connection failed
+   * before the answer). Called under the same conditions as `getNow`.
+   */
+  readonly insertFusedNow?: (
+    table: Table.Any,
+    row: Encoded,
+    parts: ReadonlyArray<FusedStage.Part>,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>
+  ) => NotNow | Later<undefined | DuplicateRow | CommitUnknown | FusedStage.Refused>
   readonly find: (table: Table.Any, query: Query) => Effect.Effect<ReadonlyArray<Encoded>, StoreUnavailable>
   /**
    * A short transaction run synchronously within `fiber`, outside any transaction of its own: BEGIN,

@@ -259,6 +259,45 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
       )
     )).pipe(Effect.forkScoped)
 
+    // A fused statement's outbox id is only known from its answer. The highest own id answered so
+    // far is below the id of every statement built after it (sequence order): a lower bound that
+    // lets a write whose answer was lost find its row by its change's ref.
+    let highestStaged = 0n
+    const fusedFloor = new WeakMap<ReadonlyArray<PendingChange>, bigint>()
+    const tapScope = yield* Effect.scope
+    const byRefText = `SELECT id::text AS id, xid::text AS xid FROM _fw_change_outbox
+      WHERE id > $1::bigint AND origin = $2 AND changes->0->>'ref' = $3 LIMIT 1`
+    /** How long a fused write with an unknown outcome is looked for (its backend may still be finishing it). */
+    const lookForMs = 60_000
+    /**
+     * A fused write whose answer was lost: found by its ref once committed (then as a staged
+     * write with an unknown outcome), looked for until `lookForMs` — not found by then, it rolled back.
+     */
+    const findFused = (changes: ReadonlyArray<PendingChange>, floor: bigint) =>
+      Effect.gen(function*() {
+        const deadline = Date.now() + lookForMs
+        while (true) {
+          const rows = yield* pg.unsafe<{ readonly id: string; readonly xid: string }>(byRefText, [
+            floor.toString(),
+            origin,
+            changes[0]!.ref ?? ""
+          ]).pipe(Effect.orElseSucceed(() => []))
+          const row = rows[0]
+          if (row !== undefined) {
+            if (ownRead.delete(row.id)) return yield* delivery.publish(changes)
+            unknown.set(row.id, { xid: BigInt(row.xid), changes })
+            return yield* Queue.offer(wake, undefined)
+          }
+          if (Date.now() >= deadline) return
+          yield* realSleep(500)
+        }
+      }).pipe(
+        // Called from the writer's uninterruptible region: the search must still stop with the tap.
+        Effect.interruptible,
+        Effect.forkIn(tapScope),
+        Effect.asVoid
+      )
+
     return {
       scope: "fleet",
       stage: (changes) =>
@@ -266,14 +305,36 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
           const statement = pg<{ readonly id: string; readonly xid: string }>`INSERT INTO _fw_change_outbox (origin, changes)
             VALUES (${origin}, ${JSON.stringify(changes)}) RETURNING id::text AS id, xid::text AS xid`
           const [row] = yield* (direct === undefined ? statement : direct.statement(statement))
-          if (row !== undefined) staged.set(changes, { id: row.id, xid: BigInt(row.xid) })
+          if (row !== undefined) {
+            staged.set(changes, { id: row.id, xid: BigInt(row.xid) })
+            if (BigInt(row.id) > highestStaged) highestStaged = BigInt(row.id)
+          }
         }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
+      fuse: (changes) => {
+        fusedFloor.set(changes, highestStaged)
+        return {
+          key: "fleet:outbox",
+          values: [origin, JSON.stringify(changes)],
+          statement: (row, value) =>
+            `INSERT INTO _fw_change_outbox (origin, changes) SELECT ${value(0)}::text, ${
+              value(1)
+            }::jsonb FROM ${row} RETURNING id::text AS id, xid::text AS xid`,
+          onResult: (returned) => {
+            const id = String(returned.id)
+            staged.set(changes, { id, xid: BigInt(String(returned.xid)) })
+            if (BigInt(id) > highestStaged) highestStaged = BigInt(id)
+          }
+        }
+      },
       ...delivery,
       publish: (changes) => Effect.zipRight(delivery.publish(changes), Queue.offer(announce, undefined)),
       commitUnknown: (changes) =>
         Effect.suspend(() => {
           const row = staged.get(changes)
-          if (row === undefined) return Effect.void
+          if (row === undefined) {
+            const floor = fusedFloor.get(changes)
+            return floor === undefined ? Effect.void : findFused(changes, floor)
+          }
           // Already read: it committed, and nothing delivered it here.
           if (ownRead.delete(row.id)) return delivery.publish(changes)
           unknown.set(row.id, { xid: row.xid, changes })

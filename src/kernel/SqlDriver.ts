@@ -11,6 +11,7 @@ import { Effect, Option } from "effect"
 import * as Columns from "./Columns.js"
 import * as Driver from "./Driver.js"
 import * as PgDirectDriver from "./PgDirectDriver.js"
+import * as PgFusedInsert from "./PgFusedInsert.js"
 import * as SqliteDirect from "./SqliteDirect.js"
 import * as SqlFailure from "./SqlFailure.js"
 import * as SqliteDirectTransaction from "./SqliteDirectTransaction.js"
@@ -291,6 +292,11 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
   const run = <A extends object>(statement: Statement.Statement<A>) =>
     pgDirect === undefined ? statement : pgDirect.run(statement)
 
+  /** A one-row insert and its stagers' parts in one statement (see `PgFusedInsert`). */
+  const fusedOperations: Pick<Driver.Driver, "insertFusedNow"> = pgDirect === undefined ? {} : {
+    insertFusedNow: PgFusedInsert.make(pgDirect.point, { text: (table) => pointOf(table).insert, values: valuesOf })
+  }
+
   const rowsOf = (table: Table.Any) => (rows: ReadonlyArray<Readonly<Record<string, unknown>>>) => {
     const mapping = mappingOf(table)
     return rows.map(mapping.fromDb)
@@ -321,6 +327,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
     dialect,
     ...directOperations,
     ...pgDirect?.operations,
+    ...fusedOperations,
     insert: (table, rows) => {
       if (rows.length === 1) {
         // ON CONFLICT: a refused row is no SQL error, so an enclosing PostgreSQL transaction stays usable.

@@ -5,15 +5,19 @@
  *
  * - SQLite (`Driver.transactNow`): BEGIN, the row, every stager's statements (`StageStatements`)
  *   and COMMIT in one synchronous fiber step.
+ * - PostgreSQL (`Driver.insertFusedNow`): the row, every stager's part and the fleet outbox row as
+ *   one autocommitted statement (`FusedStage`), one round trip; when a part is refused (a history
+ *   version that clashed) nothing was written, and the insert runs again in a transaction.
  */
 import type { Fiber } from "effect"
 import { Effect, Either } from "effect"
 import type { ChangeTapShape, PendingChange, Stager } from "./ChangeTap.js"
 import * as CommitWitness from "./CommitWitness.js"
 import * as Driver from "./Driver.js"
-import { CommitUnknown, StoreUnavailable } from "./Errors.js"
+import { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type { RowInvalid, StoreError, UnknownField } from "./Errors.js"
 import { noteReadIn } from "./ReadTracking.js"
+import * as FusedStage from "./FusedStage.js"
 import * as RowCodec from "./RowCodec.js"
 import * as StageStatements from "./StageStatements.js"
 import type { FindOptions } from "./StoreShape.js"
@@ -39,12 +43,14 @@ export interface Deps {
 export interface StagedInsert {
   /**
    * The insert of `row` by `fiber` (outside a transaction, no tracer installed) as one step, or
-   * `undefined` when that cannot be: the caller then takes the client's transaction.
+   * `undefined` when that cannot be: the caller then takes the client's transaction. `inTransaction`
+   * is that insert, for a one-step write the server refused (nothing written).
    */
   readonly insertNow: (
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
     table: Table.Any,
-    row: Readonly<Record<string, unknown>>
+    row: Readonly<Record<string, unknown>>,
+    inTransaction: () => Effect.Effect<unknown, StoreError>
   ) => Effect.Effect<unknown, StoreError> | undefined
 }
 
@@ -123,5 +129,53 @@ export const make = (deps: Deps): StagedInsert => {
     return Effect.as(publish(changes), decoded.right)
   }
 
-  return { insertNow: insertStagedNow }
+  const insertFusedNow = driver.insertFusedNow
+  /**
+   * A one-row insert outside a transaction on PostgreSQL whose every stager (and the fleet tap)
+   * gives its part for the change: one statement, then publication. `undefined` when that cannot
+   * be. Awaited without interruption, as a one-row insert is: a committed row is announced.
+   */
+  const insertFused = (
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    table: Table.Any,
+    row: Readonly<Record<string, unknown>>,
+    inTransaction: () => Effect.Effect<unknown, StoreError>
+  ): Effect.Effect<unknown, StoreError> | undefined => {
+    if (insertFusedNow === undefined || (tap.scope !== "local" && tap.fuse === undefined)) return undefined
+    const stagers = tap.stagers()
+    for (const stager of stagers) if (stager.fuse === undefined) return undefined
+    const encoded = encodeNew(table, row)
+    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+    const after = encoded.right
+    const refused = TenantScope.violation(table, TenantScope.ofFiber(fiber, table), after)
+    if (refused !== undefined) return Effect.fail(refused)
+    const decoded = RowCodec.of(table).decode(after)
+    if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+    const change = insertedChange(fiber, table, after)
+    const parts: Array<FusedStage.Part> = []
+    for (const stager of stagers) {
+      const part = stager.fuse!(change)
+      if (part === undefined) return undefined
+      if (part !== null) parts.push(part)
+    }
+    const changes = [change]
+    if (tap.fuse !== undefined) parts.push(tap.fuse(changes))
+    const outcome = insertFusedNow(table, after, parts, fiber)
+    if (outcome === Driver.NotNow) return undefined
+    return Effect.flatMap(outcome.effect, (written): Effect.Effect<unknown, StoreError> => {
+      if (written === undefined) {
+        CommitWitness.markIn(fiber)
+        return Effect.as(publish(changes), decoded.right)
+      }
+      if (written === FusedStage.Refused) return inTransaction()
+      if (written instanceof DuplicateRow) return Effect.fail(written)
+      CommitWitness.markIn(fiber)
+      return Effect.zipRight(tap.commitUnknown === undefined ? Effect.void : tap.commitUnknown(changes), Effect.fail(written))
+    })
+  }
+
+  return {
+    insertNow: (fiber, table, row, inTransaction) =>
+      transactNow !== undefined ? insertStagedNow(fiber, table, row) : insertFused(fiber, table, row, inTransaction)
+  }
 }

@@ -293,7 +293,7 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
         if (Telemetry.isInstalled(fiber.currentTracer)) return restore(inSpan("insert", table, insertAsync(table, row)))
         const own = fiber.getFiberRef(buffer)
         if (own === undefined && (tap.scope !== "local" || tap.stagers().length > 0)) {
-          return staged.insertNow(fiber, table, row) ?? restore(insertAsync(table, row))
+          return staged.insertNow(fiber, table, row, () => restore(insertAsync(table, row))) ?? restore(insertAsync(table, row))
         }
         const encoded = encodeNew(table, row)
         if (Either.isLeft(encoded)) return Effect.fail(encoded.left)

@@ -28,6 +28,9 @@ export const validate = (plugin: Plugin.Plugin): Effect.Effect<void, Plugin.Plug
   if ((plugin.onStage || plugin.onStageStatements) && !(has("store:changes:read") && has("store:write"))) {
     return invalid(`${plugin.onStage ? "onStage" : "onStageStatements"} needs the permissions "store:changes:read" and "store:write"`)
   }
+  if (plugin.onStageFused && !plugin.onStage && !plugin.onStageStatements) {
+    return invalid(`onStageFused needs onStage or onStageStatements, which stage every other write`)
+  }
   for (const route of plugin.inspectRoutes ?? []) {
     const needed = route.method === "GET" ? "inspect:read" : "inspect:write"
     if (!has(needed)) return invalid(`inspect route ${route.method} ${route.path} needs the permission "${needed}"`)
@@ -98,7 +101,9 @@ export const start = (plugin: Plugin.Plugin) =>
       yield* tap.addStager({
         name: plugin.name,
         stage: (changes) => Effect.provide(onStageSpan(onStage(changes)), narrowed),
-        ...(statements === undefined ? {} : { statements })
+        ...(statements === undefined ? {} : { statements }),
+        // Fused parts run only without a tracer: no onStage span is lost.
+        ...(plugin.onStageFused === undefined ? {} : { fuse: plugin.onStageFused })
       })
     }
     if (plugin.layer !== undefined) {

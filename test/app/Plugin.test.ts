@@ -99,6 +99,9 @@ describe("plugins", () => {
       // A stager, in either form, writes in the writing transaction: it needs both store permissions.
       const stager = Plugin.definePlugin({ name: "stager", permissions: ["store:changes:read"], onStageStatements: function*() {} })
       assert.include(JSON.stringify(yield* Effect.exit(Serve.serve(withPlugins(stager), memory))), "onStageStatements needs")
+      // A fused part covers only one-row inserts: the other writes need the stager's other form.
+      const fusedOnly = Plugin.definePlugin({ name: "fused", permissions: ["store:changes:read", "store:write"], onStageFused: () => null })
+      assert.include(JSON.stringify(yield* Effect.exit(Serve.serve(withPlugins(fusedOnly), memory))), "onStageFused needs onStage")
     }))
 
   it.scopedLive("outbound HTTP is limited to declared hosts", () =>

@@ -8,7 +8,6 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
-import * as net from "node:net"
 import pg from "pg"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
@@ -16,43 +15,16 @@ import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import * as Pg from "../support/Pg.js"
+import { cuttingProxy } from "./support/CuttingProxy.js"
 
 const Notes = defineTable("notes", { fields: { text: Schema.String } })
-
-/** A proxy to PostgreSQL that, once armed, cuts the first connection sending COMMIT just after forwarding it. */
-const cuttingProxy = (target: URL) =>
-  Effect.acquireRelease(
-    Effect.async<{ readonly port: number; readonly server: net.Server; readonly arm: () => void }>((resume) => {
-      let armed = false
-      const server = net.createServer((client) => {
-        const upstream = net.connect(Number(target.port || 5432), target.hostname)
-        client.on("error", () => upstream.destroy())
-        upstream.on("error", () => client.destroy())
-        upstream.on("data", (chunk) => client.write(chunk))
-        upstream.on("close", () => client.destroy())
-        client.on("close", () => upstream.destroy())
-        client.on("data", (chunk: Buffer) => {
-          upstream.write(chunk)
-          if (armed && chunk.includes("COMMIT")) {
-            armed = false
-            // The server has the COMMIT; the answer is dropped and the caller's connection cut.
-            upstream.removeAllListeners("data")
-            setTimeout(() => client.destroy(), 300)
-          }
-        })
-      })
-      server.listen(0, "127.0.0.1", () =>
-        resume(Effect.succeed({ port: (server.address() as net.AddressInfo).port, server, arm: () => void (armed = true) })))
-    }),
-    ({ server }) => Effect.sync(() => server.close())
-  )
 
 describe.skipIf(Pg.serverUrl === null)("a COMMIT whose answer was lost (PostgreSQL, fleet scope)", () => {
   it.scopedLive("answers CommitUnknown, and the writing replica delivers the committed change to its own listeners", () =>
     Effect.gen(function*() {
       const url = yield* Pg.freshDatabase
       const target = new URL(url)
-      const proxy = yield* cuttingProxy(target)
+      const proxy = yield* cuttingProxy(target, "COMMIT")
       const viaProxy = new URL(url)
       viaProxy.hostname = "127.0.0.1"
       viaProxy.port = String(proxy.port)
@@ -69,7 +41,8 @@ describe.skipIf(Pg.serverUrl === null)("a COMMIT whose answer was lost (PostgreS
       yield* store.insert(Notes, { id: "before", text: "plain" })
 
       proxy.arm()
-      const outcome = yield* Effect.flip(store.insert(Notes, { id: "lost", text: "answer lost" }))
+      // In a transaction: a one-row insert alone is one statement, without a COMMIT (see FusedInsert.test.ts).
+      const outcome = yield* Effect.flip(store.transaction(store.insert(Notes, { id: "lost", text: "answer lost" })))
       assert.strictEqual(outcome._tag, "CommitUnknown")
       const stored = yield* Effect.promise(async () => {
         const client = new pg.Client({ connectionString: url })

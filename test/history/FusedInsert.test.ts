@@ -1,0 +1,214 @@
+/**
+ * A one-row insert with row history (`sync`) on PostgreSQL, outside a transaction: the row, its
+ * version and (fleet scope) the outbox row as one autocommitted statement (see `FusedStage`).
+ * Atomic, gapless under a concurrent delete and re-insert of the id, announced once committed, and
+ * the classic transaction under a tracer.
+ */
+import { FetchHttpClient } from "@effect/platform"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Fiber, Layer, Option, Schema, Tracer } from "effect"
+import type pg from "pg"
+import { rowAsOf, rowHistory, rowHistoryPlugin, RowHistory } from "../../src/history/index.js"
+import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
+import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
+import * as Store from "../../src/kernel/Store.js"
+import { defineTable } from "../../src/kernel/Table.js"
+import * as PluginHost from "../../src/server/PluginHost.js"
+import { cuttingProxy } from "../kernel/support/CuttingProxy.js"
+import * as Pg from "../support/Pg.js"
+
+const Docs = defineTable("docs", { fields: { title: Schema.String } })
+
+/** A store with row history on `url` (fleet or local scope), its events recorded. */
+const replica = (url: string, fleet: boolean) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(
+      Layer.scopedDiscard(PluginHost.start(rowHistoryPlugin())).pipe(
+        Layer.provideMerge(Store.layerSql),
+        Layer.provideMerge(fleet ? ChangeTap.layerFleet({ pollMs: 300 }) : ChangeTap.layerLocal),
+        Layer.provideMerge(Pg.layerClient(url)),
+        Layer.provide(FetchHttpClient.layer)
+      )
+    )
+    const events: Array<ChangeEvent> = []
+    const tap = yield* Effect.provide(ChangeTap.ChangeTap, context)
+    yield* tap.subscribe({ name: "test", onEvent: (event) => Effect.sync(() => void events.push(event)) })
+    return { store: yield* Effect.provide(Store.Store, context), tap, events }
+  })
+
+const setUp = Effect.gen(function*() {
+  const url = yield* Pg.freshDatabase
+  yield* SchemaDiffer.apply([Docs, RowHistory]).pipe(Effect.provide(Pg.layerClient(url)))
+  return url
+})
+
+/** The text of the statement of this database that waits on a lock, once one does. */
+const blocked = (admin: pg.Client) =>
+  Effect.promise(async () => {
+    for (let i = 0; i < 500; i++) {
+      const { rows } = await admin.query(
+        `SELECT query FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' AND wait_event_type = 'Lock'`
+      )
+      if (rows.length > 0) return rows[0].query as string
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    const { rows } = await admin.query(`SELECT pid, state, wait_event_type, wait_event, left(query, 80) AS q FROM pg_stat_activity WHERE datname = current_database()`)
+    throw new Error(`no statement waited: ${JSON.stringify(rows)}`)
+  })
+
+const versionsOf = (store: Store.StoreShape, id: string) =>
+  Effect.map(rowHistory(store, Docs, id, null), (versions) => versions.map((v) => `${v.version}:${v.op}:${v.data?.title ?? "-"}`))
+
+const oneStatement = (text: string) => {
+  assert.match(text, /^WITH "row" AS \(INSERT INTO "docs"/, "the row's insert opens the statement")
+  assert.include(text, `INSERT INTO "_fw_row_history"`, "the version is written in the same statement")
+}
+
+describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (PostgreSQL)", () => {
+  it.scopedLive("the row and its version are one statement; the change is announced once it committed, also if the caller was interrupted", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const { events, store } = yield* replica(url, false)
+      const admin = yield* Pg.connection(url)
+      // Another transaction inserts the same id, and will roll back: the statement waits for it.
+      const holder = yield* Pg.connection(url)
+      yield* Effect.promise(() => holder.query(`BEGIN; INSERT INTO docs (id, title) VALUES ('a', 'held')`))
+      const write = yield* Effect.fork(store.insert(Docs, { id: "a", title: "one" }))
+      oneStatement(yield* blocked(admin))
+      // Interrupted while its statement waits: it still waits for the answer, then announces.
+      const interrupted = yield* Effect.fork(Fiber.interrupt(write))
+      yield* Effect.promise(() => holder.query("ROLLBACK"))
+      yield* Fiber.join(interrupted)
+      assert.deepStrictEqual(yield* versionsOf(store, "a"), ["1:insert:one"])
+      assert.isTrue(Option.isSome(yield* store.get(Docs, "a")))
+      for (let i = 0; i < 100 && events.length === 0; i++) yield* Effect.sleep("20 millis")
+      assert.deepStrictEqual(events.map((e) => `${e.op}:${e.id}`), ["insert:a"])
+
+      const inserted = yield* store.insert(Docs, { id: "b", title: "two" })
+      assert.strictEqual(inserted.title, "two")
+      assert.deepStrictEqual(yield* versionsOf(store, "b"), ["1:insert:two"])
+    }), 60_000)
+
+  it.scopedLive("a taken id answers DuplicateRow and writes no version; a clashing version writes nothing and answers as in a transaction", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const { store } = yield* replica(url, false)
+      yield* store.insert(Docs, { id: "d", title: "first" })
+      const duplicate = yield* Effect.flip(store.insert(Docs, { id: "d", title: "second" }))
+      assert.deepStrictEqual([duplicate._tag, (duplicate as { table?: string }).table, (duplicate as { id?: string }).id], [
+        "DuplicateRow",
+        "docs",
+        "d"
+      ])
+      assert.deepStrictEqual(yield* versionsOf(store, "d"), ["1:insert:first"])
+
+      // History edited by hand: the id of the next version of docs/z is taken by another row's record.
+      const admin = yield* Pg.connection(url)
+      yield* Effect.promise(() =>
+        admin.query(`INSERT INTO "_fw_row_history" ("id", "tableName", "rowId", "version", "op", "data", "changedAt", "tenantId", "traceId", "subjectId", "procedure")
+          VALUES ('docs:z:0000000001', 'elsewhere', 'z', 1, 'insert', NULL, 0, NULL, 't', NULL, NULL)`)
+      )
+      const clash = yield* Effect.flip(store.insert(Docs, { id: "z", title: "never" }))
+      assert.deepStrictEqual([clash._tag, (clash as { table?: string }).table], ["DuplicateRow", "_fw_row_history"])
+      assert.isTrue(Option.isNone(yield* store.get(Docs, "z")), "the row was not written either")
+    }), 60_000)
+
+  it.scopedLive("a delete and re-insert of the id racing the statement: versions stay gapless and in commit order", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const { store } = yield* replica(url, false)
+      yield* store.insert(Docs, { id: "x", title: "old" })
+      // Another writer deletes the row and records its version 2, and has not committed yet.
+      const other = yield* Pg.connection(url)
+      yield* Effect.promise(() =>
+        other.query(`BEGIN; DELETE FROM docs WHERE id = 'x';
+          INSERT INTO "_fw_row_history" ("id", "tableName", "rowId", "version", "op", "data", "changedAt", "tenantId", "traceId", "subjectId", "procedure")
+          VALUES ('docs:x:0000000002', 'docs', 'x', 2, 'delete', NULL, 0, NULL, 't', NULL, NULL)`)
+      )
+      // The re-insert's statement takes its snapshot (version 1 newest), then waits on the deleted row.
+      const admin = yield* Pg.connection(url)
+      const write = yield* Effect.fork(store.insert(Docs, { id: "x", title: "new" }))
+      oneStatement(yield* blocked(admin))
+      yield* Effect.promise(() => other.query("COMMIT"))
+      const inserted = yield* Fiber.join(write)
+      assert.strictEqual(inserted.title, "new")
+      assert.deepStrictEqual(yield* versionsOf(store, "x"), ["1:insert:old", "2:delete:-", "3:insert:new"])
+      assert.strictEqual((yield* rowAsOf(store, Docs, "x", null, Number.MAX_SAFE_INTEGER))?.title, "new")
+    }), 60_000)
+
+  it.scopedLive("under a tracer the insert takes the transaction: the history stager's onStage span is there", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const { store } = yield* replica(url, false)
+      const native = yield* Effect.tracer
+      const spans: Array<Tracer.Span> = []
+      const recording = Tracer.make({
+        context: native.context,
+        span: (...args) => {
+          const span = native.span(...args)
+          spans.push(span)
+          return span
+        }
+      })
+      yield* Effect.withTracer(store.insert(Docs, { id: "t", title: "traced" }), recording)
+      const names = spans.map((s) => s.name)
+      assert.include(names, "fw.store insert")
+      assert.include(names, "fw.plugin history onStage")
+      assert.deepStrictEqual(yield* versionsOf(store, "t"), ["1:insert:traced"])
+    }), 60_000)
+
+  it.scopedLive("fleet scope: one statement writes the row, its version and the outbox row; each replica receives the change once", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const a = yield* replica(url, true)
+      const b = yield* replica(url, true)
+      const admin = yield* Pg.connection(url)
+      const holder = yield* Pg.connection(url)
+      yield* Effect.promise(() => holder.query(`BEGIN; INSERT INTO docs (id, title) VALUES ('f', 'held')`))
+      const write = yield* Effect.fork(a.store.insert(Docs, { id: "f", title: "fleet" }))
+      const text = yield* blocked(admin)
+      oneStatement(text)
+      assert.include(text, "INSERT INTO _fw_change_outbox")
+      yield* Effect.promise(() => holder.query("ROLLBACK"))
+      yield* Fiber.join(write)
+      yield* a.store.insert(Docs, { id: "g", title: "again" })
+      const outbox = yield* Effect.promise(() => admin.query(`SELECT changes FROM _fw_change_outbox ORDER BY id`))
+      assert.deepStrictEqual(
+        outbox.rows.map((r) => (r.changes as Array<ChangeEvent>).map((c) => `${c.op}:${c.table}:${c.id}:${String(c.after?.title)}`)),
+        [["insert:docs:f:fleet"], ["insert:docs:g:again"]],
+        "one outbox row per write, history versions are no change events"
+      )
+      const [first] = outbox.rows[0].changes as Array<ChangeEvent>
+      assert.strictEqual(first!.ref, a.events.find((e) => e.id === "f")?.ref, "the payload is the published change")
+      for (let i = 0; i < 100 && b.events.length < 2; i++) yield* Effect.sleep("50 millis")
+      yield* Effect.sleep("400 millis")
+      assert.deepStrictEqual(a.events.map((e) => `${e.id}:${e.remote === true}`), ["f:false", "g:false"])
+      assert.deepStrictEqual(b.events.map((e) => `${e.id}:${e.remote === true}`), ["f:true", "g:true"])
+      assert.deepStrictEqual(yield* versionsOf(b.store, "f"), ["1:insert:fleet"])
+    }), 60_000)
+
+  it.scopedLive("fleet scope: a one-statement write whose answer was lost answers CommitUnknown, and is delivered to its own replica once", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const target = new URL(url)
+      const proxy = yield* cuttingProxy(target, `WITH "row"`)
+      const viaProxy = new URL(url)
+      viaProxy.hostname = "127.0.0.1"
+      viaProxy.port = String(proxy.port)
+      const { events, store } = yield* replica(viaProxy.toString(), true)
+      yield* store.insert(Docs, { id: "before", title: "plain" })
+      proxy.arm()
+      const outcome = yield* Effect.flip(store.insert(Docs, { id: "lost", title: "answer lost" }))
+      assert.strictEqual(outcome._tag, "CommitUnknown")
+      const admin = yield* Pg.connection(url)
+      const stored = yield* Effect.promise(() => admin.query(`SELECT id FROM docs WHERE id = 'lost'`))
+      assert.strictEqual(stored.rowCount, 1, "the write committed")
+      for (let i = 0; i < 100 && !events.some((e) => e.id === "lost"); i++) yield* Effect.sleep("100 millis")
+      yield* Effect.sleep("700 millis")
+      assert.deepStrictEqual(events.map((e) => `${e.id}:${e.remote === true}`), ["before:false", "lost:false"])
+      assert.deepStrictEqual(yield* versionsOf(store, "lost"), ["1:insert:answer lost"])
+    }), 60_000)
+})
+
+if (Pg.serverUrl === null) console.warn(Pg.skipReason)
