@@ -62,13 +62,36 @@ interface Corkable {
   readonly uncork: () => void
 }
 
-const corkableOf = (request: HttpServerRequest.HttpServerRequest): Corkable | undefined => {
-  const socket = (request.source as { readonly socket?: unknown }).socket
-  return typeof socket === "object" && socket !== null && typeof (socket as Partial<Corkable>).cork === "function" &&
-      typeof (socket as Partial<Corkable>).uncork === "function"
+const corkableOf = (socket: unknown): Corkable | undefined =>
+  typeof socket === "object" && socket !== null && typeof (socket as Partial<Corkable>).cork === "function" &&
+    typeof (socket as Partial<Corkable>).uncork === "function"
     ? socket as Corkable
     : undefined
+
+/** The `ws` library's socket object: what a synchronous send needs of it. */
+interface WsSocket {
+  readonly readyState: number
+  readonly send: (data: string) => void
 }
+
+/**
+ * The `ws` socket upgraded on `nodeSocket` (the `ws` library keeps it under its `websocket` symbol,
+ * as `FrameCap` reads it), once it is there. The platform's writer sends through it too, but only
+ * after waiting on its open latch, which suspends the writing fiber every time: a fiber resumed
+ * through the scheduler per answer. If the shape ever changes, answers go through the writer.
+ */
+const wsOf = (nodeSocket: unknown): WsSocket | undefined => {
+  if (typeof nodeSocket !== "object" || nodeSocket === null) return undefined
+  const symbol = Object.getOwnPropertySymbols(nodeSocket).find((s) => s.description === "websocket")
+  const ws = symbol === undefined ? undefined : (nodeSocket as Record<symbol, unknown>)[symbol]
+  return typeof ws === "object" && ws !== null && typeof (ws as Partial<WsSocket>).send === "function" &&
+      typeof (ws as Partial<WsSocket>).readyState === "number"
+    ? ws as WsSocket
+    : undefined
+}
+
+/** `WebSocket.OPEN`: the platform's writer sends only while its socket is open too. */
+const wsOpen = 1
 
 /**
  * The protocol (for `RpcServer.layer`) and the upgrade handler of `GET /rpc`, answering plain calls
@@ -191,20 +214,34 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
     const onSocket = (
       socket: Socket.Socket,
       headers: ReadonlyArray<[string, string]>,
-      corkable: Corkable | undefined
+      nodeSocket: unknown
     ): Effect.Effect<void, never, Scope.Scope> =>
       Effect.gen(function*() {
         const scope = yield* Effect.scope
         const parser = serialization.unsafeMake()
         const id = nextClientId++
+        const corkable = corkableOf(nodeSocket)
         const writeRaw = yield* socket.writer
+        let ws: WsSocket | undefined
+        /** Writes `encoded` now through the open `ws` socket; false leaves it to the platform's writer. */
+        const sendNow = (encoded: string | Uint8Array): boolean => {
+          if (typeof encoded !== "string") return false
+          ws ??= wsOf(nodeSocket)
+          if (ws === undefined || ws.readyState !== wsOpen) return false
+          ws.send(encoded)
+          return true
+        }
+        const writeEncoded = (encoded: string | Uint8Array): Effect.Effect<void> =>
+          sendNow(encoded) ? Effect.void : Effect.orDie(writeRaw(encoded))
+        /** Writes `response` when called (not when run): callers call it where the write belongs. */
         const write = (response: FromServerEncoded): Effect.Effect<void> => {
+          let encoded: string | Uint8Array | undefined
           try {
-            const encoded = parser.encode(response)
-            return encoded === undefined ? Effect.void : Effect.orDie(writeRaw(encoded))
+            encoded = parser.encode(response)
           } catch (cause) {
-            return Effect.orDie(writeRaw(parser.encode(ResponseDefectEncoded(cause))!))
+            return writeEncoded(parser.encode(ResponseDefectEncoded(cause))!)
           }
+          return encoded === undefined ? Effect.void : writeEncoded(encoded)
         }
         const client: Client = { id, write, calls: new Map(), waiting: new Map(), forwarded: new Set(), closed: false, ended: false }
         const upgradeHeaders = Headers.fromInput(headers)
@@ -231,7 +268,7 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
             if (Predicate.isTagged(cause, "RpcSerializationError")) {
               return writeRaw(new Socket.CloseEvent(1009, (cause as unknown as { readonly message: string }).message))
             }
-            start(Effect.orDie(writeRaw(parser.encode(ResponseDefectEncoded(cause))!)))
+            start(writeEncoded(parser.encode(ResponseDefectEncoded(cause))!))
             return
           }
           if (corkable !== undefined && !corked) {
@@ -273,7 +310,7 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
           const client = clients.get(clientId)
           if (client === undefined) return Effect.void
           if (response._tag === "Exit") client.forwarded.delete(response.requestId)
-          return client.write(response)
+          return Effect.suspend(() => client.write(response))
         },
         end: () => Effect.void,
         clientIds: Effect.sync(() => clientIds),
@@ -288,7 +325,7 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
     const httpApp = Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
       const socket = yield* Effect.orDie(request.upgrade)
-      yield* onSocket(socket, Object.entries(request.headers), corkableOf(request))
+      yield* onSocket(socket, Object.entries(request.headers), (request.source as { readonly socket?: unknown }).socket)
       return HttpServerResponse.empty()
     })
     return { protocol, httpApp }
