@@ -79,3 +79,25 @@ for (const [id, time] of self) {
   }
 }
 show("inclusive time by package / folder (in or under its frames)", inclusive, 15)
+
+// Inclusive time by function: the share of busy time spent in or under each function's frames
+// (counted once per sample however often the function recurs on the stack). Effect fibers resume
+// from the runtime's loop, so a src function's inclusive time is what runs synchronously under it.
+// `FW_PROF_MATCH=<regex>` keeps the functions whose name or file matches (say `src/`).
+const match = new RegExp(process.env.FW_PROF_MATCH ?? ".")
+const inclusiveFunction = new Map<string, number>()
+for (const [id, time] of self) {
+  const frame = byId.get(id)!.callFrame
+  if (frame.functionName === "(idle)" || frame.functionName === "(program)") continue
+  const seen = new Set<string>()
+  for (let at: number | undefined = id; at !== undefined; at = parentOf.get(at)) {
+    const callFrame = byId.get(at)!.callFrame
+    if (callFrame.url === "") continue
+    const name = `${callFrame.functionName || "(anonymous)"} ${owner(callFrame.url)}/${callFrame.url.split("/").pop()}:${callFrame.lineNumber + 1}`
+    if (!seen.has(name) && match.test(name)) {
+      seen.add(name)
+      inclusiveFunction.set(name, (inclusiveFunction.get(name) ?? 0) + time)
+    }
+  }
+}
+show("inclusive time by function (in or under its frames)", inclusiveFunction, Number(topArg ?? 30))
