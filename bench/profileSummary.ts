@@ -2,8 +2,9 @@
  * Summarises a `.cpuprofile` (from `node --cpu-prof`): self time by package or source folder and the
  * heaviest functions, as percentages of the sampled time excluding idle.
  *
- * `npx tsx bench/profileSummary.ts <file.cpuprofile> [top] [skipMs]` (`skipMs`: leave out the first
- * milliseconds of the profile, the process's start-up, to see the steady state under load)
+ * `npx tsx bench/profileSummary.ts <file.cpuprofile> [top] [skipMs] [tailMs]` (`skipMs`: leave out the
+ * first milliseconds of the profile, the process's start-up, to see the steady state under load;
+ * `tailMs`: leave out its last milliseconds, the shut-down and what ran after the load)
  */
 import { readFileSync } from "node:fs"
 
@@ -29,15 +30,17 @@ const owner = (url: string): string => {
   return url
 }
 
-const [file, topArg, skipArg] = process.argv.slice(2)
+const [file, topArg, skipArg, tailArg] = process.argv.slice(2)
 const profile = JSON.parse(readFileSync(file!, "utf8")) as Profile
 const byId = new Map(profile.nodes.map((node) => [node.id, node]))
 const self = new Map<number, number>()
 const skip = Number(skipArg ?? 0) * 1000
+const total = profile.timeDeltas.reduce((a, b) => a + b, 0)
+const until = total - Number(tailArg ?? 0) * 1000
 let elapsed = 0
 profile.samples.forEach((id, i) => {
   elapsed += profile.timeDeltas[i] ?? 0
-  if (elapsed >= skip) self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0))
+  if (elapsed >= skip && elapsed <= until) self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0))
 })
 let busy = 0
 const byOwner = new Map<string, number>()

@@ -19,7 +19,8 @@
  * `FW_BENCH_WRITES` sets the writes per run (default 2,000); `FW_BENCH_ONLY=paced` runs only the
  * paced and role runs (history on), `FW_BENCH_ONLY=saturated` only the saturated run with history on
  * (with `FW_BENCH_PROF`: a profile of saturation alone); `FW_BENCH_PROF=<dir>` runs the replicas under `--cpu-prof`
- * (profiles written to `<dir>` when they exit; summarise with `bench/profileSummary.ts`).
+ * (profiles written to `<dir>` when they exit; summarise with `bench/profileSummary.ts`), sampled every
+ * `FW_BENCH_PROF_INTERVAL` microseconds (default 1000).
  */
 import { Effect, Redacted } from "effect"
 import { spawn } from "node:child_process"
@@ -193,7 +194,7 @@ const fleet = (history: boolean) =>
     const env: Record<string, string> = history ? { FW_COUNT_QUERIES: "1" } : { FW_HISTORY: "off", FW_COUNT_QUERIES: "1" }
     const replicas = yield* Effect.all(
       [0, 1, 2].map((i) =>
-        Fleet.start(`b${i}`, db.url, env, PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${PROF}`])
+        Fleet.start(`b${i}`, db.url, env, PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${PROF}`, `--cpu-prof-interval=${process.env.FW_BENCH_PROF_INTERVAL ?? 1000}`])
       ),
       { concurrency: "unbounded" }
     )
