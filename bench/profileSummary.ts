@@ -2,8 +2,9 @@
  * Summarises a `.cpuprofile` (from `node --cpu-prof`): self time by package or source folder and the
  * heaviest functions, as percentages of the sampled time excluding idle.
  *
- * `npx tsx bench/profileSummary.ts <file.cpuprofile> [top] [skipMs]` (`skipMs`: leave out the first
- * milliseconds of the profile, the process's start-up, to see the steady state under load)
+ * `npx tsx bench/profileSummary.ts <file.cpuprofile> [top] [skipMs] [tailMs]` (`skipMs`: leave out the
+ * first milliseconds of the profile, the process's start-up, to see the steady state under load;
+ * `tailMs`: leave out its last milliseconds, the shut-down and what ran after the load)
  */
 import { readFileSync } from "node:fs"
 
@@ -29,15 +30,17 @@ const owner = (url: string): string => {
   return url
 }
 
-const [file, topArg, skipArg] = process.argv.slice(2)
+const [file, topArg, skipArg, tailArg] = process.argv.slice(2)
 const profile = JSON.parse(readFileSync(file!, "utf8")) as Profile
 const byId = new Map(profile.nodes.map((node) => [node.id, node]))
 const self = new Map<number, number>()
 const skip = Number(skipArg ?? 0) * 1000
+const total = profile.timeDeltas.reduce((a, b) => a + b, 0)
+const until = total - Number(tailArg ?? 0) * 1000
 let elapsed = 0
 profile.samples.forEach((id, i) => {
   elapsed += profile.timeDeltas[i] ?? 0
-  if (elapsed >= skip) self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0))
+  if (elapsed >= skip && elapsed <= until) self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0))
 })
 let busy = 0
 const byOwner = new Map<string, number>()
@@ -79,3 +82,25 @@ for (const [id, time] of self) {
   }
 }
 show("inclusive time by package / folder (in or under its frames)", inclusive, 15)
+
+// Inclusive time by function: the share of busy time spent in or under each function's frames
+// (counted once per sample however often the function recurs on the stack). Effect fibers resume
+// from the runtime's loop, so a src function's inclusive time is what runs synchronously under it.
+// `FW_PROF_MATCH=<regex>` keeps the functions whose name or file matches (say `src/`).
+const match = new RegExp(process.env.FW_PROF_MATCH ?? ".")
+const inclusiveFunction = new Map<string, number>()
+for (const [id, time] of self) {
+  const frame = byId.get(id)!.callFrame
+  if (frame.functionName === "(idle)" || frame.functionName === "(program)") continue
+  const seen = new Set<string>()
+  for (let at: number | undefined = id; at !== undefined; at = parentOf.get(at)) {
+    const callFrame = byId.get(at)!.callFrame
+    if (callFrame.url === "") continue
+    const name = `${callFrame.functionName || "(anonymous)"} ${owner(callFrame.url)}/${callFrame.url.split("/").pop()}:${callFrame.lineNumber + 1}`
+    if (!seen.has(name) && match.test(name)) {
+      seen.add(name)
+      inclusiveFunction.set(name, (inclusiveFunction.get(name) ?? 0) + time)
+    }
+  }
+}
+show("inclusive time by function (in or under its frames)", inclusiveFunction, Number(topArg ?? 30))

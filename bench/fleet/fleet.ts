@@ -17,8 +17,10 @@
  * The load generator is raw `node:http` with a keep-alive agent posting the rpc message's JSON (the
  * typed rpc client cost ~2 ms of CPU per call, as much as a third of a replica's, on the same two cores).
  * `FW_BENCH_WRITES` sets the writes per run (default 2,000); `FW_BENCH_ONLY=paced` runs only the
- * paced and role runs (history on); `FW_BENCH_PROF=<dir>` runs the replicas under `--cpu-prof`
- * (profiles written to `<dir>` when they exit; summarise with `bench/profileSummary.ts`).
+ * paced and role runs (history on), `FW_BENCH_ONLY=saturated` only the saturated run with history on
+ * (with `FW_BENCH_PROF`: a profile of saturation alone); `FW_BENCH_PROF=<dir>` runs the replicas under `--cpu-prof`
+ * (profiles written to `<dir>` when they exit; summarise with `bench/profileSummary.ts`), sampled every
+ * `FW_BENCH_PROF_INTERVAL` microseconds (default 1000).
  */
 import { Effect, Redacted } from "effect"
 import { spawn } from "node:child_process"
@@ -38,6 +40,7 @@ const WRITES = Number(process.env.FW_BENCH_WRITES ?? 2_000)
 const RATES = (process.env.FW_BENCH_RATES ?? "250,500,1000").split(",").map(Number).filter((rate) => rate > 0)
 const ROLE_RATE = Number(process.env.FW_BENCH_ROLE_RATE ?? 150)
 const ONLY_PACED = process.env.FW_BENCH_ONLY === "paced"
+const ONLY_SATURATED = process.env.FW_BENCH_ONLY === "saturated"
 const PROF = process.env.FW_BENCH_PROF
 const IN_FLIGHT = 48
 
@@ -93,6 +96,14 @@ const post = (url: string, tag: string, payload: unknown, id: number) =>
     request.end(body)
   })
 
+/** The statements a replica has sent to PostgreSQL so far, by name or text (`GET /_queries`). */
+const queriesOf = (replica: Fleet.Replica) =>
+  Effect.promise(async () => (await (await fetch(`${replica.url}/_queries`)).json()) as Record<string, number>)
+
+/** Per write: the statements each replica sent during a run (the difference of two `queriesOf`). */
+const perWrite = (before: Record<string, number>, after: Record<string, number>, writes: number) =>
+  Object.fromEntries(Object.entries(after).map(([key, n]) => [key, (n - (before[key] ?? 0)) / writes] as const).filter(([, n]) => n > 0))
+
 /** Latency figures of one run. */
 interface Run {
   readonly perSecond: number
@@ -102,6 +113,8 @@ interface Run {
   readonly replicaCpu: ReadonlyArray<number>
   readonly clientCpu: number
   readonly failed: number
+  /** Statements per write sent by each replica, by name or text. */
+  readonly statements: ReadonlyArray<Record<string, number>>
 }
 
 /**
@@ -111,6 +124,7 @@ interface Run {
  */
 const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: number, rate: number | undefined, target: (i: number) => number) =>
   Effect.gen(function*() {
+    const queriesBefore = yield* Effect.all(replicas.map(queriesOf))
     const replicasBefore = replicas.map((replica) => cpuOf(replica.child.pid!))
     const clientBefore = ownCpu()
     const call: Array<number> = []
@@ -164,9 +178,12 @@ const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: n
       }), (e) => e.length >= writes - failed)
       for (const event of events) (event.remote ? remote : local).push(event.receivedAt - event.at)
     }
+    // Counted once every replica has every change: the reads that delivered the run's last ones too.
+    const queriesAfter = yield* Effect.all(replicas.map(queriesOf))
+    const statements = replicas.map((_, i) => perWrite(queriesBefore[i]!, queriesAfter[i]!, writes))
     for (const list of [local, remote, call]) list.sort((a, b) => a - b)
     if (transportErrors > 0) console.log(`(${prefix}: ${transportErrors} transport errors, sent again)`)
-    return { perSecond: writes / seconds, local, remote, call, replicaCpu, clientCpu, failed } satisfies Run
+    return { perSecond: writes / seconds, local, remote, call, replicaCpu, clientCpu, failed, statements } satisfies Run
   })
 
 /** Three replicas on a fresh database, history on or off, warmed up. */
@@ -174,10 +191,10 @@ const fleet = (history: boolean) =>
   Effect.gen(function*() {
     const db = yield* Effect.acquireRelease(Effect.promise(freshDb), (db) => Effect.promise(db.drop))
     yield* SchemaDiffer.apply([Docs, RowHistory]).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(db.url) })), Effect.orDie)
-    const env: Record<string, string> = history ? {} : { FW_HISTORY: "off" }
+    const env: Record<string, string> = history ? { FW_COUNT_QUERIES: "1" } : { FW_HISTORY: "off", FW_COUNT_QUERIES: "1" }
     const replicas = yield* Effect.all(
       [0, 1, 2].map((i) =>
-        Fleet.start(`b${i}`, db.url, env, PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${PROF}`])
+        Fleet.start(`b${i}`, db.url, env, PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${PROF}`, `--cpu-prof-interval=${process.env.FW_BENCH_PROF_INTERVAL ?? 1000}`])
       ),
       { concurrency: "unbounded" }
     )
@@ -240,8 +257,35 @@ const cpu = (n: number) => `${n.toFixed(2)} ms`
 const sum = (ns: ReadonlyArray<number>) => ns.reduce((a, b) => a + b, 0)
 const p = (list: ReadonlyArray<number>) => `${ms(percentile(list, 0.5))} / ${ms(percentile(list, 0.99))}`
 
+/** Outbox page reads per write, all replicas together. */
+const reads = (statements: ReadonlyArray<Record<string, number>>) => sum(statements.map((s) => s.fw_outbox_page ?? 0))
+
+/** Statements per write of each replica (those sent at least once per 100 writes). */
+const statementsTable = (title: string, statements: ReadonlyArray<Record<string, number>>) => {
+  const keys = [...new Set(statements.flatMap((s) => Object.keys(s)))].filter((key) => statements.some((s) => (s[key] ?? 0) >= 0.01))
+  table(`statements per write by replica, ${title}`, keys.map((key) => ({
+    statement: key,
+    ...Object.fromEntries(statements.map((s, i) => [`replica ${i}`, (s[key] ?? 0).toFixed(2)]))
+  })))
+}
+
 /** Runs the fleet benchmark and prints its tables. */
 export const main = Effect.gen(function*() {
+  if (ONLY_SATURATED) {
+    // History on, round robin, saturated, and nothing else: a profile of the replicas at saturation.
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const replicas = yield* fleet(true)
+      const run = yield* drive(replicas, "w", WRITES, undefined, roundRobin)
+      table(`fleet, saturated only, history on: ${WRITES} writes, ${IN_FLIGHT} in flight`, [
+        { what: "rpc writes/s", value: perSecond(run.perSecond) },
+        { what: "CPU per write: replicas (all three)", value: cpu(sum(run.replicaCpu)) },
+        { what: "CPU per write: each replica", value: run.replicaCpu.map(cpu).join(" / ") },
+        { what: "write → event p50 / p99: writing / other replicas", value: `${p(run.local)}; ${p(run.remote)}` },
+      ])
+      statementsTable("saturated, history on", run.statements)
+      yield* stopForProfile(replicas)
+    }))
+  }
   if (!ONLY_PACED) {
     const rawRun = yield* raw
     const rawRate = rawRun.perSecond
@@ -256,6 +300,7 @@ export const main = Effect.gen(function*() {
       row("history on, saturated: write → event, other replicas p50 / p99", p(on.remote)),
       row("CPU per write: raw pg processes (all three)", cpu(rawRun.cpu)),
       row("CPU per write: replicas (all three), history off / on", `${cpu(sum(off.replicaCpu))} / ${cpu(sum(on.replicaCpu))}`),
+      row("outbox reads per write (all three), history off / on", `${reads(off.statements).toFixed(2)} / ${reads(on.statements).toFixed(2)}`),
       row("CPU per write: load generator (raw http), history off / on", `${cpu(off.clientCpu)} / ${cpu(on.clientCpu)}`)
     ])
   }
@@ -272,7 +317,8 @@ export const main = Effect.gen(function*() {
         "call p50 / p99": p(run.call),
         "CPU/write: replicas (3)": cpu(sum(run.replicaCpu)),
         "CPU/write: generator": cpu(run.clientCpu),
-        failed: String(run.failed)
+        failed: String(run.failed),
+        "outbox reads/write (3)": reads(run.statements).toFixed(2)
       })
     }
     if (rows.length > 0) table(`fleet, paced, history on: ${WRITES} writes per rate, round robin over 3 replicas (write → event latency)`, rows)
@@ -283,6 +329,7 @@ export const main = Effect.gen(function*() {
       { role: "load generator (raw http client)", "CPU per write": cpu(roles.clientCpu) },
       { role: `latency at ${ROLE_RATE}/s: writing / other replicas p50 / p99`, "CPU per write": `${p(roles.local)}; ${p(roles.remote)}` }
     ])
+    statementsTable(`role run at ${ROLE_RATE}/s (replica 0 writes)`, roles.statements)
     yield* stopForProfile(replicas)
   }))
 })

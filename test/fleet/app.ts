@@ -11,10 +11,13 @@
  * long per event (it must delay neither the callers nor the other listeners; `GET /_slow` says how
  * many it has handled); `FW_HISTORY=off`
  * serves the app without row history; `FW_LEASE_MS` sets `idempotency.leaseMs`; `FW_POLL_MS` sets
- * the fleet tap's periodic outbox read (default 1 s).
+ * the fleet tap's periodic outbox read (default 1 s); `FW_COUNT_QUERIES=1` counts the statements this
+ * process sends to PostgreSQL (every `pg` client's, by prepared name or the text's start) and shows
+ * them on `GET /_queries` (the benchmark's statements per write).
  */
 import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { Effect, Option, Schema } from "effect"
+import pg from "pg"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { mutation, query } from "../../src/app/Procedure.js"
@@ -93,7 +96,29 @@ export const app = defineApp({
 /** The same app without row history (`FW_HISTORY=off`, for the benchmark's peer). */
 const appWithoutHistory = defineApp({ tables: [Docs], procedures: [create, retitle], auth: [bearer] })
 
+/** Statements sent, by prepared name or the text's start (`FW_COUNT_QUERIES=1`). */
+const queries = new Map<string, number>()
+const countQueries = () => {
+  type Query = (this: pg.Client, config: unknown, ...rest: Array<unknown>) => unknown
+  const prototype = pg.Client.prototype as unknown as { query: Query }
+  const original = prototype.query
+  prototype.query = function(config, ...rest) {
+    const named = typeof config === "object" && config !== null && "name" in config && typeof config.name === "string"
+      ? config.name
+      : undefined
+    const text = typeof config === "string"
+      ? config
+      : typeof config === "object" && config !== null && "text" in config && typeof config.text === "string"
+      ? config.text
+      : "?"
+    const key = named ?? text.replace(/\s+/g, " ").trim().slice(0, 48)
+    queries.set(key, (queries.get(key) ?? 0) + 1)
+    return original.call(this, config, ...rest)
+  }
+}
+
 const main = () => {
+  if (process.env.FW_COUNT_QUERIES === "1") countQueries()
   const url = process.env.DATABASE_URL
   if (url === undefined) throw new Error("DATABASE_URL is required")
   const slowMs = Number(process.env.FW_SLOW_LISTENER_MS ?? 0)
@@ -114,6 +139,7 @@ const main = () => {
         yield* tap.subscribe({ name: "slow", onEvent: () => Effect.sleep(slowMs).pipe(Effect.zipRight(Effect.sync(() => void slowHandled++))) })
       }
       yield* router.add("GET", "/_slow", Effect.sync(() => HttpServerResponse.unsafeJson({ handled: slowHandled })))
+      yield* router.add("GET", "/_queries", Effect.sync(() => HttpServerResponse.unsafeJson(Object.fromEntries(queries))))
       yield* router.add("GET", "/_events", Effect.sync(() => HttpServerResponse.unsafeJson(received)))
     })
   )
