@@ -84,6 +84,20 @@ export interface Direct {
     fail: (error: SqlError) => E,
     context: C
   ) => Effect.Effect<A, E> | undefined
+  /**
+   * As `point`, without an effect: `text` is sent now, on the connection chosen and taken in this
+   * call, and `answer` is called once, from node-postgres's callback, with the failure or the rows
+   * (and `context`). `false`: the statement must go through the client; nothing was sent. For a
+   * caller that is itself inside `Effect.async` (the store's point read): its fiber resumes from
+   * `answer` with its final outcome. `answer` must not throw.
+   */
+  readonly send: <C>(
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    text: string,
+    parameters: ReadonlyArray<unknown>,
+    answer: (error: SqlError | undefined, rows: ReadonlyArray<Record<string, unknown>>, context: C) => void,
+    context: C
+  ) => boolean
   /** A statement of the client's, compiled and run directly when `now` would, else through the client. */
   readonly statement: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
   /** `text` directly when `now` allows it, else `fallback` (the same statement through the client). */
@@ -110,6 +124,19 @@ const rowsOf = (result: { readonly rows?: ReadonlyArray<unknown> } | ReadonlyArr
   Array.isArray(result)
     ? result.map((r: { readonly rows?: ReadonlyArray<unknown> }) => r.rows ?? [])
     : (result as { readonly rows?: ReadonlyArray<unknown> }).rows ?? []
+
+const noRows: ReadonlyArray<Record<string, unknown>> = []
+
+/** node-postgres's answer handed to a `send` caller. */
+const answered = <C>(
+  error: Error | null,
+  result: { readonly rows?: ReadonlyArray<unknown> } | ReadonlyArray<unknown>,
+  answer: (error: SqlError | undefined, rows: ReadonlyArray<Record<string, unknown>>, context: C) => void,
+  context: C
+) =>
+  error
+    ? answer(new SqlError({ cause: error, message: "Failed to execute statement" }), noRows, context)
+    : answer(undefined, rowsOf(result) as ReadonlyArray<Record<string, unknown>>, context)
 
 /** One reserved connection and how to give it back. */
 class Slot {
@@ -275,6 +302,28 @@ export const make = (
       })
     }
 
+    /** See `Direct.send`. */
+    const send = <C>(
+      fiber: Fiber.RuntimeFiber<unknown, unknown>,
+      text: string,
+      parameters: ReadonlyArray<unknown>,
+      answer: (error: SqlError | undefined, rows: ReadonlyArray<Record<string, unknown>>, context: C) => void,
+      context: C
+    ): boolean => {
+      const on = connectionFor(fiber)
+      if (on === undefined) return false
+      if (on instanceof Slot) {
+        on.busy = true
+        on.pg.query(text, parameters as Array<unknown>, (error, result) => {
+          on.busy = false
+          answered(error, result, answer, context)
+        })
+      } else {
+        on.query(text, parameters as Array<unknown>, (error, result) => answered(error, result, answer, context))
+      }
+      return true
+    }
+
     /** Whether a statement of `fiber` may bypass the client (no tracer, no statement transformer). */
     const bypasses = (fiber: Fiber.RuntimeFiber<unknown, unknown>) =>
       !Telemetry.isInstalled(fiber.currentTracer) && Option.isNone(fiber.getFiberRef(Statement.currentTransformer))
@@ -326,6 +375,7 @@ export const make = (
     return {
       now,
       point,
+      send,
       transaction,
       statement: <A extends object>(statement: Statement.Statement<A>) =>
         Effect.withFiberRuntime<ReadonlyArray<A>, SqlError>((fiber) => {
