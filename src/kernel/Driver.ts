@@ -17,8 +17,8 @@ export const NotNow: unique symbol = Symbol.for("@fw/framework/Driver/NotNow")
 export type NotNow = typeof NotNow
 
 /**
- * What `insertNow` or `insertFusedNow` answers when the outcome needs a round trip to a server
- * but none of the client's per-statement work (PostgreSQL, see `PgDirect`): the effect that yields it.
+ * What `insertFusedNow` answers when the outcome needs a round trip to a server but none of the
+ * client's per-statement work (PostgreSQL, see `PgDirect`): the effect that yields it.
  */
 export class Later<A> {
   constructor(readonly effect: Effect.Effect<A, StoreUnavailable>) {}
@@ -119,7 +119,20 @@ export interface Driver {
     table: Table.Any,
     row: Encoded,
     fiber: Fiber.RuntimeFiber<unknown, unknown>
-  ) => undefined | NotNow | DuplicateRow | StoreUnavailable | Later<undefined | DuplicateRow>
+  ) => undefined | NotNow | DuplicateRow | StoreUnavailable
+  /**
+   * A one-row insert sent now within `fiber` to a tier that answers from a server (PostgreSQL),
+   * as `insertNow` would do it and under the same conditions: `answer` is called once, from the
+   * tier's own callback, with `undefined` once written, else the failure, so the store finishes
+   * the insert there. `false`: nothing was sent; the store takes `insert`. `answer` must not throw.
+   * An interrupted caller's statement is not cancelled: the store awaits it uninterruptibly.
+   */
+  readonly insertSend?: (
+    table: Table.Any,
+    row: Encoded,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    answer: (written: undefined | DuplicateRow | StoreUnavailable) => void
+  ) => boolean
   /**
    * A one-row insert outside a transaction fused with the stagers' `parts` into one autocommitted
    * statement (see `FusedStage`), for a tier that can (PostgreSQL). `NotNow`: not now (a statement

@@ -38,7 +38,7 @@ export interface PgDirectDriver {
   /** `body` in a transaction on the reserved connection when free (see `PgDirect`), else the client's. */
   readonly transaction: <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
   /** The store's single operations as effects straight on a connection. */
-  readonly operations: Pick<Driver.Driver, "getSend" | "insertNow">
+  readonly operations: Pick<Driver.Driver, "getSend" | "insertSend">
 }
 
 const idOf = (row: Driver.Encoded) => row.id as string
@@ -127,8 +127,8 @@ export const make = (
       return found
     }
     // The reads wait for no row lock and the store awaits an insert's answer uninterruptibly (a
-    // written row is announced): neither needs a cancellation on interruption (`PgDirect.point`).
-    const operations: Pick<Driver.Driver, "getSend" | "insertNow"> = {
+    // written row is announced): neither needs a cancellation on interruption (`PgDirect.send`).
+    const operations: Pick<Driver.Driver, "getSend" | "insertSend"> = {
       getSend: (table, id, fiber, answer) => {
         // PostgreSQL refuses text holding NUL or a lone surrogate: no row has such an id.
         if (!RowCodec.isStorableId(id)) {
@@ -138,10 +138,15 @@ export const make = (
         const statements = pointsOf(table)
         return pgDirect.send(fiber, statements.get, [id], statements.got, answer)
       },
-      insertNow: (table, row, fiber) => {
+      insertSend: (table, row, fiber, answer) => {
         const statements = pointsOf(table)
-        const inserted = pgDirect.point(fiber, statements.insert, points.values(table, row), statements.refused, unavailable, idOf(row))
-        return inserted === undefined ? Driver.NotNow : new Driver.Later(inserted)
+        return pgDirect.send(
+          fiber,
+          statements.insert,
+          points.values(table, row),
+          (error, written) => answer(error !== undefined ? unavailable(error) : statements.refused(written, idOf(row))),
+          undefined
+        )
       }
     }
 

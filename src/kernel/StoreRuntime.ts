@@ -283,35 +283,50 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
     }))
 
   const insertNow = driver.insertNow
+  const insertSend = driver.insertSend
   /**
-   * A one-row insert on a tier that writes synchronously: encoded, scoped, written and recorded in
-   * one fiber step; outside a transaction the change is then staged and published as `single`
-   * does. Uninterruptible from the write to the publication, so a committed row is never left
-   * unannounced; whatever cannot be done synchronously takes `insertAsync`.
+   * A one-row insert on a tier that writes synchronously (`insertNow`): encoded, scoped, written
+   * and recorded in one fiber step; outside a transaction the change is then staged and published
+   * as `single` does. On a tier that answers from a server (`insertSend`) the same, the write sent
+   * from one `Effect.async` and the rest done in the tier's callback, so the fiber resumes once.
+   * Uninterruptible from the write to the publication, so a committed row is never left
+   * unannounced; whatever cannot be done that way takes `insertAsync`. The mask's body runs in the
+   * fiber's step, so the fiber is at hand (`Fiber.getCurrentFiber`) without a step of its own.
    */
   const insert = (table: Table.Any, row: Readonly<Record<string, unknown>>) =>
-    insertNow === undefined ? traced("insert", insertAsync)(table, row) : Effect.uninterruptibleMask((restore) =>
-      Effect.withFiberRuntime<unknown, StoreError>((fiber) => {
+    insertNow === undefined && insertSend === undefined
+      ? traced("insert", insertAsync)(table, row)
+      : Effect.uninterruptibleMask((restore): Effect.Effect<unknown, StoreError> => {
+        const fiber = Option.getOrUndefined(Fiber.getCurrentFiber())
+        if (fiber === undefined) return restore(traced("insert", insertAsync)(table, row))
         if (Telemetry.isInstalled(fiber.currentTracer)) return restore(inSpan("insert", table, insertAsync(table, row)))
         const own = fiber.getFiberRef(buffer)
         if (own === undefined && (tap.scope !== "local" || tap.stagers().length > 0)) {
           return staged.insertNow(fiber, table, row, () => restore(insertAsync(table, row))) ?? restore(insertAsync(table, row))
         }
         const encoded = encodeNew(table, row)
-        if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+        if (Either.isLeft(encoded)) return Exit.fail(encoded.left)
         const after = encoded.right
         const refused = TenantScope.violation(table, TenantScope.ofFiber(fiber, table), after)
-        if (refused !== undefined) return Effect.fail(refused)
-        const outcome = insertNow(table, after, fiber)
-        if (outcome === Driver.NotNow) return restore(insertAsync(table, row))
-        // A server round trip (PostgreSQL): awaited without interruption, so a written row is announced.
-        if (outcome instanceof Driver.Later) {
-          return Effect.flatMap(outcome.effect, (written) => written === undefined ? inserted(fiber, own, table, after) : Effect.fail(written))
+        if (refused !== undefined) return Exit.fail(refused)
+        if (insertSend !== undefined) {
+          // A server round trip (PostgreSQL): awaited without interruption, so a written row is announced.
+          return Effect.async<unknown, StoreError>((resume) => {
+            const sent = insertSend(table, after, fiber, (written) => {
+              try {
+                resume(written === undefined ? inserted(fiber, own, table, after) : Exit.fail(written))
+              } catch (defect) {
+                resume(Effect.die(defect))
+              }
+            })
+            if (!sent) resume(restore(insertAsync(table, row)))
+          })
         }
-        if (outcome !== undefined) return Effect.fail(outcome)
+        const outcome = insertNow!(table, after, fiber)
+        if (outcome === Driver.NotNow) return restore(insertAsync(table, row))
+        if (outcome !== undefined) return Exit.fail(outcome)
         return inserted(fiber, own, table, after)
       })
-    )
 
   /** The change a one-row insert written synchronously by `fiber` makes. */
   const insertedChange = (fiber: Fiber.RuntimeFiber<unknown, unknown>, table: Table.Any, after: Driver.Encoded): PendingChange => ({
@@ -343,7 +358,9 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
     }
     CommitWitness.markIn(fiber)
     const changes = [change]
-    return Effect.as(Effect.zipRight(stage(changes), publish(changes)), decoded.right)
+    // Staging that does nothing (a local tap without stagers) costs no step.
+    const staging = stage(changes)
+    return Effect.as(staging === Effect.void ? publish(changes) : Effect.zipRight(staging, publish(changes)), decoded.right)
   }
 
   /** One-row inserts with stagers committed in one step where the tier can (see StagedInsert). */
