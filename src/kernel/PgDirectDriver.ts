@@ -1,7 +1,7 @@
 /**
  * The SQL tier's statements on PostgreSQL through `PgDirect`: point statements, built statements
  * and transactions straight on a connection when that changes nothing, else through the client;
- * and the store's single operations (`getSend`, `insertNow`) straight on a connection, so the
+ * and the store's single operations (`getSend`, `insertSend`) straight on a connection, so the
  * store waits for the server and nothing else.
  */
 import type { SqlClient, Statement } from "@effect/sql"
@@ -37,7 +37,7 @@ export interface PgDirectDriver {
   readonly run: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
   /** `body` in a transaction on the reserved connection when free (see `PgDirect`), else the client's. */
   readonly transaction: <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
-  /** The store's single operations as effects straight on a connection. */
+  /** The store's single operations, sent straight on a connection. */
   readonly operations: Pick<Driver.Driver, "getSend" | "insertSend">
 }
 
