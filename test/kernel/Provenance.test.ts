@@ -2,7 +2,7 @@ import { assert, describe, it } from "@effect/vitest"
 import * as Provenance from "../../src/kernel/Provenance.js"
 
 describe("Provenance", () => {
-  it("new trace ids are 32 lowercase hex digits, distinct across many draws of the random pool", () => {
+  it("new trace ids are 32 lowercase hex digits, all distinct", () => {
     const ids = Array.from({ length: 2_000 }, Provenance.newTraceId)
     for (const id of ids) assert.match(id, /^[0-9a-f]{32}$/)
     assert.strictEqual(new Set(ids).size, ids.length)
