@@ -17,8 +17,8 @@ export const NotNow: unique symbol = Symbol.for("@fw/framework/Driver/NotNow")
 export type NotNow = typeof NotNow
 
 /**
- * What `getNow` or `insertNow` answers when the outcome needs a round trip to a server but none of
- * the client's per-statement work (PostgreSQL, see `PgDirect`): the effect that yields it.
+ * What `insertFusedNow` answers when the outcome needs a round trip to a server but none of the
+ * client's per-statement work (PostgreSQL, see `PgDirect`): the effect that yields it.
  */
 export class Later<A> {
   constructor(readonly effect: Effect.Effect<A, StoreUnavailable>) {}
@@ -89,14 +89,27 @@ export interface Driver {
    * `undefined`: no such row. `NotNow`: the tier cannot answer synchronously at this moment (say
    * another fiber's transaction holds the connection), so the store takes `get`. The store calls
    * it only when no tracer is installed, so a tier that bypasses its client here loses no span.
-   * A tier that must wait for a server may answer with the effect that reads the row (`Later`).
+   * A tier that must wait for a server offers `getSend` instead.
    * The row is only checked (id, tenant) and decoded: it may carry columns the table does not declare.
    */
   readonly getNow?: (
     table: Table.Any,
     id: string,
     fiber: Fiber.RuntimeFiber<unknown, unknown>
-  ) => Encoded | undefined | NotNow | StoreUnavailable | Later<Encoded | undefined>
+  ) => Encoded | undefined | NotNow | StoreUnavailable
+  /**
+   * A point read sent now within `fiber` to a tier that answers from a server (PostgreSQL), under
+   * the same conditions as `getNow`: `answer` is called once, from the tier's own callback (at once
+   * for an id no row can have), with the row (`undefined`: no such row) or the failure, so the
+   * store finishes the read there and its fiber resumes with the outcome. `false`: nothing was
+   * sent (as `NotNow`); the store takes `get`. `answer` must not throw. The row is as `getNow`'s.
+   */
+  readonly getSend?: (
+    table: Table.Any,
+    id: string,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    answer: (row: Encoded | undefined | StoreUnavailable) => void
+  ) => boolean
   /**
    * A one-row insert done synchronously within `fiber` (inside its transaction, if any; else atomic
    * by itself), as `insert` would: `undefined` once written, else the failure, or `NotNow` (nothing
@@ -106,7 +119,20 @@ export interface Driver {
     table: Table.Any,
     row: Encoded,
     fiber: Fiber.RuntimeFiber<unknown, unknown>
-  ) => undefined | NotNow | DuplicateRow | StoreUnavailable | Later<undefined | DuplicateRow>
+  ) => undefined | NotNow | DuplicateRow | StoreUnavailable
+  /**
+   * A one-row insert sent now within `fiber` to a tier that answers from a server (PostgreSQL),
+   * as `insertNow` would do it and under the same conditions: `answer` is called once, from the
+   * tier's own callback, with `undefined` once written, else the failure, so the store finishes
+   * the insert there. `false`: nothing was sent; the store takes `insert`. `answer` must not throw.
+   * An interrupted caller's statement is not cancelled: the store awaits it uninterruptibly.
+   */
+  readonly insertSend?: (
+    table: Table.Any,
+    row: Encoded,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    answer: (written: undefined | DuplicateRow | StoreUnavailable) => void
+  ) => boolean
   /**
    * A one-row insert outside a transaction fused with the stagers' `parts` into one autocommitted
    * statement (see `FusedStage`), for a tier that can (PostgreSQL). `NotNow`: not now (a statement

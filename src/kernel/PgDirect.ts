@@ -13,7 +13,7 @@
  * the client's path as before, and so they do when the client transforms names (rows then come
  * back exactly as the client returns them). Failures are the client's `SqlError`s, with the same
  * messages; an interrupted statement is cancelled on the server as the client does, except a
- * `point` statement: a read by id (it waits for no row lock) or one its caller awaits
+ * statement `send` runs: a read by id (it waits for no row lock) or one its caller awaits
  * uninterruptibly, whose fiber simply leaves while the server finishes it.
  *
  * The reserved connection is dropped when it fails (a terminated backend, a lost network path) and
@@ -69,21 +69,23 @@ export interface Direct {
     parameters: ReadonlyArray<unknown>
   ) => Effect.Effect<ReadonlyArray<A>, SqlError> | undefined
   /**
-   * As `now`, for statements whose interruption needs no cancellation on the server: a read
-   * without locks (under MVCC it waits for nothing but a table's exclusive lock), or a statement the
-   * caller awaits uninterruptibly. The rows are read by `read` (with `context`) and a failure by
-   * `fail` inside the driver's callback: the fiber resumes with the answer in one step, no further
-   * effect per statement. An interrupted fiber leaves at once; the connection stays busy until the
-   * server's answer arrives (the pool path serves meanwhile).
+   * `text` sent now, when `now` would run it directly, on the connection chosen and taken in this
+   * call; `answer` is called once, from node-postgres's callback, with the failure or the rows (and
+   * `context`). `false`: the statement must go through the client; nothing was sent. No effect
+   * per statement: for a caller inside its own `Effect.async` (the store's point read and one-row
+   * insert), whose fiber resumes from `answer` with its final outcome. For statements whose
+   * interruption needs no cancellation on the server: a read without locks (under MVCC it waits
+   * for nothing but a table's exclusive lock), or a statement the caller awaits uninterruptibly.
+   * An interrupted caller leaves at once; the connection stays busy until the server's answer
+   * arrives (the pool path serves meanwhile). `answer` must not throw.
    */
-  readonly point: <A, E, C>(
+  readonly send: <C>(
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
     text: string,
     parameters: ReadonlyArray<unknown>,
-    read: (rows: ReadonlyArray<Record<string, unknown>>, context: C) => A,
-    fail: (error: SqlError) => E,
+    answer: (error: SqlError | undefined, rows: ReadonlyArray<Record<string, unknown>>, context: C) => void,
     context: C
-  ) => Effect.Effect<A, E> | undefined
+  ) => boolean
   /** A statement of the client's, compiled and run directly when `now` would, else through the client. */
   readonly statement: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
   /** `text` directly when `now` allows it, else `fallback` (the same statement through the client). */
@@ -110,6 +112,19 @@ const rowsOf = (result: { readonly rows?: ReadonlyArray<unknown> } | ReadonlyArr
   Array.isArray(result)
     ? result.map((r: { readonly rows?: ReadonlyArray<unknown> }) => r.rows ?? [])
     : (result as { readonly rows?: ReadonlyArray<unknown> }).rows ?? []
+
+const noRows: ReadonlyArray<Record<string, unknown>> = []
+
+/** node-postgres's answer handed to a `send` caller. */
+const answered = <C>(
+  error: Error | null,
+  result: { readonly rows?: ReadonlyArray<unknown> } | ReadonlyArray<unknown>,
+  answer: (error: SqlError | undefined, rows: ReadonlyArray<Record<string, unknown>>, context: C) => void,
+  context: C
+) =>
+  error
+    ? answer(new SqlError({ cause: error, message: "Failed to execute statement" }), noRows, context)
+    : answer(undefined, rowsOf(result) as ReadonlyArray<Record<string, unknown>>, context)
 
 /** One reserved connection and how to give it back. */
 class Slot {
@@ -238,41 +253,26 @@ export const make = (
         return Effect.suspend(() => pending ? cancel(pg) : Effect.void)
       })
 
-    /** See `Direct.point`: one `query` call, answered in its callback. */
-    const point = <A, E, C>(
+    /** See `Direct.send`. */
+    const send = <C>(
       fiber: Fiber.RuntimeFiber<unknown, unknown>,
       text: string,
       parameters: ReadonlyArray<unknown>,
-      read: (rows: ReadonlyArray<Record<string, unknown>>, context: C) => A,
-      fail: (error: SqlError) => E,
+      answer: (error: SqlError | undefined, rows: ReadonlyArray<Record<string, unknown>>, context: C) => void,
       context: C
-    ): Effect.Effect<A, E> | undefined => {
+    ): boolean => {
       const on = connectionFor(fiber)
-      if (on === undefined) return undefined
-      const own = on instanceof Slot ? on : undefined
-      const pg = own === undefined ? on as PgConnection : own.pg
-      return Effect.async<A, E>((resume) => {
-        if (own !== undefined && (own.busy || own.dead)) {
-          // Made while the reserved connection was idle, run later (see `execute`): the pool path.
-          resume(Effect.flatMap(
-            Effect.mapError(sql.unsafe(text, parameters), fail),
-            (rows) => Effect.sync(() => read(rows as ReadonlyArray<Record<string, unknown>>, context))
-          ))
-          return
-        }
-        if (own !== undefined) own.busy = true
-        pg.query(text, parameters as Array<unknown>, (error, result) => {
-          if (own !== undefined) own.busy = false
-          if (error) return resume(Effect.fail(fail(new SqlError({ cause: error, message: "Failed to execute statement" }))))
-          let answer: A
-          try {
-            answer = read(rowsOf(result) as ReadonlyArray<Record<string, unknown>>, context)
-          } catch (defect) {
-            return resume(Effect.die(defect))
-          }
-          resume(Effect.succeed(answer))
+      if (on === undefined) return false
+      if (on instanceof Slot) {
+        on.busy = true
+        on.pg.query(text, parameters as Array<unknown>, (error, result) => {
+          on.busy = false
+          answered(error, result, answer, context)
         })
-      })
+      } else {
+        on.query(text, parameters as Array<unknown>, (error, result) => answered(error, result, answer, context))
+      }
+      return true
     }
 
     /** Whether a statement of `fiber` may bypass the client (no tracer, no statement transformer). */
@@ -325,7 +325,7 @@ export const make = (
 
     return {
       now,
-      point,
+      send,
       transaction,
       statement: <A extends object>(statement: Statement.Statement<A>) =>
         Effect.withFiberRuntime<ReadonlyArray<A>, SqlError>((fiber) => {

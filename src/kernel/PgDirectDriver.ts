@@ -1,7 +1,7 @@
 /**
  * The SQL tier's statements on PostgreSQL through `PgDirect`: point statements, built statements
  * and transactions straight on a connection when that changes nothing, else through the client;
- * and the store's single operations (`getNow`, `insertNow`) as effects on a connection, so the
+ * and the store's single operations (`getSend`, `insertSend`) straight on a connection, so the
  * store waits for the server and nothing else.
  */
 import type { SqlClient, Statement } from "@effect/sql"
@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import * as Columns from "./Columns.js"
 import * as Driver from "./Driver.js"
 import { DuplicateRow } from "./Errors.js"
+import type { StoreUnavailable } from "./Errors.js"
 import * as PgDirect from "./PgDirect.js"
 import * as RowCodec from "./RowCodec.js"
 import { unavailable } from "./SqlFailure.js"
@@ -36,8 +37,8 @@ export interface PgDirectDriver {
   readonly run: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
   /** `body` in a transaction on the reserved connection when free (see `PgDirect`), else the client's. */
   readonly transaction: <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
-  /** The store's single operations as effects straight on a connection. */
-  readonly operations: Pick<Driver.Driver, "getNow" | "insertNow">
+  /** The store's single operations, sent straight on a connection. */
+  readonly operations: Pick<Driver.Driver, "getSend" | "insertSend">
 }
 
 const idOf = (row: Driver.Encoded) => row.id as string
@@ -90,8 +91,12 @@ export const make = (
     interface TablePoints {
       readonly get: string
       readonly insert: string
-      /** The first row read back, if any. */
-      readonly first: (rows: ReadonlyArray<Record<string, unknown>>, context: undefined) => Driver.Encoded | undefined
+      /** The read by id's answer handed to the store's `answer` (`getSend`). */
+      readonly got: (
+        error: SqlError | undefined,
+        rows: ReadonlyArray<Record<string, unknown>>,
+        answer: (row: Driver.Encoded | undefined | StoreUnavailable) => void
+      ) => void
       /** ON CONFLICT DO NOTHING: a refused row returns nothing (and leaves a transaction usable). */
       readonly refused: (written: ReadonlyArray<unknown>, id: string) => DuplicateRow | undefined
     }
@@ -105,7 +110,16 @@ export const make = (
         found = {
           get: points.get(table),
           insert: points.insert(table),
-          first: (rows) => rows.length === 0 ? undefined : stored(rows[0]!) ? rows[0]! : fromDb(rows[0]!),
+          got: (error, rows, answer) =>
+            answer(
+              error !== undefined
+                ? unavailable(error)
+                : rows.length === 0
+                ? undefined
+                : stored(rows[0]!)
+                ? rows[0]!
+                : fromDb(rows[0]!)
+            ),
           refused: (written, id) => written.length === 1 ? undefined : new DuplicateRow({ table: name, id })
         }
         tables.set(table, found)
@@ -113,19 +127,26 @@ export const make = (
       return found
     }
     // The reads wait for no row lock and the store awaits an insert's answer uninterruptibly (a
-    // written row is announced): neither needs a cancellation on interruption (`PgDirect.point`).
-    const operations: Pick<Driver.Driver, "getNow" | "insertNow"> = {
-      getNow: (table, id, fiber) => {
+    // written row is announced): neither needs a cancellation on interruption (`PgDirect.send`).
+    const operations: Pick<Driver.Driver, "getSend" | "insertSend"> = {
+      getSend: (table, id, fiber, answer) => {
         // PostgreSQL refuses text holding NUL or a lone surrogate: no row has such an id.
-        if (!RowCodec.isStorableId(id)) return undefined
+        if (!RowCodec.isStorableId(id)) {
+          answer(undefined)
+          return true
+        }
         const statements = pointsOf(table)
-        const row = pgDirect.point(fiber, statements.get, [id], statements.first, unavailable, undefined)
-        return row === undefined ? Driver.NotNow : new Driver.Later(row)
+        return pgDirect.send(fiber, statements.get, [id], statements.got, answer)
       },
-      insertNow: (table, row, fiber) => {
+      insertSend: (table, row, fiber, answer) => {
         const statements = pointsOf(table)
-        const inserted = pgDirect.point(fiber, statements.insert, points.values(table, row), statements.refused, unavailable, idOf(row))
-        return inserted === undefined ? Driver.NotNow : new Driver.Later(inserted)
+        return pgDirect.send(
+          fiber,
+          statements.insert,
+          points.values(table, row),
+          (error, written) => answer(error !== undefined ? unavailable(error) : statements.refused(written, idOf(row))),
+          undefined
+        )
       }
     }
 

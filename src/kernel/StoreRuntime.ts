@@ -4,8 +4,7 @@
  * events per transaction and hands them to the ChangeTap (staged inside the outermost transaction
  * just before commit, published after it), and records which tables a computation read.
  */
-import type { Fiber } from "effect"
-import { Chunk, Clock, Context, Effect, Either, FiberRef, Option, Stream } from "effect"
+import { Chunk, Clock, Context, Effect, Either, Exit, Fiber, FiberRef, Option, Stream } from "effect"
 import { ChangeTap } from "./ChangeTap.js"
 import type { ChangeTapShape, PendingChange } from "./ChangeTap.js"
 import * as Driver from "./Driver.js"
@@ -124,6 +123,9 @@ const queryOf = (
     offset: wholeNumber(options?.offset)
   })
 }
+
+/** A point read that found nothing the caller may see. */
+const noRow: Exit.Exit<Option.Option<unknown>, never> = Exit.succeed(Option.none())
 
 /** System code's scope: every tenant's rows. */
 const unscoped: TenantScope.Scope = { _tag: "Unscoped" }
@@ -281,35 +283,50 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
     }))
 
   const insertNow = driver.insertNow
+  const insertSend = driver.insertSend
   /**
-   * A one-row insert on a tier that writes synchronously: encoded, scoped, written and recorded in
-   * one fiber step; outside a transaction the change is then staged and published as `single`
-   * does. Uninterruptible from the write to the publication, so a committed row is never left
-   * unannounced; whatever cannot be done synchronously takes `insertAsync`.
+   * A one-row insert on a tier that writes synchronously (`insertNow`): encoded, scoped, written
+   * and recorded in one fiber step; outside a transaction the change is then staged and published
+   * as `single` does. On a tier that answers from a server (`insertSend`) the same, the write sent
+   * from one `Effect.async` and the rest done in the tier's callback, so the fiber resumes once.
+   * Uninterruptible from the write to the publication, so a committed row is never left
+   * unannounced; whatever cannot be done that way takes `insertAsync`. The mask's body runs in the
+   * fiber's step, so the fiber is at hand (`Fiber.getCurrentFiber`) without a step of its own.
    */
   const insert = (table: Table.Any, row: Readonly<Record<string, unknown>>) =>
-    insertNow === undefined ? traced("insert", insertAsync)(table, row) : Effect.uninterruptibleMask((restore) =>
-      Effect.withFiberRuntime<unknown, StoreError>((fiber) => {
+    insertNow === undefined && insertSend === undefined
+      ? traced("insert", insertAsync)(table, row)
+      : Effect.uninterruptibleMask((restore): Effect.Effect<unknown, StoreError> => {
+        const fiber = Option.getOrUndefined(Fiber.getCurrentFiber())
+        if (fiber === undefined) return restore(traced("insert", insertAsync)(table, row))
         if (Telemetry.isInstalled(fiber.currentTracer)) return restore(inSpan("insert", table, insertAsync(table, row)))
         const own = fiber.getFiberRef(buffer)
         if (own === undefined && (tap.scope !== "local" || tap.stagers().length > 0)) {
           return staged.insertNow(fiber, table, row, () => restore(insertAsync(table, row))) ?? restore(insertAsync(table, row))
         }
         const encoded = encodeNew(table, row)
-        if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
+        if (Either.isLeft(encoded)) return Exit.fail(encoded.left)
         const after = encoded.right
         const refused = TenantScope.violation(table, TenantScope.ofFiber(fiber, table), after)
-        if (refused !== undefined) return Effect.fail(refused)
-        const outcome = insertNow(table, after, fiber)
-        if (outcome === Driver.NotNow) return restore(insertAsync(table, row))
-        // A server round trip (PostgreSQL): awaited without interruption, so a written row is announced.
-        if (outcome instanceof Driver.Later) {
-          return Effect.flatMap(outcome.effect, (written) => written === undefined ? inserted(fiber, own, table, after) : Effect.fail(written))
+        if (refused !== undefined) return Exit.fail(refused)
+        if (insertSend !== undefined) {
+          // A server round trip (PostgreSQL): awaited without interruption, so a written row is announced.
+          return Effect.async<unknown, StoreError>((resume) => {
+            const sent = insertSend(table, after, fiber, (written) => {
+              try {
+                resume(written === undefined ? inserted(fiber, own, table, after) : Exit.fail(written))
+              } catch (defect) {
+                resume(Effect.die(defect))
+              }
+            })
+            if (!sent) resume(restore(insertAsync(table, row)))
+          })
         }
-        if (outcome !== undefined) return Effect.fail(outcome)
+        const outcome = insertNow!(table, after, fiber)
+        if (outcome === Driver.NotNow) return restore(insertAsync(table, row))
+        if (outcome !== undefined) return Exit.fail(outcome)
         return inserted(fiber, own, table, after)
       })
-    )
 
   /** The change a one-row insert written synchronously by `fiber` makes. */
   const insertedChange = (fiber: Fiber.RuntimeFiber<unknown, unknown>, table: Table.Any, after: Driver.Encoded): PendingChange => ({
@@ -341,7 +358,9 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
     }
     CommitWitness.markIn(fiber)
     const changes = [change]
-    return Effect.as(Effect.zipRight(stage(changes), publish(changes)), decoded.right)
+    // Staging that does nothing (a local tap without stagers) costs no step.
+    const staging = stage(changes)
+    return Effect.as(staging === Effect.void ? publish(changes) : Effect.zipRight(staging, publish(changes)), decoded.right)
   }
 
   /** One-row inserts with stagers committed in one step where the tier can (see StagedInsert). */
@@ -419,38 +438,83 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
     )
 
   const getNow = driver.getNow
+  const getSend = driver.getSend
   /**
-   * A point read. A tier that can answer synchronously (`getNow`) does, in this one fiber step: no
-   * effect per stage. With a tracer installed, or when the tier cannot answer now, `getAsync`.
+   * A point read. A tier that answers from a server (`getSend`) is sent the read from one
+   * `Effect.async`, finished in the tier's callback. A tier that can answer synchronously
+   * (`getNow`) does, in this one fiber step: no effect per stage. With a tracer installed, or when
+   * the tier cannot answer now, `getAsync`.
    */
   const get = (table: Table.Any, id: string, options?: { readonly forUpdate?: boolean }) =>
-    getNow === undefined || options?.forUpdate === true
+    options?.forUpdate === true || (getNow === undefined && getSend === undefined)
       ? traced("get", getAsync)(table, id, options)
+      : getSend !== undefined
+      ? getSent(getSend, table, id)
       : Effect.withFiberRuntime<Option.Option<unknown>, StoreError>((fiber) => {
         if (Telemetry.isInstalled(fiber.currentTracer)) return inSpan("get", table, getAsync(table, id, options))
-        // An id no row can have finds nothing. Rather than scanning every id for NUL and lone
-        // surrogates (`isStorableId`), a found row must carry exactly the id asked for: stored ids
-        // hold neither, so a lossy match (a surrogate bound as U+FFFD) is no match.
-        if (typeof id !== "string" || id.length > RowCodec.maxIdLength) {
+        if (unreadableId(id)) {
           noteReadIn(fiber, table.name)
           return Effect.succeedNone
         }
-        const row = getNow(table, id, fiber)
+        const row = getNow!(table, id, fiber)
         if (row === Driver.NotNow) return getAsync(table, id, options)
         noteReadIn(fiber, table.name)
         if (row instanceof StoreUnavailable) return Effect.fail(row)
-        if (row instanceof Driver.Later) {
-          const scope = TenantScope.ofFiber(fiber, table)
-          return Effect.flatMap(row.effect, (found) => found === undefined ? Effect.succeedNone : visibleRow(table, id, scope, found))
-        }
         return row === undefined ? Effect.succeedNone : visibleRow(table, id, TenantScope.ofFiber(fiber, table), row)
       })
 
-  /** A row read by id, decoded if the caller may see it. */
-  const visibleRow = (table: Table.Any, id: string, scope: TenantScope.Scope, row: Driver.Encoded) => {
-    if (row.id !== id || !TenantScope.sees(scope, row)) return Effect.succeedNone
+  /**
+   * `get` on a tier that answers from a server: one `Effect.async` whose registration sends the
+   * read and whose callback (the driver's) checks the row's id and tenant and decodes it, so the
+   * fiber resumes once, with the outcome (no step per stage). The fiber is the one running the
+   * registration (`Fiber.getCurrentFiber`): no `withFiberRuntime` step to reach it. The read waits
+   * for no row lock, so an interrupted fiber simply leaves (the answer is then dropped).
+   */
+  const getSent = (send: NonNullable<Driver.Driver["getSend"]>, table: Table.Any, id: string) =>
+    Effect.async<Option.Option<unknown>, StoreError>((resume) => {
+      const fiber = Option.getOrUndefined(Fiber.getCurrentFiber())
+      if (fiber === undefined) return resume(getAsync(table, id, undefined))
+      if (Telemetry.isInstalled(fiber.currentTracer)) return resume(inSpan("get", table, getAsync(table, id, undefined)))
+      if (unreadableId(id)) {
+        noteReadIn(fiber, table.name)
+        return resume(Effect.succeedNone)
+      }
+      const scope = TenantScope.ofFiber(fiber, table)
+      const sent = send(table, id, fiber, (row) => {
+        try {
+          resume(
+            row === undefined
+              ? Effect.succeedNone
+              : row instanceof StoreUnavailable
+              ? Exit.fail(row)
+              : visibleRow(table, id, scope, row)
+          )
+        } catch (defect) {
+          // A schema's transformation that throws: a defect, as in any effect.
+          resume(Effect.die(defect))
+        }
+      })
+      if (!sent) return resume(getAsync(table, id, undefined))
+      noteReadIn(fiber, table.name)
+    })
+
+  /**
+   * An id no row can have finds nothing. Rather than scanning every id for NUL and lone surrogates
+   * (`isStorableId`), a found row must carry exactly the id asked for: stored ids hold neither, so
+   * a lossy match (a surrogate bound as U+FFFD) is no match.
+   */
+  const unreadableId = (id: string) => typeof id !== "string" || id.length > RowCodec.maxIdLength
+
+  /** A row read by id, decoded if the caller may see it: the read's outcome. */
+  const visibleRow = (
+    table: Table.Any,
+    id: string,
+    scope: TenantScope.Scope,
+    row: Driver.Encoded
+  ): Exit.Exit<Option.Option<unknown>, RowInvalid> => {
+    if (row.id !== id || !TenantScope.sees(scope, row)) return noRow
     const decoded = RowCodec.of(table).decode(row)
-    return Either.isRight(decoded) ? Effect.succeed(Option.some(decoded.right)) : Effect.fail(decoded.left)
+    return Either.isRight(decoded) ? Exit.succeed(Option.some(decoded.right)) : Exit.fail(decoded.left)
   }
 
   const getAsync = (table: Table.Any, id: string, options?: { readonly forUpdate?: boolean }) =>

@@ -9,7 +9,7 @@
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Option, Redacted, Schedule, Schema } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Option, Redacted, Schedule, Schema } from "effect"
 import type pg from "pg"
 import * as PgDirect from "../../src/kernel/PgDirect.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
@@ -33,13 +33,26 @@ const Plain = defineTable("direct_plain", {
   }
 })
 
+/** A field whose decoding throws for one value: a schema's transformation with a bug. */
+const Touchy = defineTable("direct_touchy", {
+  fields: {
+    text: Schema.transform(Schema.String, Schema.String, {
+      decode: (text) => {
+        if (text === "boom") throw new Error("decode threw")
+        return text
+      },
+      encode: (text) => text
+    })
+  }
+})
+
 /** The store on a fresh database, and that database's URL. */
 const tier = Effect.gen(function*() {
   const url = yield* Pg.freshDatabase
   const context = yield* Layer.build(
     Store.layerSql.pipe(
       Layer.provideMerge(RecordingTap.layer()),
-      Layer.provideMerge(Layer.effectDiscard(SchemaDiffer.apply([Notes, Others, Plain])).pipe(Layer.provideMerge(Pg.layerClient(url))))
+      Layer.provideMerge(Layer.effectDiscard(SchemaDiffer.apply([Notes, Others, Plain, Touchy])).pipe(Layer.provideMerge(Pg.layerClient(url))))
     )
   )
   return { store: Effect.runSync(Effect.provide(Store.Store, context)), url }
@@ -161,6 +174,23 @@ describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct statements", () => {
         for (let i = 4; i >= 0; i--) assert.strictEqual(Option.getOrThrow(yield* store.get(Notes, `n${i}`)).text, `t${i}`)
       }
       assert.isTrue(Option.isNone(yield* store.get(Notes, "missing")))
+    }))
+
+  it.scopedLive("a decoding that throws, in a read by id or after a one-row insert, is the caller's defect; the connection goes on serving", () =>
+    Effect.gen(function*() {
+      const { store, url } = yield* tier
+      const admin = yield* Pg.connection(url)
+      yield* on(admin, `INSERT INTO direct_touchy (id, text) VALUES ('bad', 'boom'), ('good', 'fine')`)
+      const defectOf = <A, E>(exit: Exit.Exit<A, E>) =>
+        Exit.isFailure(exit) ? Option.map(Cause.dieOption(exit.cause), (defect) => (defect as Error).message) : Option.none()
+      // The row is decoded in node-postgres's callback: a throw there must reach the reader, not the driver.
+      assert.deepStrictEqual(defectOf(yield* Effect.exit(store.get(Touchy, "bad"))), Option.some("decode threw"))
+      assert.strictEqual(Option.getOrThrow(yield* store.get(Touchy, "good")).text, "fine")
+      // The written row is decoded once the insert answered (it is written, as before).
+      assert.deepStrictEqual(defectOf(yield* Effect.exit(store.insert(Touchy, { id: "new", text: "boom" }))), Option.some("decode threw"))
+      assert.deepStrictEqual(yield* on(admin, `SELECT id FROM direct_touchy WHERE id = 'new'`), [{ id: "new" }])
+      assert.strictEqual((yield* store.insert(Touchy, { id: "next", text: "ok" })).text, "ok")
+      assert.strictEqual(Option.getOrThrow(yield* store.get(Touchy, "next")).text, "ok")
     }))
 
   it.scopedLive("a read by id answers the decoded row exactly: every presence of a field, undeclared columns left out, a numeric column read back as text", () =>

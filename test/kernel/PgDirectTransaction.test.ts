@@ -126,8 +126,8 @@ describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct transactions", () => {
   it.scopedLive("a statement `now` made while the reserved connection was idle, run once a transaction took it, runs outside that transaction", () =>
     Effect.gen(function*() {
       const { direct, sql, transaction, ids } = yield* setup
-      // What the store's point statements do (`getNow`, `insertNow`): the effect is made now, and
-      // runs a few fiber steps later, where the fiber may yield to another that opens a transaction.
+      // An effect of `now` is made now and may run a few fiber steps later, where the fiber may
+      // have yielded to another that opens a transaction.
       const fiber = yield* Effect.withFiberRuntime<Fiber.RuntimeFiber<unknown, unknown>>((fiber) => Effect.succeed(fiber))
       const early = direct.now<never>(fiber, "INSERT INTO tx_notes (id) VALUES ($1)", ["early"])
       assert.isDefined(early)
@@ -147,24 +147,49 @@ describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct transactions", () => {
       assert.deepStrictEqual(yield* ids, ["early"])
     }))
 
-  it.scopedLive("a `point` statement made while the reserved connection was idle, run once a transaction took it, runs outside that transaction", () =>
+  it.scopedLive("`send` runs at once on the idle reserved connection, answering in node-postgres's callback; while a transaction holds it, nothing is sent", () =>
     Effect.gen(function*() {
-      const { direct, sql, transaction, ids } = yield* setup
+      const { direct, pidOutside, transaction, ids } = yield* setup
+      const reserved = yield* pidOutside
       const fiber = yield* Effect.withFiberRuntime<Fiber.RuntimeFiber<unknown, unknown>>((fiber) => Effect.succeed(fiber))
-      const early = direct.point(fiber, "INSERT INTO tx_notes (id) VALUES ($1) RETURNING id", ["early"], (rows) => rows.length, (error) => error, undefined)
-      assert.isDefined(early)
+      /** `send`'s answer (and its context), or `false` when nothing was sent. */
+      const send = (text: string, parameters: ReadonlyArray<unknown>) =>
+        Effect.async<false | { readonly error: SqlError | undefined; readonly rows: ReadonlyArray<Record<string, unknown>>; readonly context: string }>(
+          (resume) => {
+            const sent = direct.send(fiber, text, parameters, (error, rows, context) => resume(Effect.succeed({ error, rows, context })), "ctx")
+            if (!sent) resume(Effect.succeed(false))
+          }
+        )
+      const answered = yield* send("SELECT pg_backend_pid() AS pid, $1::text AS echo", ["hi"])
+      assert.notStrictEqual(answered, false)
+      if (answered === false) return
+      assert.isUndefined(answered.error)
+      assert.deepStrictEqual(answered.rows, [{ pid: reserved, echo: "hi" }])
+      assert.strictEqual(answered.context, "ctx")
+      // A failure is the client's SqlError, with its message.
+      const failed = yield* send("SELECT * FROM no_such_table", [])
+      assert.notStrictEqual(failed, false)
+      if (failed === false) return
+      assert.strictEqual(failed.error?._tag, "SqlError")
+      assert.strictEqual(failed.error?.message, "Failed to execute statement")
+      assert.deepStrictEqual(failed.rows, [])
+      // While another fiber's transaction holds the reserved connection, nothing is sent on it (nor
+      // anywhere): the caller takes the client's path, outside that transaction.
       const opened = yield* Deferred.make<void>()
       const release = yield* Deferred.make<void>()
       const writer = yield* Effect.fork(Effect.flip(transaction(Effect.gen(function*() {
-        yield* sql`INSERT INTO tx_notes (id) VALUES ('held')`
         yield* Deferred.succeed(opened, undefined)
         yield* Deferred.await(release)
         return yield* Effect.fail(new Abort())
       }))))
       yield* Deferred.await(opened)
-      assert.strictEqual(yield* early!, 1)
+      assert.strictEqual(yield* send("INSERT INTO tx_notes (id) VALUES ($1)", ["held"]), false)
       yield* Deferred.succeed(release, undefined)
       assert.instanceOf(yield* Fiber.join(writer), Abort)
-      assert.deepStrictEqual(yield* ids, ["early"])
+      assert.deepStrictEqual(yield* ids, [])
+      // Given back: sent on it again.
+      const again = yield* send("INSERT INTO tx_notes (id) VALUES ($1) RETURNING id", ["after"])
+      assert.notStrictEqual(again, false)
+      assert.deepStrictEqual(yield* ids, ["after"])
     }))
 })
