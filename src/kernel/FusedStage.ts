@@ -49,6 +49,8 @@ export interface Part {
 /** The fused statement: its text, parameters, and the parts that read their `RETURNING`. */
 export interface Fused {
   readonly text: string
+  /** Whether `text` is built once for every write of its table and parts' keys (worth preparing by name). */
+  readonly reused: boolean
   readonly parameters: ReadonlyArray<unknown>
   /** Parts with `onResult`, with the result column each reads. */
   readonly returning: ReadonlyArray<{ readonly column: string; readonly part: Part }>
@@ -120,7 +122,7 @@ export const compose = (insert: string, values: ReadonlyArray<unknown>, parts: R
     const column = shape.columns[i]
     if (column !== undefined) returning.push({ column, part: parts[i]! })
   }
-  return { text: shape.text, parameters, returning }
+  return { text: shape.text, reused: keys !== undefined, parameters, returning }
 }
 
 /**

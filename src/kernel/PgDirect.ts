@@ -30,8 +30,8 @@ import * as Telemetry from "./Telemetry.js"
 interface PgConnection {
   readonly processID: number | null
   readonly query: (
-    text: string,
-    values: Array<unknown>,
+    text: string | { readonly name: string; readonly text: string; readonly values: Array<unknown> },
+    values: Array<unknown> | undefined,
     callback: (error: Error | null, result: { readonly rows?: ReadonlyArray<unknown> } | ReadonlyArray<unknown>) => void
   ) => void
   readonly on: (event: "error" | "end", listener: () => void) => unknown
@@ -125,6 +125,25 @@ const answered = <C>(
   error
     ? answer(new SqlError({ cause: error, message: "Failed to execute statement" }), noRows, context)
     : answer(undefined, rowsOf(result) as ReadonlyArray<Record<string, unknown>>, context)
+
+/**
+ * Texts sent as named prepared statements (parsed and planned once per connection, then only bound
+ * and run), with their names. For long statements a caller sends many times with the same text,
+ * whose planning costs more than running them: the one-statement staged insert (`FusedStage`), whose
+ * data-modifying CTE took ~440 µs of server time unnamed against ~220 µs prepared. Their results'
+ * shape never changes with the tables' columns (they return ids or JSON), so a table altered
+ * later only makes the server plan them again.
+ */
+const preparedNames = new Map<string, string>()
+
+/**
+ * Sends `text` as a named prepared statement on the direct path from now on (see `preparedNames`):
+ * only for texts built once and sent many times, never for one made per call (each name lives on
+ * every connection that ran it, until the connection closes).
+ */
+export const prepare = (text: string): void => {
+  if (!preparedNames.has(text)) preparedNames.set(text, `fw_prepared_${preparedNames.size + 1}`)
+}
 
 /** One reserved connection and how to give it back. */
 class Slot {
@@ -241,7 +260,9 @@ export const make = (
         }
         let pending = true
         if (own !== undefined) own.busy = true
-        pg.query(text, parameters as Array<unknown>, (error, result) => {
+        const name = preparedNames.get(text)
+        const query = name === undefined ? text : { name, text, values: parameters as Array<unknown> }
+        pg.query(query, parameters as Array<unknown>, (error, result) => {
           pending = false
           if (own !== undefined) own.busy = false
           if (error) {

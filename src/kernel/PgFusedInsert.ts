@@ -10,6 +10,7 @@ import { Effect, Option, Predicate } from "effect"
 import * as Driver from "./Driver.js"
 import { CommitUnknown, DuplicateRow } from "./Errors.js"
 import * as FusedStage from "./FusedStage.js"
+import * as PgDirect from "./PgDirect.js"
 import type * as Table from "./Table.js"
 
 /** What the fused insert needs of the driver: the table's one-row insert and its parameters. */
@@ -49,6 +50,8 @@ export const make = (
   // A statement transformer sees the client's statements: take the transaction as before.
   if (Option.isSome(fiber.getFiberRef(Statement.currentTransformer))) return Driver.NotNow
   const fused = FusedStage.compose(row.text(table), row.values(table, encoded), parts)
+  // Planning the CTE costs the server more than running it: a text built once is prepared by name.
+  if (fused.reused) PgDirect.prepare(fused.text)
   const statement = point<Readonly<Record<string, unknown>>>(fused.text, fused.parameters)
   return new Driver.Later(Effect.match(statement, {
     onFailure: (error): Outcome =>

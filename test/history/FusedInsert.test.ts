@@ -188,11 +188,33 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
       assert.deepStrictEqual(yield* versionsOf(b.store, "f"), ["1:insert:fleet"])
     }), 60_000)
 
+  it.scopedLive("the statement is prepared by name: parsed once per connection, then sent by name, also after a column is added", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const proxy = yield* cuttingProxy(new URL(url))
+      const viaProxy = new URL(url)
+      viaProxy.hostname = "127.0.0.1"
+      viaProxy.port = String(proxy.port)
+      const { store } = yield* replica(viaProxy.toString(), false)
+      for (const id of ["a", "b", "c"]) yield* store.insert(Docs, { id, title: id })
+      const texts = proxy.sent.filter((chunk) => chunk.includes(`WITH "row"`))
+      const named = proxy.sent.filter((chunk) => /fw_prepared_\d+/.test(chunk))
+      assert.strictEqual(texts.length, 1, "the text is sent once")
+      assert.strictEqual(named.length, 3, "every write names the prepared statement")
+      // A column added later makes the server plan it again; the result's shape does not change.
+      const admin = yield* Pg.connection(url)
+      yield* Effect.promise(() => admin.query(`ALTER TABLE docs ADD COLUMN extra text`))
+      yield* store.insert(Docs, { id: "d", title: "after" })
+      assert.deepStrictEqual(yield* versionsOf(store, "d"), ["1:insert:after"])
+      assert.strictEqual(proxy.sent.filter((chunk) => chunk.includes(`WITH "row"`)).length, 1)
+    }), 60_000)
+
   it.scopedLive("fleet scope: a one-statement write whose answer was lost answers CommitUnknown, and is delivered to its own replica once", () =>
     Effect.gen(function*() {
       const url = yield* setUp
       const target = new URL(url)
-      const proxy = yield* cuttingProxy(target, `WITH "row"`)
+      // The fused statement's text, or its prepared name once the connection has parsed it.
+      const proxy = yield* cuttingProxy(target, `WITH "row"`, "fw_prepared_")
       const viaProxy = new URL(url)
       viaProxy.hostname = "127.0.0.1"
       viaProxy.port = String(proxy.port)
