@@ -261,45 +261,10 @@ const versionStatement = `${
   }, "")
 } ON CONFLICT ("id") DO NOTHING RETURNING "id"`
 
-/**
- * The version of an inserted row as a part of the fused one-statement insert (see `FusedStage`).
- * No `ON CONFLICT` here: the statement's snapshot predates its wait on the row's lock, so after a
- * concurrent delete and re-insert of the id its version may clash; the clash fails the statement,
- * and the store writes the row again in a transaction, where the version is read afresh.
- */
-const versionPart = (options: Options, change: Change): FusedStage.Part => {
+/** The parameters of `versionInsert` for `change`, in its order. */
+const versionValues = (options: Options, change: Change): ReadonlyArray<unknown> => {
   const data = dataOf(options, change)
-  return {
-    key: "history:version",
-    values: [
-      change.table,
-      change.id,
-      change.op,
-      data === null ? null : JSON.stringify(data),
-      change.at,
-      change.tenantId,
-      change.provenance.traceId,
-      change.provenance.subjectId,
-      change.provenance.procedure
-    ],
-    statement: (row, value) =>
-      versionInsert({
-        table: value(0),
-        id: value(1),
-        op: value(2),
-        data: value(3),
-        at: value(4),
-        tenant: value(5),
-        trace: value(6),
-        subject: value(7),
-        procedure: value(8)
-      }, `${row}, `)
-  }
-}
-
-const stageOne = (connection: Connection, options: Options, change: Change): Effect.Effect<void, StoreError> => {
-  const data = dataOf(options, change)
-  return connection.execute(versionStatement, [
+  return [
     change.table,
     change.id,
     change.op,
@@ -309,14 +274,40 @@ const stageOne = (connection: Connection, options: Options, change: Change): Eff
     change.provenance.traceId,
     change.provenance.subjectId,
     change.provenance.procedure
-  ], undefined).pipe(
+  ]
+}
+
+/**
+ * The version of an inserted row as a part of the fused one-statement insert (see `FusedStage`).
+ * No `ON CONFLICT` here: the statement's snapshot predates its wait on the row's lock, so after a
+ * concurrent delete and re-insert of the id its version may clash; the clash fails the statement,
+ * and the store writes the row again in a transaction, where the version is read afresh.
+ */
+const versionPart = (options: Options, change: Change): FusedStage.Part => ({
+  key: "history:version",
+  values: versionValues(options, change),
+  statement: (row, value) =>
+    versionInsert({
+      table: value(0),
+      id: value(1),
+      op: value(2),
+      data: value(3),
+      at: value(4),
+      tenant: value(5),
+      trace: value(6),
+      subject: value(7),
+      procedure: value(8)
+    }, `${row}, `)
+})
+
+const stageOne = (connection: Connection, options: Options, change: Change): Effect.Effect<void, StoreError> =>
+  connection.execute(versionStatement, versionValues(options, change), undefined).pipe(
     Effect.mapError(unavailable),
     Effect.flatMap((rows) =>
       // Only a version written past the row's lock (history edited by hand) can collide.
       rows.length === 1 ? Effect.void : Effect.fail(new DuplicateRow({ table: RowHistory.name, id: `${change.table}:${change.id}` }))
     )
   )
-}
 
 /**
  * `sync` mode: versions are assigned and written inside the writing transaction, after its

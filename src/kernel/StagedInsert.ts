@@ -83,6 +83,20 @@ export const make = (deps: Deps): StagedInsert => {
     }
   })
 
+  /** The new row encoded, within the writer's tenant and decodable: the stored form and the row the insert answers. */
+  const checkedNew = (
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    table: Table.Any,
+    row: Readonly<Record<string, unknown>>
+  ): Either.Either<{ readonly after: Driver.Encoded; readonly decoded: unknown }, StoreError> => {
+    const encoded = encodeNew(table, row)
+    if (Either.isLeft(encoded)) return Either.left(encoded.left)
+    const after = encoded.right
+    const refused = TenantScope.violation(table, TenantScope.ofFiber(fiber, table), after)
+    if (refused !== undefined) return Either.left(refused)
+    return Either.map(RowCodec.of(table).decode(after), (decoded) => ({ after, decoded }))
+  }
+
   /**
    * A one-row insert outside a transaction, with stagers, on a tier that runs a short transaction
    * synchronously (SQLite): the row, every stager's statements and COMMIT in this fiber step, then
@@ -101,13 +115,9 @@ export const make = (deps: Deps): StagedInsert => {
       if (stager.statements === undefined) return undefined
       plans.push(stager.statements)
     }
-    const encoded = encodeNew(table, row)
-    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
-    const after = encoded.right
-    const refused = TenantScope.violation(table, TenantScope.ofFiber(fiber, table), after)
-    if (refused !== undefined) return Effect.fail(refused)
-    const decoded = RowCodec.of(table).decode(after)
-    if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+    const checked = checkedNew(fiber, table, row)
+    if (Either.isLeft(checked)) return Effect.fail(checked.left)
+    const { after, decoded } = checked.right
     const changes = [insertedChange(fiber, table, after)]
     const outcome = transactNow(fiber, (now) => {
       const inserted = now.insert(table, after)
@@ -126,7 +136,7 @@ export const make = (deps: Deps): StagedInsert => {
       return Effect.zipRight(tap.commitUnknown === undefined ? Effect.void : tap.commitUnknown(changes), Effect.fail(outcome.left))
     }
     CommitWitness.markIn(fiber)
-    return Effect.as(publish(changes), decoded.right)
+    return Effect.as(publish(changes), decoded)
   }
 
   const insertFusedNow = driver.insertFusedNow
@@ -144,13 +154,9 @@ export const make = (deps: Deps): StagedInsert => {
     if (insertFusedNow === undefined || (tap.scope !== "local" && tap.fuse === undefined)) return undefined
     const stagers = tap.stagers()
     for (const stager of stagers) if (stager.fuse === undefined) return undefined
-    const encoded = encodeNew(table, row)
-    if (Either.isLeft(encoded)) return Effect.fail(encoded.left)
-    const after = encoded.right
-    const refused = TenantScope.violation(table, TenantScope.ofFiber(fiber, table), after)
-    if (refused !== undefined) return Effect.fail(refused)
-    const decoded = RowCodec.of(table).decode(after)
-    if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+    const checked = checkedNew(fiber, table, row)
+    if (Either.isLeft(checked)) return Effect.fail(checked.left)
+    const { after, decoded } = checked.right
     const change = insertedChange(fiber, table, after)
     const parts: Array<FusedStage.Part> = []
     for (const stager of stagers) {
@@ -165,7 +171,7 @@ export const make = (deps: Deps): StagedInsert => {
     return Effect.flatMap(outcome.effect, (written): Effect.Effect<unknown, StoreError> => {
       if (written === undefined) {
         CommitWitness.markIn(fiber)
-        return Effect.as(publish(changes), decoded.right)
+        return Effect.as(publish(changes), decoded)
       }
       if (written === FusedStage.Refused) return inTransaction()
       if (written instanceof DuplicateRow) return Effect.fail(written)
