@@ -6,7 +6,7 @@
  */
 import { FetchHttpClient } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Option, Schema, Tracer } from "effect"
+import { Effect, Fiber, Layer, Option, Schema } from "effect"
 import type pg from "pg"
 import { rowAsOf, rowHistory, rowHistoryPlugin, RowHistory } from "../../src/history/index.js"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
@@ -16,6 +16,7 @@ import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import * as PluginHost from "../../src/server/PluginHost.js"
 import { cuttingProxy } from "../kernel/support/CuttingProxy.js"
+import { recordingTracer } from "../kernel/support/StoreSpans.js"
 import * as Pg from "../support/Pg.js"
 
 const Docs = defineTable("docs", { fields: { title: Schema.String } })
@@ -141,17 +142,8 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
     Effect.gen(function*() {
       const url = yield* setUp
       const { store } = yield* replica(url, false)
-      const native = yield* Effect.tracer
-      const spans: Array<Tracer.Span> = []
-      const recording = Tracer.make({
-        context: native.context,
-        span: (...args) => {
-          const span = native.span(...args)
-          spans.push(span)
-          return span
-        }
-      })
-      yield* Effect.withTracer(store.insert(Docs, { id: "t", title: "traced" }), recording)
+      const { spans, tracer } = yield* recordingTracer
+      yield* Effect.withTracer(store.insert(Docs, { id: "t", title: "traced" }), tracer)
       const names = spans.map((s) => s.name)
       assert.include(names, "fw.store insert")
       assert.include(names, "fw.plugin history onStage")

@@ -8,9 +8,10 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Fiber, Layer, Tracer } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer } from "effect"
 import * as PgDirect from "../../src/kernel/PgDirect.js"
 import * as Pg from "../support/Pg.js"
+import { recordingTracer } from "./support/StoreSpans.js"
 
 /** A direct-statement helper over a client on a fresh database with one table. */
 const setup = Effect.gen(function*() {
@@ -104,21 +105,12 @@ describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct transactions", () => {
     Effect.gen(function*() {
       const { sql, pidOutside, pidInside, transaction, ids } = yield* setup
       const reserved = yield* pidOutside
-      // Effect's own tracer, wrapped so that it counts as installed and records every span.
-      const native = yield* Effect.tracer
-      const spans: Array<string> = []
-      const recording = Tracer.make({
-        context: native.context,
-        span: (...args) => {
-          spans.push(args[0])
-          return native.span(...args)
-        }
-      })
+      const { spans, tracer } = yield* recordingTracer
       const pid = yield* Effect.withTracer(
         transaction(Effect.zipRight(sql`INSERT INTO tx_notes (id) VALUES ('traced')`, pidInside)),
-        recording
+        tracer
       )
-      assert.include(spans, "sql.transaction")
+      assert.include(spans.map((span) => span.name), "sql.transaction")
       assert.notStrictEqual(pid, reserved)
       assert.deepStrictEqual(yield* ids, ["traced"])
     }))

@@ -10,22 +10,9 @@ import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as PgSession from "../../src/kernel/PgSession.js"
 import * as Pg from "../support/Pg.js"
+import { recordingTracer } from "./support/StoreSpans.js"
 
 const pidStatement: PgSession.Prepared = { name: "fw_test_pid", text: "SELECT pg_backend_pid() AS pid, $1::text AS echo" }
-
-/** A tracer that counts as installed (not Effect's built-in one) and records every span. */
-const recordingTracer = Effect.map(Effect.tracer, (native) => {
-  const spans: Array<Tracer.Span> = []
-  const tracer = Tracer.make({
-    context: native.context,
-    span: (...args) => {
-      const span = native.span(...args)
-      spans.push(span)
-      return span
-    }
-  })
-  return { tracer, spans }
-})
 
 const queryTextOf = (span: Tracer.Span) => {
   const text = span.attributes.get("db.query.text")
