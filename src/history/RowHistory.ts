@@ -8,23 +8,21 @@
  * `batched` mode versions are recorded after commit by the writing replica, in its commit order.
  */
 import { SqlClient } from "@effect/sql"
-import type { Connection } from "@effect/sql/SqlConnection"
 import { Chunk, Clock, Effect, Layer, Option, Queue, Schedule, Stream, SubscriptionRef } from "effect"
 import * as Plugin from "../app/Plugin.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import type { PendingChange } from "../kernel/ChangeTap.js"
-import { DuplicateRow } from "../kernel/Errors.js"
 import type { StoreError } from "../kernel/Errors.js"
-import { unavailable } from "../kernel/SqlDriver.js"
 import type { StoreShape } from "../kernel/Store.js"
 import { Store } from "../kernel/Store.js"
-import type * as FusedStage from "../kernel/FusedStage.js"
 import * as StageStatements from "../kernel/StageStatements.js"
 import * as Subject from "../kernel/Subject.js"
 import * as TenantScope from "../kernel/TenantScope.js"
 import * as Table from "../kernel/Table.js"
 import { RowHistory, versionId } from "./tables.js"
+import type { Change } from "./VersionStatements.js"
+import { dataOf, stageOne, versionPart } from "./VersionStatements.js"
 import * as Settings from "../app/Settings.js"
 
 /** A recorded version. `data` is the encoded row (absent for deletes). */
@@ -118,7 +116,6 @@ export const rowAsOf = (
     return latest.data
   })
 
-type Change = Pick<ChangeEvent, "table" | "op" | "id" | "tenantId" | "after" | "at" | "provenance">
 type VersionRecord = typeof RowHistory.schema.Type
 /** A row's newest recorded version, and when it changed. */
 interface Head {
@@ -196,7 +193,7 @@ const recordsOf = (options: Options, changes: ReadonlyArray<Change>, heads: Map<
       rowId: change.id,
       version,
       op: change.op,
-      data: dataOf(options, change),
+      data: dataOf(options.excludeColumns, change),
       changedAt,
       tenantId: change.tenantId,
       traceId: change.provenance.traceId,
@@ -207,107 +204,6 @@ const recordsOf = (options: Options, changes: ReadonlyArray<Change>, heads: Map<
 
 const writeRecords = (store: StoreShape, records: ReadonlyArray<VersionRecord>): Effect.Effect<unknown, StoreError> =>
   records.length === 1 ? store.insert(RowHistory, records[0]!) : store.insertMany(RowHistory, records)
-
-/** The record of `change` as `recordsOf` writes it, without its version (`id`, `version`, `changedAt`). */
-const dataOf = (options: Options, change: Change) => {
-  const excluded = options.excludeColumns?.[change.table] ?? []
-  return change.after === null
-    ? null
-    : Object.fromEntries(Object.entries(change.after).filter(([column]) => !excluded.includes(column)))
-}
-
-/**
- * The INSERT of one version, as `recordsOf` would make it: the next version after the row's newest
- * (read in the same statement) and its record, `changedAt` never running backwards. `p` names the
- * placeholders of the change's values; `from` joins what the version is written for (nothing, or
- * the fused statement's inserted row).
- */
-const versionInsert = (
-  p: {
-    readonly table: string
-    readonly id: string
-    readonly op: string
-    readonly data: string
-    readonly at: string
-    readonly tenant: string
-    readonly trace: string
-    readonly subject: string
-    readonly procedure: string
-  },
-  from: string
-) =>
-  `INSERT INTO "${RowHistory.name}"
-  ("id", "tableName", "rowId", "version", "op", "data", "changedAt", "tenantId", "traceId", "subjectId", "procedure")
-  SELECT ${p.table}::text || ':' || ${p.id}::text || ':' || lpad(head.version::text, 10, '0'), ${p.table}, ${p.id}, head.version,
-    ${p.op}, ${p.data}::jsonb, GREATEST(${p.at}::double precision, head.at), ${p.tenant}, ${p.trace}, ${p.subject}, ${p.procedure}
-  FROM ${from}(SELECT coalesce(max("version"), 0) + 1 AS version, coalesce(max("changedAt"), ${p.at}::double precision) AS at
-    FROM "${RowHistory.name}" WHERE "tableName" = ${p.table} AND "rowId" = ${p.id}) head`
-
-/**
- * One version in one PostgreSQL statement on the writing transaction's connection, under the row
- * lock the write holds. A clash (history edited by hand) inserts nothing and is reported.
- */
-const versionStatement = `${
-  versionInsert({
-    table: "$1",
-    id: "$2",
-    op: "$3",
-    data: "$4",
-    at: "$5",
-    tenant: "$6",
-    trace: "$7",
-    subject: "$8",
-    procedure: "$9"
-  }, "")
-} ON CONFLICT ("id") DO NOTHING RETURNING "id"`
-
-/** The parameters of `versionInsert` for `change`, in its order. */
-const versionValues = (options: Options, change: Change): ReadonlyArray<unknown> => {
-  const data = dataOf(options, change)
-  return [
-    change.table,
-    change.id,
-    change.op,
-    data === null ? null : JSON.stringify(data),
-    change.at,
-    change.tenantId,
-    change.provenance.traceId,
-    change.provenance.subjectId,
-    change.provenance.procedure
-  ]
-}
-
-/**
- * The version of an inserted row as a part of the fused one-statement insert (see `FusedStage`).
- * No `ON CONFLICT` here: the statement's snapshot predates its wait on the row's lock, so after a
- * concurrent delete and re-insert of the id its version may clash; the clash fails the statement,
- * and the store writes the row again in a transaction, where the version is read afresh.
- */
-const versionPart = (options: Options, change: Change): FusedStage.Part => ({
-  key: "history:version",
-  values: versionValues(options, change),
-  statement: (row, value) =>
-    versionInsert({
-      table: value(0),
-      id: value(1),
-      op: value(2),
-      data: value(3),
-      at: value(4),
-      tenant: value(5),
-      trace: value(6),
-      subject: value(7),
-      procedure: value(8)
-    }, `${row}, `)
-})
-
-const stageOne = (connection: Connection, options: Options, change: Change): Effect.Effect<void, StoreError> =>
-  connection.execute(versionStatement, versionValues(options, change), undefined).pipe(
-    Effect.mapError(unavailable),
-    Effect.flatMap((rows) =>
-      // Only a version written past the row's lock (history edited by hand) can collide.
-      rows.length === 1 ? Effect.void : Effect.fail(new DuplicateRow({ table: RowHistory.name, id: `${change.table}:${change.id}` }))
-    )
-  )
 
 /**
  * `sync` mode: versions are assigned and written inside the writing transaction, after its
@@ -334,7 +230,7 @@ const stageVersionsIn = (options: Options, changes: ReadonlyArray<Change>): Effe
     if (store.dialect === "pg" && changes.length <= separateLookUps) {
       const transaction = yield* Effect.serviceOption(SqlClient.TransactionConnection)
       if (Option.isSome(transaction)) {
-        for (const change of changes) yield* stageOne(transaction.value[0], options, change)
+        for (const change of changes) yield* stageOne(transaction.value[0], options.excludeColumns, change)
         return
       }
     }
@@ -492,7 +388,7 @@ export const rowHistoryPlugin = (options: Options = {}): RowHistoryPlugin => {
             stageVersionsIn(options, changes.filter((change) => recorded(change.table))),
           onStageStatements: (changes: ReadonlyArray<PendingChange>) =>
             stageVersions(options, changes.filter((change) => recorded(change.table))),
-          onStageFused: (change: PendingChange) => recorded(change.table) ? versionPart(options, change) : null
+          onStageFused: (change: PendingChange) => recorded(change.table) ? versionPart(options.excludeColumns, change) : null
         }),
       ...(batched || retention ? { layer: background } : {})
     }),
