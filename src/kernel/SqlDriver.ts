@@ -15,6 +15,7 @@ import * as PgFusedInsert from "./PgFusedInsert.js"
 import * as SqliteDirect from "./SqliteDirect.js"
 import * as SqlFailure from "./SqlFailure.js"
 import * as SqliteDirectTransaction from "./SqliteDirectTransaction.js"
+import * as SqliteTransaction from "./SqliteTransaction.js"
 import { DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type * as Table from "./Table.js"
 
@@ -219,6 +220,8 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
    * synchronous step. A failure reads as the client's would.
    */
   const direct = dialect === "sqlite" ? yield* SqliteDirect.make(sql) : undefined
+  /** Transactions that end a refused COMMIT (see `SqliteTransaction`). */
+  const sqliteClient = SqliteTransaction.applies(sql)
   const prepared = (on: SqliteDirect.Direct, source: string): SqliteDirect.Statement | StoreUnavailable => {
     try {
       return on.statement(source)
@@ -237,10 +240,17 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
   const insertDirect = (on: SqliteDirect.Direct, table: Table.Any, row: Driver.Encoded) => {
     const statement = prepared(on, pointOf(table).insert)
     if (statement instanceof StoreUnavailable) return statement
-    const inserted = step(statement, valuesOf(table, row))
-    if (inserted instanceof StoreUnavailable) return inserted
+    // `all`, not `get`: outside a transaction the statement commits as it runs to its end, and a
+    // COMMIT refused there (a deferred foreign key) fails only that last step, which `get` does not
+    // wait for (the row would answer as written and be gone).
+    let inserted: ReadonlyArray<unknown>
+    try {
+      inserted = statement.all(...valuesOf(table, row))
+    } catch (cause) {
+      return unavailable(new SqlError({ cause, message: "Failed to execute statement" }))
+    }
     // ON CONFLICT DO NOTHING: a refused row returns nothing.
-    return inserted === undefined ? new DuplicateRow({ table: table.name, id: idOf(row) }) : undefined
+    return inserted.length === 0 ? new DuplicateRow({ table: table.name, id: idOf(row) }) : undefined
   }
   const directOperations: Pick<Driver.Driver, "getNow" | "insertNow" | "transactNow"> = direct === undefined ? {} : {
     getNow: (table, id, fiber) => {
@@ -390,8 +400,13 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
         const body = Effect.mapError(effect, (error) => new Inner(error)).pipe(Effect.tap(() => {
           committing = true
         }))
-        // On PostgreSQL, straight on the reserved connection when that changes nothing (see `PgDirect`).
-        const transacted = pgDirect === undefined ? sql.withTransaction(body) : pgDirect.transaction(body)
+        // On PostgreSQL, straight on the reserved connection when that changes nothing (see `PgDirect`);
+        // on SQLite, a refused COMMIT rolled back before the connection is released (see `SqliteTransaction`).
+        const transacted = pgDirect !== undefined
+          ? pgDirect.transaction(body)
+          : sqliteClient
+          ? SqliteTransaction.run(sql, body)
+          : sql.withTransaction(body)
         return transacted.pipe(
           Effect.mapError((error): E | StoreUnavailable => error instanceof Inner ? error.error : unavailable(error)),
           // @effect/sql turns a failed COMMIT or ROLLBACK (a connection lost mid-transaction) into a defect.

@@ -34,10 +34,14 @@ export const unavailable = (error: SqlError): StoreUnavailable => {
  * A COMMIT that failed. The server refusing it (a deferred constraint, a serialization failure)
  * rolled the transaction back: `StoreUnavailable`. A lost connection (no SQLSTATE, or class 08
  * connection exception, 57 operator intervention, XX internal) leaves the outcome unknown.
+ * SQLite (`SQLITE_…` codes) runs in this process, so there is no connection to lose: a COMMIT it
+ * refused (a deferred foreign key, `SQLITE_BUSY`, an I/O error) committed nothing, and the caller
+ * rolls back whatever SQLite left open (see `SqliteTransaction`, `SqliteDirectTransaction`).
  */
 export const commitFailure = (error: SqlError): StoreUnavailable | CommitUnknown => {
   const code = causeCode(error)
-  const refused = code !== undefined && /^[0-9A-Z]{5}$/.test(code) && !/^(08|57|XX)/.test(code)
+  const refused = code !== undefined &&
+    (code.startsWith("SQLITE_") || (/^[0-9A-Z]{5}$/.test(code) && !/^(08|57|XX)/.test(code)))
   return refused
     ? unavailable(error)
     : new CommitUnknown({ message: `the connection failed during COMMIT: ${error.message}${code === undefined ? "" : ` (${code})`}` })

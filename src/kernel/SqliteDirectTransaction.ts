@@ -54,8 +54,11 @@ export const make = (
     try {
       direct.statement("COMMIT").run()
     } catch (cause) {
+      // A refused COMMIT (a deferred foreign key, SQLITE_BUSY) leaves the transaction open: ended
+      // here, so nothing of it commits later with another statement. The message is the one the
+      // client's COMMIT fails with, so both paths answer alike.
       rollback()
-      return Either.left(commitFailure(new SqlError({ cause, message: "Failed to commit transaction" })))
+      return Either.left(commitFailure(new SqlError({ cause, message: "Failed to execute statement" })))
     }
     return result
   }
