@@ -31,6 +31,11 @@ export interface Invocation {
    * not put back, which saves the finalizer that restores them.
    */
   readonly ownsFiber?: boolean
+  /**
+   * The call's trace id, when the transport resolved it (`Provenance.traceIdOf` of `headers`) to
+   * log what it does after the call under the same id; else resolved here.
+   */
+  readonly traceId?: string
 }
 
 const isProcedureError = Schema.is(Errors.ProcedureError)
@@ -247,7 +252,7 @@ export const make = (wiring: Wiring) => {
   }
 
   const call = (procedure: Procedure.Any, invocation: Invocation): Effect.Effect<unknown, Errors.WireError> => {
-    const traceId = Provenance.traceIdOf(invocation.headers)
+    const traceId = invocation.traceId ?? Provenance.traceIdOf(invocation.headers)
     const plan = planOf(procedure)
     const run: Effect.Effect<unknown, unknown> = plan.direct
       ? Effect.flatMap(

@@ -21,7 +21,9 @@ import type { RuntimeShape } from "../app/Runtime.js"
 import * as BodyLimit from "../http/BodyLimit.js"
 import * as EarlyBody from "../http/EarlyBody.js"
 import * as Now from "../kernel/Now.js"
+import * as Provenance from "../kernel/Provenance.js"
 import * as RpcExit from "./RpcExit.js"
+import * as RpcOutputDefect from "./RpcOutputDefect.js"
 
 const RequestMessage = Schema.Struct({
   _tag: Schema.Literal("Request"),
@@ -69,9 +71,6 @@ const json = (value: unknown, status = 200): HttpServerResponse.HttpServerRespon
   const text = JSON.stringify(value)
   return HttpServerResponse.raw(text, { status, contentType: "application/json", contentLength: Buffer.byteLength(text) })
 }
-
-/** The encoded `Exit` of an output that failed its own schema (a defect of the handler). */
-const outputDefect = { _tag: "Failure", cause: { _tag: "Die", defect: "the output failed its schema" } }
 
 const defect = (message: string) => ({ _tag: "Defect", defect: { name: "RpcProtocolError", message } })
 
@@ -128,11 +127,14 @@ const matchNow = <A, E, B, C>(
 export const make = (runtime: RuntimeShape, start: Start = inRequestFiber) => {
   const exits = RpcExit.make(runtime)
   /** The encoded `Exit` of an output: encoded synchronously, else (an async schema, a failure) by the effectful encoder. */
-  const successExit = (procedure: Procedure.Any, output: unknown): Effect.Effect<unknown> => {
+  const successExit = (procedure: Procedure.Any, output: unknown, traceId: string): Effect.Effect<unknown> => {
     const encoded = exits.success(procedure, output)
     return Either.isRight(encoded)
       ? Effect.succeed(encoded.right)
-      : exits.successLater(procedure)(output).pipe(Effect.map((value) => ({ _tag: "Success", value })), Effect.orElseSucceed(() => outputDefect))
+      : exits.successLater(procedure)(output).pipe(
+        Effect.map((value) => ({ _tag: "Success", value })),
+        Effect.catchAll((error) => RpcOutputDefect.answer(procedure.tag, traceId, error))
+      )
   }
 
   const answer = (message: typeof RequestMessage.Type, transportHeaders: Headers.Headers, run: Start): Effect.Effect<unknown> => {
@@ -144,10 +146,12 @@ export const make = (runtime: RuntimeShape, start: Start = inRequestFiber) => {
     if (procedure === undefined) return Effect.succeed(failWith(new ProcedureNotFound({ tag: message.tag })))
     // Message headers override transport headers, as on the socket.
     const headers = Headers.merge(transportHeaders, Headers.fromInput(message.headers))
+    // Resolved here so that an output failing its schema is logged under the call's own trace id.
+    const traceId = Provenance.traceIdOf(headers)
     return matchNow(
-      run(runtime.call(procedure, { input: message.payload, headers, ownsFiber: run !== inRequestFiber })),
+      run(runtime.call(procedure, { input: message.payload, headers, ownsFiber: run !== inRequestFiber, traceId })),
       (error) => Effect.succeed(failWith(error)),
-      (output) => Now.map(successExit(procedure, output), (exit) => ({ _tag: "Exit", requestId: message.id, exit }))
+      (output) => Now.map(successExit(procedure, output, traceId), (exit) => ({ _tag: "Exit", requestId: message.id, exit }))
     )
   }
 

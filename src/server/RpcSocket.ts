@@ -21,11 +21,13 @@ import { RpcSerialization, RpcServer } from "@effect/rpc"
 import type { FromClientEncoded, FromServerEncoded } from "@effect/rpc/RpcMessage"
 import { ResponseDefectEncoded } from "@effect/rpc/RpcMessage"
 import type { Fiber } from "effect"
-import { Cause, Effect, Either, Exit, FiberId, Mailbox, Option, ParseResult, Predicate, Runtime, Schema, Scope } from "effect"
+import { Cause, Effect, Either, Exit, FiberId, Mailbox, Option, Predicate, Runtime, Schema, Scope } from "effect"
 import { liveSuffix } from "../app/App.js"
 import { ProcedureNotFound } from "../app/Errors.js"
 import type { RuntimeShape } from "../app/Runtime.js"
+import * as Provenance from "../kernel/Provenance.js"
 import * as RpcExit from "./RpcExit.js"
+import * as RpcOutputDefect from "./RpcOutputDefect.js"
 import * as RpcProtocol from "./RpcProtocol.js"
 
 /** Encodes an interrupted call's `Exit` as the rpc server does (`Schema.Exit`; only the cause's interrupt is used). */
@@ -129,16 +131,20 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
     /** Runs a call of `request` (a procedure's, not a live query's) and writes its answer. */
     const call = (client: Client, request: Request, headers: HeadersType.Headers): void => {
       const procedure = runtime.app.procedures.get(request.tag)!
+      // Resolved here so that an output failing its schema is logged under the call's own trace id.
+      const traceId = Provenance.traceIdOf(headers)
       // The call's fiber is its own (`start`): after it, the fiber only writes the answer.
-      const effect = Effect.matchCauseEffect(Effect.interruptible(runtime.call(procedure, { input: request.payload, headers, ownsFiber: true })), {
+      const invocation = { input: request.payload, headers, ownsFiber: true, traceId }
+      const effect = Effect.matchCauseEffect(Effect.interruptible(runtime.call(procedure, invocation)), {
         onSuccess: (output) => {
           const encoded = exits.success(procedure, output)
           if (Either.isRight(encoded)) return answer(client, request, encoded.right)
           return exits.successLater(procedure)(output).pipe(
             Effect.matchEffect({
               onSuccess: (value) => answer(client, request, { _tag: "Success", value }),
-              // The rpc server answers an output failing its schema with the formatted error as a defect.
-              onFailure: (error) => answer(client, request, { _tag: "Failure", cause: { _tag: "Die", defect: ParseResult.TreeFormatter.formatErrorSync(error) } })
+              // As `POST /rpc` answers it: the schema's details are logged, not sent.
+              onFailure: (error) =>
+                Effect.flatMap(RpcOutputDefect.answer(procedure.tag, traceId, error), (exit) => answer(client, request, exit))
             })
           )
         },

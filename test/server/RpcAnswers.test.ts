@@ -23,6 +23,13 @@ const app = defineApp({
       output: Schema.Number,
       handler: () => Effect.succeed("not a number" as unknown as number)
     }),
+    query("out.wrongAfterLog", {
+      input: Schema.Struct({}),
+      output: Schema.Number,
+      // Logs under its call's trace id (as the call's span and its changes' provenance carry it).
+      handler: (_, ctx) =>
+        Effect.as(Effect.annotateLogs(Effect.logInfo("the handler ran"), { traceId: ctx.traceId }), "not a number" as unknown as number)
+    }),
     query("out.payload", {
       input: Schema.UndefinedOr(Schema.Struct({ a: Schema.Number })),
       output: Schema.String,
@@ -111,16 +118,51 @@ describe("rpc answers", () => {
       ])
     }))
 
-  it.scopedLive("WebSocket: an async output encoding, and an output failing its schema answered with the formatted error as a defect", () =>
+  it.scopedLive("WebSocket: an output failing its schema is answered as POST /rpc answers it; the detail is logged with the trace id, not sent", () =>
     Effect.gen(function*() {
       const served = yield* Serve.serve(app, memory)
-      const answers = yield* overSocket(served.wsUrl, [call("1", "out.later"), call("2", "out.wrong")])
+      const traced = (id: string, traceId: string) => call(id, "out.wrong", { payload: {}, headers: [["x-fw-trace-id", traceId]] })
+      const answers = yield* overSocket(served.wsUrl, [call("1", "out.later"), traced("2", "trace-over-socket")])
       const byId = new Map(answers.map((answer) => [answer.requestId, answer.exit]))
       assert.deepStrictEqual(byId.get("1"), { _tag: "Success", value: "encoded:x" })
-      const wrong = byId.get("2") as { _tag: string; cause: { _tag: string; defect: string } }
-      assert.strictEqual(wrong._tag, "Failure")
-      assert.strictEqual(wrong.cause._tag, "Die")
-      assert.include(wrong.cause.defect, "Expected number")
+      assert.deepStrictEqual(byId.get("2"), { _tag: "Failure", cause: { _tag: "Die", defect: "the output failed its schema" } })
+      const { body } = yield* post(served.rpcUrl, traced("3", "trace-over-post"))
+      assert.deepStrictEqual(body, [{ _tag: "Exit", requestId: "3", exit: byId.get("2") }])
+      // Each is logged once, under its call's trace id, with what the schema refused.
+      const logged = served.logs.flatMap((line, i) => line.includes("out.wrong") ? [{ line, traceId: served.logTraceIds[i] }] : [])
+      assert.deepStrictEqual(logged.map((entry) => entry.traceId), ["trace-over-socket", "trace-over-post"])
+      for (const { line } of logged) {
+        assert.match(line, /^ERROR procedure "out\.wrong": the handler's output does not match its schema .*Expected number/)
+      }
+    }))
+
+  it.scopedLive("without a trace id from the client, an output failing its schema is logged under the trace id the handler had", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      yield* overSocket(served.wsUrl, [call("1", "out.wrongAfterLog")])
+      yield* post(served.rpcUrl, call("2", "out.wrongAfterLog"))
+      const traceIdsOf = (text: string) => served.logs.flatMap((line, i) => line.includes(text) ? [served.logTraceIds[i]] : [])
+      const handler = traceIdsOf("the handler ran")
+      assert.strictEqual(handler.length, 2)
+      assert.notStrictEqual(handler[0], handler[1])
+      assert.deepStrictEqual(traceIdsOf("out.wrongAfterLog"), handler)
+    }))
+
+  it.scopedLive("both transports answer the same calls alike: a success, an async encoding, an output failing its schema, an invalid input", () =>
+    Effect.gen(function*() {
+      const served = yield* Serve.serve(app, memory)
+      const calls = [
+        call("1", "out.payload", { payload: { a: 1 } }),
+        call("2", "out.later"),
+        call("3", "out.wrong"),
+        call("4", "out.payload", { payload: { a: "not a number" } })
+      ]
+      const overPost = (yield* post(served.rpcUrl, calls)).body
+      const overWs = yield* overSocket(served.wsUrl, calls)
+      const byId = (answers: ReadonlyArray<Record<string, unknown>>) =>
+        [...answers].sort((a, b) => String(a.requestId).localeCompare(String(b.requestId)))
+      assert.deepStrictEqual(byId(overWs), byId(overPost))
+      assert.deepStrictEqual(byId(overPost).map((answer) => (answer.exit as { _tag: string })._tag), ["Success", "Success", "Failure", "Failure"])
     }))
 
   it.scopedLive("POST /rpc: a call that waits is answered when it completes; a client gone meanwhile interrupts its handler", () =>

@@ -4,7 +4,7 @@
 import { HttpServer } from "@effect/platform"
 import * as NodeServer from "../../src/server/NodeServer.js"
 import type { Scope } from "effect"
-import { Cause, Context, Effect, Layer, Logger } from "effect"
+import { Cause, Context, Effect, HashMap, Layer, Logger, Option } from "effect"
 import { createServer } from "node:http"
 import type { App } from "../../src/app/App.js"
 import * as Server from "../../src/server/Server.js"
@@ -22,17 +22,21 @@ export interface Served {
    * an error log asserts on it here, and the test output shows failures, not expected noise.
    */
   readonly logs: ReadonlyArray<string>
+  /** The `traceId` annotation of each line of `logs` (undefined where it had none), in the same order. */
+  readonly logTraceIds: ReadonlyArray<string | undefined>
 }
 
 /**
  * A logger keeping each line as `LEVEL message` (the cause's first line appended): for a test that
  * provokes a log, to assert on it instead of printing it.
  */
-export const capture = (lines: Array<string>) =>
-  Logger.make(({ cause, logLevel, message }) => {
+export const capture = (lines: Array<string>, traceIds?: Array<string | undefined>) =>
+  Logger.make(({ annotations, cause, logLevel, message }) => {
     const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
     const failure = Cause.isEmpty(cause) ? "" : `: ${Cause.pretty(cause).split("\n")[0]}`
     lines.push(`${logLevel.label} ${text}${failure}`)
+    const traceId = HashMap.get(annotations, "traceId")
+    traceIds?.push(Option.isSome(traceId) && typeof traceId.value === "string" ? traceId.value : undefined)
   })
 
 /** Serves `app` over `storeLayer` until the scope closes (on `port`; by default a free one). */
@@ -44,17 +48,18 @@ export const serve = <E>(
 ): Effect.Effect<Served, unknown, Scope.Scope> =>
   Effect.gen(function*() {
     const logs: Array<string> = []
+    const logTraceIds: Array<string | undefined> = []
     // Requests run on the runtime the server captured at build time: the logger set here is theirs.
     const context = yield* Layer.build(
       Server.layer(app, { announce: false, ...options }).pipe(
         Layer.provide(storeLayer),
         Layer.provideMerge(NodeServer.layer(createServer, { port, host: "127.0.0.1" }))
       )
-    ).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture(logs))))
+    ).pipe(Effect.provide(Logger.replace(Logger.defaultLogger, capture(logs, logTraceIds))))
     const { address } = Context.get(context, HttpServer.HttpServer)
     if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
     const url = `http://127.0.0.1:${address.port}`
-    return { url, rpcUrl: `${url}/rpc`, wsUrl: `ws://127.0.0.1:${address.port}/rpc`, logs }
+    return { url, rpcUrl: `${url}/rpc`, wsUrl: `ws://127.0.0.1:${address.port}/rpc`, logs, logTraceIds }
   })
 
 /** A client over `POST /rpc`. */
