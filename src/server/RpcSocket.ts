@@ -11,6 +11,8 @@
  *   protocol gives them (`RpcProtocol.guard`), written at once, so answers keep the frames' order;
  * - the answers written while one read's frames are handled leave in one socket write (the TCP
  *   socket is corked until the read is processed).
+ * - what a socket holds unsent is bounded (`UnsentBound`): past the bound its frames are not read
+ *   until the answers are sent, and a client whose answers keep piling up unread is dropped.
  *
  * Everything else (live subscriptions, acks, pings, end of input) goes to the rpc server as before,
  * and so does a call reusing the id of a request the rpc server still holds.
@@ -29,6 +31,7 @@ import * as Provenance from "../kernel/Provenance.js"
 import * as RpcExit from "./RpcExit.js"
 import * as RpcOutputDefect from "./RpcOutputDefect.js"
 import * as RpcProtocol from "./RpcProtocol.js"
+import * as UnsentBound from "./UnsentBound.js"
 
 /** Encodes an interrupted call's `Exit` as the rpc server does (`Schema.Exit`; only the cause's interrupt is used). */
 const encodeInterrupted = Schema.encodeSync(Schema.Exit({ success: Schema.Unknown, failure: Schema.Unknown, defect: Schema.Defect }))
@@ -97,9 +100,10 @@ const wsOpen = 1
 
 /**
  * The protocol (for `RpcServer.layer`) and the upgrade handler of `GET /rpc`, answering plain calls
- * through `runtime`. `knownTags` are the tags of the rpc group.
+ * through `runtime`. `knownTags` are the tags of the rpc group; `maxUnsentBytes` bounds what a
+ * socket holds unsent (`UnsentBound`).
  */
-export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
+export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>, maxUnsentBytes: number) =>
   Effect.gen(function*() {
     const serialization = yield* RpcSerialization.RpcSerialization
     // Calls run with the services and fiber refs the rpc server's handlers get (where the server is built).
@@ -229,16 +233,40 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
         const corkable = corkableOf(nodeSocket)
         const writeRaw = yield* socket.writer
         let ws: WsSocket | undefined
+        let bound: UnsentBound.UnsentBound | undefined
+        /** The TCP socket is corked while one read's frames are handled (see below). */
+        let corked = false
+        /**
+         * Whether nothing more is written to the client: it closed, or it does not read its answers
+         * (`UnsentBound`), and is dropped now: its calls interrupted, the reason logged. Not measured
+         * while the socket is corked (what is written then is unsent until the read is processed,
+         * also to a client that reads).
+         */
+        const silenced = (): boolean => {
+          if (client.closed) return true
+          if (ws === undefined) {
+            ws = wsOf(nodeSocket)
+            bound = UnsentBound.make(ws, nodeSocket, maxUnsentBytes)
+          }
+          if (corked || bound === undefined || !bound.dropped()) return false
+          client.closed = true
+          client.waiting.clear()
+          for (const fiber of client.calls.values()) fiber.unsafeInterruptAsFork(FiberId.none)
+          start(Effect.logWarning(UnsentBound.reasonOf(maxUnsentBytes)))
+          return true
+        }
         /** Writes `encoded` now through the open `ws` socket; false leaves it to the platform's writer. */
         const sendNow = (encoded: string | Uint8Array): boolean => {
-          if (typeof encoded !== "string") return false
-          ws ??= wsOf(nodeSocket)
-          if (ws === undefined || ws.readyState !== wsOpen) return false
+          if (typeof encoded !== "string" || ws === undefined || ws.readyState !== wsOpen) return false
           ws.send(encoded)
           return true
         }
-        const writeEncoded = (encoded: string | Uint8Array): Effect.Effect<void> =>
-          sendNow(encoded) ? Effect.void : Effect.orDie(writeRaw(encoded))
+        const writeEncoded = (encoded: string | Uint8Array): Effect.Effect<void> => {
+          if (silenced()) return Effect.void
+          if (!sendNow(encoded)) return Effect.orDie(writeRaw(encoded))
+          if (!corked) bound?.throttle()
+          return Effect.void
+        }
         /** Writes `response` when called (not when run): callers call it where the write belongs. */
         const write = (response: FromServerEncoded): Effect.Effect<void> => {
           let encoded: string | Uint8Array | undefined
@@ -261,12 +289,14 @@ export const make = (runtime: RuntimeShape, knownTags: ReadonlySet<string>) =>
         })
         clientIds.add(id)
         clients.set(id, client)
-        let corked = false
         const uncork = () => {
           corked = false
           corkable!.uncork()
+          bound?.throttle()
         }
         yield* socket.runRaw((data) => {
+          // A client dropped for not reading: the frames still arriving before the close are ignored.
+          if (silenced()) return
           let decoded: ReadonlyArray<unknown>
           try {
             decoded = parser.decode(data)

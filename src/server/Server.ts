@@ -81,7 +81,7 @@ const websocketProtocol = (maxBodyBytes: number, knownTags: ReadonlySet<string>)
     Effect.gen(function*() {
       const router = yield* HttpLayerRouter.HttpRouter
       const runtime = yield* Runtime.Runtime
-      const { httpApp, protocol } = yield* RpcSocket.make(runtime, knownTags)
+      const { httpApp, protocol } = yield* RpcSocket.make(runtime, knownTags, maxBodyBytes)
       // A plain GET (a browser opening the URL) gets the JSON error shape, not an empty 400; an
       // upgrade's frames are capped like every other body (1009 past the cap).
       const upgradeOnly = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
