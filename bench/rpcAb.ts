@@ -11,6 +11,7 @@
  * ROUNDS=7 SECONDS=3 npx tsx bench/rpcAb.ts fastify=bench/http/rpcFastifyServer.ts base=/tmp/base/bench/rpcServer.ts new=bench/rpcServer.ts
  * ```
  *
+ * `FW_BENCH_TSX=1` runs the files under tsx (from their own directory) instead of bundled.
  * `RATE=<req/s>` holds the load at that rate instead of saturating it: on a shared machine the
  * CPU per call then compares servers at the same load (a saturated server batches more per wake-up).
  */
@@ -25,6 +26,8 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 const rounds = Number(process.env.ROUNDS ?? 7)
 const seconds = Number(process.env.SECONDS ?? 3)
 const rate = process.env.RATE === undefined ? undefined : Number(process.env.RATE)
+// `FW_BENCH_TSX=1`: the servers run under tsx instead (see `rpcBundle.ts` for why that costs fw more).
+const tsx = process.env.FW_BENCH_TSX === "1"
 const frame = JSON.stringify({ _tag: "Request", id: "1", tag: "items.get", payload: { id: "i1" }, headers: [["authorization", "Bearer bench"]] })
 
 interface Server {
@@ -38,10 +41,12 @@ const start = (name: string, file: string) =>
   new Promise<Server>((resolve, reject) => {
     const entry = path.resolve(file)
     const outfile = path.join(path.dirname(entry), `.ab-${name}.bundle.mjs`)
-    execFileSync(path.join(here, "..", "node_modules", ".bin", "esbuild"), [
-      entry, "--bundle", "--platform=node", "--format=esm", "--packages=external", `--outfile=${outfile}`, "--log-level=warning"
-    ])
-    const child = spawn(process.execPath, [outfile], { stdio: ["ignore", "pipe", "inherit"] })
+    if (!tsx) {
+      execFileSync(path.join(here, "..", "node_modules", ".bin", "esbuild"), [
+        entry, "--bundle", "--platform=node", "--format=esm", "--packages=external", `--outfile=${outfile}`, "--log-level=warning"
+      ])
+    }
+    const child = spawn(process.execPath, tsx ? ["--import", "tsx", entry] : [outfile], { stdio: ["ignore", "pipe", "inherit"], cwd: path.dirname(entry) })
     child.stdout.on("data", (data: Buffer) => {
       const match = /PORT (\d+)/.exec(data.toString())
       if (match) {
