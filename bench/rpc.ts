@@ -5,10 +5,15 @@
  * process, all in one run, in alternating rounds. Prints req/s, the server process's CPU time per
  * call, and the ratios against Fastify (CPU is the steadier figure on a loaded machine).
  *
+ * Both servers run bundled by plain `node`, as the built package runs (`rpcBundle.ts`: under tsx,
+ * every named function fw makes per request costs an `Object.defineProperty`); `FW_BENCH_TSX=1`
+ * runs them under tsx as earlier sessions measured.
+ *
  * `npx tsx bench/rpc.ts`
  */
 import WebSocket from "ws"
-import { measureCpu, median, perSecond, type ServerProcess, startServer, table } from "./http/harness.js"
+import { measureCpu, median, perSecond, type ServerProcess, table } from "./http/harness.js"
+import { startBundled } from "./rpcBundle.js"
 
 const frame = (id: number) =>
   JSON.stringify({ _tag: "Request", id: String(id), tag: "items.get", payload: { id: "i1" }, headers: [["authorization", "Bearer bench"]] })
@@ -41,8 +46,8 @@ const overWebSocket = (server: ServerProcess, seconds: number, inFlight: number)
   })
 
 export const run = async () => {
-  const fw = await startServer("../rpcServer.ts")
-  const fastify = await startServer("rpcFastifyServer.ts")
+  const fw = await startBundled("bench/rpcServer.ts", "rpcServer")
+  const fastify = await startBundled("bench/http/rpcFastifyServer.ts", "rpcFastifyServer")
   try {
     const headers = { authorization: "Bearer bench", "content-type": "application/json" }
     const post = (server: ServerProcess, path: string, body: string, duration: number) =>

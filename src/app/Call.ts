@@ -8,6 +8,7 @@ import type { Headers } from "@effect/platform"
 import { Cause, Effect, Either, Option, Schema } from "effect"
 import type { Context, FiberId, FiberRef } from "effect"
 import { FiberRefs } from "effect"
+import * as Now from "../kernel/Now.js"
 import * as Provenance from "../kernel/Provenance.js"
 import * as Telemetry from "../kernel/Telemetry.js"
 import type { StoreShape } from "../kernel/StoreShape.js"
@@ -255,14 +256,20 @@ export const make = (wiring: Wiring) => {
     const traceId = invocation.traceId ?? Provenance.traceIdOf(invocation.headers)
     const plan = planOf(procedure)
     const run: Effect.Effect<unknown, unknown> = plan.direct
-      ? Effect.flatMap(
+      // A caller resolved at once (a synchronous strategy, a given subject) goes on now: no fiber step.
+      ? Now.flatMap(
         invocation.subject === undefined ? resolveSubject(invocation.headers) : Effect.succeed(invocation.subject),
         (subject) => {
-          const decoded = plan.decode(invocation.input)
-          return Either.isRight(decoded)
-            ? guardedHandler(procedure, plan, invocation, subject, decoded.right, traceId)
-            : Effect.flatMap(decodeInput(procedure, invocation.input), (input) =>
-              guardedHandler(procedure, plan, invocation, subject, input, traceId))
+          // Applied now or in the fiber: a guard that throws is a defect either way, as in a fiber.
+          try {
+            const decoded = plan.decode(invocation.input)
+            return Either.isRight(decoded)
+              ? guardedHandler(procedure, plan, invocation, subject, decoded.right, traceId)
+              : Effect.flatMap(decodeInput(procedure, invocation.input), (input) =>
+                guardedHandler(procedure, plan, invocation, subject, input, traceId))
+          } catch (defect) {
+            return Effect.die(defect)
+          }
         }
       )
       : Effect.flatMap(prepare(procedure, invocation, traceId), ({ run, subject }) =>

@@ -92,33 +92,25 @@ const inRequestFiber: Start = (effect) => effect
 
 /**
  * Runs `effect` now on a fiber of `runtime`: its exit when it completes without waiting, else an
- * effect that waits for that fiber (and interrupts it when interrupted itself).
+ * effect that waits for that fiber (and interrupts it when interrupted itself). The fiber is
+ * started as `Runtime.runFork` starts one (it runs synchronously until it first waits) and polled:
+ * `Runtime.runSyncExit` would add a synchronous scheduler to flush, and for a call that waits (a
+ * database read) an `AsyncFiberException` error to make and unwrap.
  */
 const startNow = (runtime: Runtime.Runtime<never>): Start => {
-  const runNow = Runtime.runSyncExit(runtime)
+  const runFork = Runtime.runFork(runtime)
   return <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> => {
-    const exit = runNow(effect)
-    if (Exit.isSuccess(exit)) return exit
-    const defect = Cause.dieOption(exit.cause)
-    if (Option.isNone(defect) || !Runtime.isAsyncFiberException(defect.value)) return exit
-    const fiber = defect.value.fiber as Fiber.RuntimeFiber<A, E>
-    return Effect.onInterrupt(Fiber.join(fiber), () => Fiber.interrupt(fiber))
+    const fiber = runFork(effect)
+    return fiber.unsafePoll() ?? Effect.onInterrupt(Fiber.join(fiber), () => Fiber.interrupt(fiber))
   }
 }
 
-/** `Effect.matchEffect`, applied now when `self` has finished already. */
-const matchNow = <A, E, B, C>(
-  self: Effect.Effect<A, E>,
-  onFailure: (error: E) => Effect.Effect<B>,
-  onSuccess: (value: A) => Effect.Effect<C>
-): Effect.Effect<B | C> =>
-  Now.matchCauseEffect(self, {
-    onFailure: (cause) => {
-      const failure = Cause.failureOrCause(cause)
-      return Either.isLeft(failure) ? onFailure(failure.left) : Exit.failCause(failure.right)
-    },
-    onSuccess
-  })
+/** The `Exit` message answering request `requestId` with an encoded exit. */
+const exitMessage = (requestId: string, exit: unknown) => ({ _tag: "Exit", requestId, exit })
+
+/** The answer to a body holding one message (module-level: no closure per request). */
+const single = (exit: unknown) => json([exit])
+const many = (exits: ReadonlyArray<unknown>) => json(exits)
 
 /**
  * The `POST /rpc` handler over `runtime`, for a body already read within the cap (from `request`).
@@ -126,33 +118,42 @@ const matchNow = <A, E, B, C>(
  */
 export const make = (runtime: RuntimeShape, start: Start = inRequestFiber) => {
   const exits = RpcExit.make(runtime)
-  /** The encoded `Exit` of an output: encoded synchronously, else (an async schema, a failure) by the effectful encoder. */
-  const successExit = (procedure: Procedure.Any, output: unknown, traceId: string): Effect.Effect<unknown> => {
-    const encoded = exits.success(procedure, output)
-    return Either.isRight(encoded)
-      ? Effect.succeed(encoded.right)
-      : exits.successLater(procedure)(output).pipe(
+  /**
+   * The `Exit` message of a finished call: a success encoded, a failure with a wire error as the
+   * failure's `Exit`; any other cause (a defect, an interruption) goes on as the answer's cause.
+   * An output failing its schema is logged under the call's trace id and answered as a defect.
+   */
+  const finished = (requestId: string, procedure: Procedure.Any, traceId: string, exit: Exit.Exit<unknown, WireError>): Effect.Effect<unknown> => {
+    if (exit._tag === "Success") {
+      const encoded = exits.success(procedure, exit.value)
+      // Encoded synchronously (the common case): the message made now, no continuation.
+      if (Either.isRight(encoded)) return Exit.succeed(exitMessage(requestId, encoded.right))
+      return exits.successLater(procedure)(exit.value).pipe(
         Effect.map((value) => ({ _tag: "Success", value })),
-        Effect.catchAll((error) => RpcOutputDefect.answer(procedure.tag, traceId, error))
+        Effect.catchAll((error) => RpcOutputDefect.answer(procedure.tag, traceId, error)),
+        Effect.map((exit) => exitMessage(requestId, exit))
       )
+    }
+    const failure = Cause.failureOrCause(exit.cause)
+    return Either.isLeft(failure) ? Exit.succeed(exitMessage(requestId, exits.failure(failure.left))) : Exit.failCause(failure.right)
   }
 
   const answer = (message: typeof RequestMessage.Type, transportHeaders: Headers.Headers, run: Start): Effect.Effect<unknown> => {
-    const failWith = (error: WireError) => ({ _tag: "Exit", requestId: message.id, exit: exits.failure(error) })
     if (message.tag.endsWith(liveSuffix) && runtime.app.procedures.has(message.tag.slice(0, -liveSuffix.length))) {
-      return Effect.succeed(failWith(new ProcedureFailure({ status: 400, message: "live queries need the WebSocket transport" })))
+      const error = new ProcedureFailure({ status: 400, message: "live queries need the WebSocket transport" })
+      return Effect.succeed(exitMessage(message.id, exits.failure(error)))
     }
     const procedure = runtime.app.procedures.get(message.tag)
-    if (procedure === undefined) return Effect.succeed(failWith(new ProcedureNotFound({ tag: message.tag })))
+    if (procedure === undefined) return Effect.succeed(exitMessage(message.id, exits.failure(new ProcedureNotFound({ tag: message.tag }))))
     // Message headers override transport headers, as on the socket.
     const headers = Headers.merge(transportHeaders, Headers.fromInput(message.headers))
     // Resolved here so that an output failing its schema is logged under the call's own trace id.
     const traceId = Provenance.traceIdOf(headers)
-    return matchNow(
-      run(runtime.call(procedure, { input: message.payload, headers, ownsFiber: run !== inRequestFiber, traceId })),
-      (error) => Effect.succeed(failWith(error)),
-      (output) => Now.map(successExit(procedure, output, traceId), (exit) => ({ _tag: "Exit", requestId: message.id, exit }))
-    )
+    const called = run(runtime.call(procedure, { input: message.payload, headers, ownsFiber: run !== inRequestFiber, traceId }))
+    // A call that finished already (started at once, answered without waiting) is answered now.
+    const exit = Now.exitOf(called)
+    if (exit !== undefined) return finished(message.id, procedure, traceId, exit)
+    return Effect.flatMap(Effect.exit(called), (exit) => finished(message.id, procedure, traceId, exit))
   }
 
   return (request: HttpServerRequest.HttpServerRequest, body: Uint8Array): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
@@ -166,7 +167,7 @@ export const make = (runtime: RuntimeShape, start: Start = inRequestFiber) => {
       // A single call (the common case) runs on the request's fiber: no child fiber per call.
       const decoded = decodeRequest(parsed)
       if (Option.isNone(decoded)) return Effect.succeed(malformed("expected an rpc Request message (or an array of them)"))
-      return Now.map(answer(decoded.value, request.headers, start), (exit) => json([exit]))
+      return Now.map(answer(decoded.value, request.headers, start), single)
     }
     // One body is one client's batch: bounded, so a single request cannot occupy the server.
     if (parsed.length > maxMessagesPerBody) {
@@ -182,9 +183,11 @@ export const make = (runtime: RuntimeShape, start: Start = inRequestFiber) => {
     const answers = messages.length === 1
       ? Now.map(answer(messages[0]!, request.headers, start), (exit) => [exit])
       : Effect.forEach(messages, (message) => answer(message, request.headers, inRequestFiber), { concurrency: batchConcurrency })
-    return Now.map(answers, (exits) => json(exits))
+    return Now.map(answers, many)
   }
 }
+
+const bodyExpected = { bodyExpected: true }
 
 /** A body that could not be read: the 413 or 400 answer (any other cause goes on). */
 const bodyRefused = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, unknown> => {
@@ -206,16 +209,17 @@ const bodyRefused = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerRespo
  */
 export const route = (runtime: RuntimeShape, maxBodyBytes: number) =>
   Effect.map(Effect.runtime<never>(), (callRuntime) => {
-    const respond = (answer: ReturnType<typeof make>) => (request: HttpServerRequest.HttpServerRequest) =>
-      Now.catchAllCause(
-        CrossSite.guardedRequest(
-          runtime,
-          request,
-          (request) => Now.flatMap(BodyLimit.readCapped(request, maxBodyBytes), (body) => answer(request, body)),
-          { bodyExpected: true }
-        ),
-        bodyRefused
-      )
+    const respond = (answer: ReturnType<typeof make>) => {
+      const read = (request: HttpServerRequest.HttpServerRequest) => {
+        const body = BodyLimit.readCapped(request, maxBodyBytes)
+        // A body collected before the route ran (`EarlyBody`) is answered now, with no continuation made.
+        const collected = Now.exitOf(body)
+        if (collected === undefined) return Effect.flatMap(body, (body) => answer(request, body))
+        return collected._tag === "Success" ? answer(request, collected.value) : Exit.failCause(collected.cause)
+      }
+      return (request: HttpServerRequest.HttpServerRequest) =>
+        Now.catchAllCause(CrossSite.guardedRequest(runtime, request, read, bodyExpected), bodyRefused)
+    }
     const routed = respond(make(runtime))
     const direct = respond(make(runtime, startNow(callRuntime)))
     return DirectRoute.withDirect(

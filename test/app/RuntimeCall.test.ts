@@ -132,6 +132,12 @@ describe("runtime calls", () => {
         const throws = yield* Effect.flip(runtime.call(runtime.app.procedures.get("guarded.throws")!, { input: {}, headers: alice }))
         assert.strictEqual(throws._tag, "InternalError")
         assert.isTrue(logs.some((line) => line.includes("guarded.throws")))
+        // A caller known at once (a given subject): the guards are checked as the call is made, and a
+        // guard that throws is still the call's defect, never an exception out of `call`.
+        const given = yield* Effect.flip(Effect.suspend(() =>
+          runtime.call(runtime.app.procedures.get("guarded.throws")!, { input: {}, headers: alice, subject: subjects["tok-alice"]! })
+        ))
+        assert.strictEqual(given._tag, "InternalError")
         const invalid = yield* Effect.flip(runtime.call(runtime.app.procedures.get("guarded.sync")!, { input: { n: "x" }, headers: alice }))
         assert.strictEqual(invalid._tag, "InputInvalid")
         assert.include((invalid as { message: string }).message, "n")
