@@ -390,7 +390,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
         const body = Effect.mapError(effect, (error) => new Inner(error)).pipe(Effect.tap(() => {
           committing = true
         }))
-        // On PostgreSQL, straight on the reserved connection when that changes nothing (see `PgDirect`).
+        // On PostgreSQL, straight on a reserved connection when that changes nothing (see `PgDirect`).
         const transacted = pgDirect === undefined ? sql.withTransaction(body) : pgDirect.transaction(body)
         return transacted.pipe(
           Effect.mapError((error): E | StoreUnavailable => error instanceof Inner ? error.error : unavailable(error)),
