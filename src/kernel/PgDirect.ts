@@ -7,8 +7,10 @@
  *
  * The connection is used only when that changes nothing:
  * - inside a transaction, its own connection (statements of a transaction run on it anyway);
- * - outside one, a connection reserved from the client's pool for this purpose, when it is idle (a
- *   busy one would queue the statement behind another: the pool path runs it at once instead).
+ * - outside one, one of the connections reserved from the client's pool for this purpose (see
+ *   `PgDirectSlots`): an idle one, taken in the same call, else the first given back, as a pool
+ *   serves its waiters; the client's pool path when none will be given back without another
+ *   fiber's help (each held by a transaction).
  * With a tracer installed, or a statement transformer (`Statement.setTransformer`), statements take
  * the client's path as before, and so they do when the client transforms names (rows then come
  * back exactly as the client returns them). Failures are the client's `SqlError`s, with the same
@@ -16,37 +18,17 @@
  * statement `send` runs: a read by id (it waits for no row lock) or one its caller awaits
  * uninterruptibly, whose fiber simply leaves while the server finishes it.
  *
- * The reserved connection is dropped when it fails (a terminated backend, a lost network path) and
- * reserved again on a later statement; meanwhile statements take the pool path.
+ * A reserved connection is dropped when it fails (a terminated backend, a lost network path) and
+ * another reserved when a statement needs one; meanwhile the others serve.
  */
 import { SqlClient, Statement } from "@effect/sql"
-import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import type { Fiber } from "effect"
-import { Context, Effect, ExecutionStrategy, Exit, FiberRef, Option, Predicate, Runtime, Scope } from "effect"
+import type { Fiber, Scope } from "effect"
+import { Cause, Context, Effect, Exit, FiberRef, Option, Runtime } from "effect"
+import * as Slots from "./PgDirectSlots.js"
+import type { PgConnection } from "./PgDirectSlots.js"
+import { pgOf } from "./PgDirectSlots.js"
 import * as Telemetry from "./Telemetry.js"
-
-/** The part of a node-postgres client used here. */
-interface PgConnection {
-  readonly processID: number | null
-  readonly query: (
-    text: string | { readonly name: string; readonly text: string; readonly values: Array<unknown> },
-    values: Array<unknown> | undefined,
-    callback: (error: Error | null, result: { readonly rows?: ReadonlyArray<unknown> } | ReadonlyArray<unknown>) => void
-  ) => void
-  readonly on: (event: "error" | "end", listener: () => void) => unknown
-  readonly off: (event: "error" | "end", listener: () => void) => unknown
-}
-
-const isPgConnection = (value: unknown): value is PgConnection =>
-  Predicate.hasProperty(value, "query") && typeof value.query === "function" && Predicate.hasProperty(value, "on") &&
-  typeof value.on === "function"
-
-/** The node-postgres client behind an `@effect/sql-pg` connection (its `pg` field), if it has one. */
-const pgOf = (connection: Connection): PgConnection | undefined => {
-  const pg = Predicate.hasProperty(connection, "pg") ? connection.pg : undefined
-  return isPgConnection(pg) ? pg : undefined
-}
 
 const pgClientTypeId = "~@effect/sql-pg/PgClient"
 
@@ -54,6 +36,7 @@ interface PgClientLike {
   readonly config?: {
     readonly transformResultNames?: unknown
     readonly transformQueryNames?: unknown
+    readonly maxConnections?: unknown
   }
 }
 
@@ -61,7 +44,8 @@ interface PgClientLike {
 export interface Direct {
   /**
    * `text` with `parameters` as an effect that runs it on a connection directly, when that changes
-   * nothing for `fiber` (see the module doc); `undefined` when the statement must go through the client.
+   * nothing for `fiber` (see the module doc), the reserved connection chosen when the effect runs;
+   * `undefined` when the statement must go through the client.
    */
   readonly now: <A>(
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
@@ -69,15 +53,17 @@ export interface Direct {
     parameters: ReadonlyArray<unknown>
   ) => Effect.Effect<ReadonlyArray<A>, SqlError> | undefined
   /**
-   * `text` sent now, when `now` would run it directly, on the connection chosen and taken in this
-   * call; `answer` is called once, from node-postgres's callback, with the failure or the rows (and
+   * `text` sent when `now` would run it directly: now, on the connection chosen and taken in this
+   * call, or queued for the first reserved connection given back (handed over in the call that
+   * gives it back: no other fiber's transaction can take it in between), or, when none will be,
+   * through the client's pool path; `answer` is called once, with the failure or the rows (and
    * `context`). `false`: the statement must go through the client; nothing was sent. No effect
    * per statement: for a caller inside its own `Effect.async` (the store's point read and one-row
    * insert), whose fiber resumes from `answer` with its final outcome. For statements whose
    * interruption needs no cancellation on the server: a read without locks (under MVCC it waits
    * for nothing but a table's exclusive lock), or a statement the caller awaits uninterruptibly.
    * An interrupted caller leaves at once; the connection stays busy until the server's answer
-   * arrives (the pool path serves meanwhile). `answer` must not throw.
+   * arrives (the other connections serve meanwhile). `answer` must not throw.
    */
   readonly send: <C>(
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
@@ -95,7 +81,7 @@ export interface Direct {
     fallback: Effect.Effect<ReadonlyArray<A>, SqlError>
   ) => Effect.Effect<ReadonlyArray<A>, SqlError>
   /**
-   * `body` in a transaction on the idle reserved connection, BEGIN and COMMIT sent on it directly,
+   * `body` in a transaction on an idle reserved connection, BEGIN and COMMIT sent on it directly,
    * the connection provided as the `TransactionConnection` (statements, stagers and savepoints run
    * on it), when `now` would run directly and no transaction is open; else `fallback` (the client's
    * `withTransaction`). As there: a failed COMMIT or ROLLBACK is a defect (its `SqlError`), and
@@ -145,22 +131,16 @@ export const prepare = (text: string): void => {
   if (!preparedNames.has(text)) preparedNames.set(text, `fw_prepared_${preparedNames.size + 1}`)
 }
 
-/** One reserved connection and how to give it back. */
-class Slot {
-  busy = false
-  dead = false
-  constructor(readonly connection: Connection, readonly pg: PgConnection, readonly scope: Scope.CloseableScope) {}
-}
-
-/** After a failed reservation, the next attempt waits this long (the database may be away). */
-const retryReserveMs = 1_000
 /** How long the cancellation of an interrupted statement may take (as the client's). */
 const cancelTimeoutMs = 5_000
+
+/** Statements of a fiber outside a transaction: on a reserved connection (see `PgDirectSlots`). */
+const outside = Symbol("outside")
 
 /**
  * Direct statements for `sql` when it is an `@effect/sql-pg` client without name transforms whose
  * connections expose their node-postgres client; otherwise `undefined`, and every statement goes
- * through the client. The reserved connection lives as long as the scope.
+ * through the client. The reserved connections live as long as the scope.
  */
 export const make = (
   sql: SqlClient.SqlClient,
@@ -175,67 +155,9 @@ export const make = (
     if (config?.transformResultNames !== undefined || config?.transformQueryNames !== undefined) return undefined
     const scope = yield* Effect.scope
     const runtime = yield* Effect.runtime<never>()
-    let slot: Slot | undefined
-    let reserving = false
-    let closed = false
-    let nextReserveAt = 0
-    yield* Scope.addFinalizer(scope, Effect.sync(() => {
-      closed = true
-    }))
-
-    const drop = (dead: Slot) => {
-      if (dead.dead) return
-      dead.dead = true
-      if (slot === dead) slot = undefined
-      dead.pg.off("error", onFailure)
-      dead.pg.off("end", onFailure)
-      // Closing the reservation's scope gives the connection back to the pool, which discards a failed one.
-      Runtime.runFork(runtime)(Scope.close(dead.scope, Exit.void))
-    }
-    const onFailure = () => {
-      if (slot !== undefined) drop(slot)
-    }
-
-    /** Reserves a connection in the background; statements take the pool path meanwhile. */
-    const reserve = Effect.gen(function*() {
-      const own = yield* Scope.fork(scope, ExecutionStrategy.sequential)
-      const connection = yield* Scope.extend(sql.reserve, own).pipe(
-        Effect.tapError(() => Scope.close(own, Exit.void))
-      )
-      const pg = pgOf(connection)
-      if (pg === undefined || closed) return yield* Scope.close(own, Exit.void)
-      slot = new Slot(connection, pg, own)
-      pg.on("error", onFailure)
-      pg.on("end", onFailure)
-    }).pipe(
-      Effect.catchAllCause(() =>
-        Effect.sync(() => {
-          nextReserveAt = Date.now() + retryReserveMs
-        })
-      ),
-      Effect.ensuring(Effect.sync(() => {
-        reserving = false
-      }))
-    )
-
-    if (options.reserve === false) {
-      // Never reserved: statements outside transactions take the client's path.
-      closed = true
-    } else {
-      // Reserved now, so the first statements need not wait for it.
-      reserving = true
-      yield* reserve
-    }
-
-    /** The idle reserved connection, if any; starts a reservation when there is none. */
-    const idle = (): Slot | undefined => {
-      if (slot !== undefined) return slot.busy ? undefined : slot
-      if (!reserving && !closed && Date.now() >= nextReserveAt) {
-        reserving = true
-        Runtime.runFork(runtime)(reserve)
-      }
-      return undefined
-    }
+    const reserves = options.reserve !== false
+    const poolSize = typeof config?.maxConnections === "number" ? config.maxConnections : undefined
+    const slots = yield* Slots.make(sql, scope, runtime, Slots.most(poolSize), reserves)
 
     /**
      * Cancels the statement running on `pg` (best effort, as the client does), from a pool
@@ -249,22 +171,18 @@ export const make = (
         Effect.asVoid
       )
 
-    const execute = <A>(pg: PgConnection, text: string, parameters: ReadonlyArray<unknown>, own: Slot | undefined) =>
+    /** `text` as node-postgres's query: by name when prepared (see `preparedNames`). */
+    const queryOf = (text: string, parameters: ReadonlyArray<unknown>) => {
+      const name = preparedNames.get(text)
+      return name === undefined ? text : { name, text, values: parameters as Array<unknown> }
+    }
+
+    /** `text` on a transaction's own connection. */
+    const onConnection = <A>(pg: PgConnection, text: string, parameters: ReadonlyArray<unknown>) =>
       Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
-        if (own !== undefined && (own.busy || own.dead)) {
-          // The reserved connection was idle when this statement was made, but the effect runs
-          // later (the fiber may have yielded meanwhile): a transaction may hold it now, or it
-          // died. The statement must not join that transaction: it takes the pool path.
-          resume(Effect.map(sql.unsafe(text, parameters), (rows) => rows as ReadonlyArray<unknown> as ReadonlyArray<A>))
-          return
-        }
         let pending = true
-        if (own !== undefined) own.busy = true
-        const name = preparedNames.get(text)
-        const query = name === undefined ? text : { name, text, values: parameters as Array<unknown> }
-        pg.query(query, parameters as Array<unknown>, (error, result) => {
+        pg.query(queryOf(text, parameters), parameters as Array<unknown>, (error, result) => {
           pending = false
-          if (own !== undefined) own.busy = false
           if (error) {
             resume(Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })))
           } else {
@@ -272,6 +190,64 @@ export const make = (
           }
         })
         return Effect.suspend(() => pending ? cancel(pg) : Effect.void)
+      })
+
+    /**
+     * `text` on a reserved connection, chosen when the effect runs: an idle one, else the first
+     * given back (see `PgDirectSlots`), else `fallback` (the client's pool path). A connection
+     * whose statement was interrupted serves no other before the cancellation is done, so the
+     * cancellation cannot reach the next statement.
+     */
+    const onSlot = <A>(
+      text: string,
+      parameters: ReadonlyArray<unknown>,
+      fallback: () => Effect.Effect<ReadonlyArray<A>, SqlError>
+    ) =>
+      Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
+        let running: Slots.Slot | undefined
+        let pending = true
+        const run = (slot: Slots.Slot) => {
+          running = slot
+          slot.pg.query(queryOf(text, parameters), parameters as Array<unknown>, (error, result) => {
+            pending = false
+            if (!slot.cancelling) slots.release(slot)
+            if (error) {
+              resume(Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })))
+            } else {
+              resume(Effect.succeed(rowsOf(result) as ReadonlyArray<A>))
+            }
+          })
+        }
+        const waiter: Slots.Waiter = { run, away: () => resume(fallback()) }
+        const idle = slots.take("statement")
+        if (idle !== undefined) run(idle)
+        else if (!slots.wait(waiter)) return resume(fallback())
+        return Effect.suspend(() => {
+          const slot = running
+          if (slot === undefined) return Effect.sync(() => slots.unwait(waiter))
+          if (!pending) return Effect.void
+          slot.cancelling = true
+          return Effect.ensuring(
+            cancel(slot.pg),
+            Effect.sync(() => {
+              slot.cancelling = false
+              if (!pending) slots.release(slot)
+            })
+          )
+        })
+      })
+
+    /** Sends `text` on `slot` (taken for it), the answer to `answer`; gives the slot back first. */
+    const sendOn = <C>(
+      slot: Slots.Slot,
+      text: string,
+      parameters: ReadonlyArray<unknown>,
+      answer: (error: SqlError | undefined, rows: ReadonlyArray<Record<string, unknown>>, context: C) => void,
+      context: C
+    ) =>
+      slot.pg.query(queryOf(text, parameters), parameters as Array<unknown>, (error, result) => {
+        slots.release(slot)
+        answered(error, result, answer, context)
       })
 
     /** See `Direct.send`. */
@@ -284,62 +260,83 @@ export const make = (
     ): boolean => {
       const on = connectionFor(fiber)
       if (on === undefined) return false
-      if (on instanceof Slot) {
-        on.busy = true
-        on.pg.query(text, parameters as Array<unknown>, (error, result) => {
-          on.busy = false
-          answered(error, result, answer, context)
-        })
-      } else {
-        on.query(text, parameters as Array<unknown>, (error, result) => answered(error, result, answer, context))
+      if (on !== outside) {
+        on.query(queryOf(text, parameters), parameters as Array<unknown>, (error, result) => answered(error, result, answer, context))
+        return true
       }
-      return true
+      const idle = slots.take("statement")
+      if (idle !== undefined) {
+        sendOn(idle, text, parameters, answer, context)
+        return true
+      }
+      return slots.wait({
+        run: (slot) => sendOn(slot, text, parameters, answer, context),
+        // The caller already waits for `answer`: the client's pool path answers it.
+        away: () =>
+          Runtime.runCallback(runtime)(sql.unsafe<Record<string, unknown>>(text, parameters), {
+            onExit: (exit) =>
+              Exit.isSuccess(exit)
+                ? answer(undefined, exit.value, context)
+                : answer(
+                  Option.getOrElse(
+                    Cause.failureOption(exit.cause),
+                    () => new SqlError({ cause: Cause.squash(exit.cause), message: "Failed to execute statement" })
+                  ),
+                  noRows,
+                  context
+                )
+          })
+      })
     }
 
     /** Whether a statement of `fiber` may bypass the client (no tracer, no statement transformer). */
     const bypasses = (fiber: Fiber.RuntimeFiber<unknown, unknown>) =>
       !Telemetry.isInstalled(fiber.currentTracer) && Option.isNone(fiber.getFiberRef(Statement.currentTransformer))
 
-    /** The connection a statement of `fiber` runs on directly: its transaction's, or the idle reserved one. */
-    const connectionFor = (fiber: Fiber.RuntimeFiber<unknown, unknown>): PgConnection | Slot | undefined => {
+    /**
+     * Where a statement of `fiber` runs directly: its transaction's connection, or (`outside`) a
+     * reserved one; `undefined`: through the client.
+     */
+    const connectionFor = (fiber: Fiber.RuntimeFiber<unknown, unknown>): PgConnection | typeof outside | undefined => {
       if (!bypasses(fiber)) return undefined
       const transaction = Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)
-      return Option.isSome(transaction) ? pgOf(transaction.value[0]) : idle()
+      return Option.isSome(transaction) ? pgOf(transaction.value[0]) : reserves ? outside : undefined
     }
 
     const now = <A>(fiber: Fiber.RuntimeFiber<unknown, unknown>, text: string, parameters: ReadonlyArray<unknown>) => {
       const on = connectionFor(fiber)
       if (on === undefined) return undefined
-      return on instanceof Slot ? execute<A>(on.pg, text, parameters, on) : execute<A>(on, text, parameters, undefined)
+      return on === outside
+        ? onSlot<A>(text, parameters, () => Effect.map(sql.unsafe(text, parameters), (rows) => rows as ReadonlyArray<unknown> as ReadonlyArray<A>))
+        : onConnection<A>(on, text, parameters)
     }
 
     /**
      * Without the client's `withTransaction` a short write transaction skips a pool checkout, a
-     * scope, a span and their bookkeeping: the reserved connection is held (busy) from BEGIN to
-     * COMMIT, so point statements of other fibers take the pool path meanwhile.
+     * scope, a span and their bookkeeping: an idle reserved connection is held from BEGIN to
+     * COMMIT (other fibers' statements use the other reserved connections meanwhile, or wait for
+     * one, see `PgDirectSlots`). None idle: the client's transaction, on a connection of the pool.
      */
     const transaction = <A, E, R>(body: Effect.Effect<A, E, R>, fallback: Effect.Effect<A, E | SqlError, R>) =>
       Effect.uninterruptibleMask((restore) =>
         Effect.withFiberRuntime<A, E | SqlError, R>((fiber) => {
           const context = fiber.currentContext
-          const own = bypasses(fiber) && Option.isNone(Context.getOption(context, SqlClient.TransactionConnection))
-            ? idle()
+          const own = reserves && bypasses(fiber) &&
+              Option.isNone(Context.getOption(context, SqlClient.TransactionConnection))
+            ? slots.take("transaction")
             : undefined
           if (own === undefined) return restore(fallback)
-          own.busy = true
           const inside = Context.add(context, SqlClient.TransactionConnection, [own.connection, 0] as const)
-          return execute<never>(own.pg, "BEGIN", [], undefined).pipe(
+          return onConnection<never>(own.pg, "BEGIN", []).pipe(
             Effect.zipRight(Effect.locally(restore(body), FiberRef.currentContext, inside)),
             Effect.exit,
             Effect.flatMap((exit) =>
               Effect.zipRight(
-                Effect.orDie(execute<never>(own.pg, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK", [], undefined)),
+                Effect.orDie(onConnection<never>(own.pg, Exit.isSuccess(exit) ? "COMMIT" : "ROLLBACK", [])),
                 exit
               )
             ),
-            Effect.ensuring(Effect.sync(() => {
-              own.busy = false
-            }))
+            Effect.ensuring(Effect.sync(() => slots.release(own)))
           )
         })
       )
@@ -353,9 +350,13 @@ export const make = (
           const on = connectionFor(fiber)
           if (on === undefined) return statement
           const [text, parameters] = statement.compile()
-          return on instanceof Slot ? execute<A>(on.pg, text, parameters, on) : execute<A>(on, text, parameters, undefined)
+          return on === outside ? onSlot<A>(text, parameters, () => statement) : onConnection<A>(on, text, parameters)
         }),
       run: <A>(text: string, parameters: ReadonlyArray<unknown>, fallback: Effect.Effect<ReadonlyArray<A>, SqlError>) =>
-        Effect.withFiberRuntime<ReadonlyArray<A>, SqlError>((fiber) => now<A>(fiber, text, parameters) ?? fallback)
+        Effect.withFiberRuntime<ReadonlyArray<A>, SqlError>((fiber) => {
+          const on = connectionFor(fiber)
+          if (on === undefined) return fallback
+          return on === outside ? onSlot<A>(text, parameters, () => fallback) : onConnection<A>(on, text, parameters)
+        })
     } satisfies Direct
   })

@@ -35,7 +35,7 @@ export interface PgDirectDriver {
   readonly point: <A extends object>(text: string, parameters: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<A>, SqlError>
   /** A built statement, the same way. */
   readonly run: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
-  /** `body` in a transaction on the reserved connection when free (see `PgDirect`), else the client's. */
+  /** `body` in a transaction on an idle reserved connection (see `PgDirect`), else the client's. */
   readonly transaction: <A, E, R>(body: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
   /** The store's single operations, sent straight on a connection. */
   readonly operations: Pick<Driver.Driver, "getSend" | "insertSend">
@@ -70,8 +70,8 @@ const storedAsIs = (table: Table.Any): (row: Readonly<Record<string, unknown>>) 
 
 /**
  * The direct wiring over `sql` (a PostgreSQL client); `undefined` when `PgDirect` cannot run
- * statements on it (every statement then goes through the client). Reserves a connection for the
- * lifetime of the scope.
+ * statements on it (every statement then goes through the client). Reserves connections for the
+ * lifetime of the scope (see `PgDirectSlots`).
  */
 export const make = (
   sql: SqlClient.SqlClient,

@@ -1,7 +1,7 @@
 /**
  * `Driver.insertFusedNow` on PostgreSQL: a one-row insert and its stagers' parts as one
- * autocommitted statement (see `FusedStage`), run straight on the reserved connection when it is
- * idle (see `PgDirect`), else through the client's pool — one round trip either way.
+ * autocommitted statement (see `FusedStage`), run straight on a reserved connection (see
+ * `PgDirect`), else through the client's pool — one round trip either way.
  */
 import { Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -35,7 +35,7 @@ type Outcome = undefined | DuplicateRow | CommitUnknown | FusedStage.Refused
 
 /**
  * `insertFusedNow` running its statement with `point` (a point statement of `PgDirectDriver`:
- * on the idle reserved connection, else through the client's pool).
+ * on a reserved connection, else through the client's pool).
  */
 export const make = (
   point: <A extends object>(text: string, parameters: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<A>, SqlError>,

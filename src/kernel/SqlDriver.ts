@@ -400,7 +400,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
         const body = Effect.mapError(effect, (error) => new Inner(error)).pipe(Effect.tap(() => {
           committing = true
         }))
-        // On PostgreSQL, straight on the reserved connection when that changes nothing (see `PgDirect`);
+        // On PostgreSQL, straight on a reserved connection when that changes nothing (see `PgDirect`);
         // on SQLite, a refused COMMIT rolled back before the connection is released (see `SqliteTransaction`).
         const transacted = pgDirect !== undefined
           ? pgDirect.transaction(body)

@@ -11,6 +11,7 @@ import type pg from "pg"
 import { rowAsOf, rowHistory, rowHistoryPlugin, RowHistory } from "../../src/history/index.js"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as PgDirectSlots from "../../src/kernel/PgDirectSlots.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
@@ -199,6 +200,29 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
       yield* store.insert(Docs, { id: "d", title: "after" })
       assert.deepStrictEqual(yield* versionsOf(store, "d"), ["1:insert:after"])
       assert.strictEqual(proxy.sent.filter((chunk) => chunk.includes(`WITH "row"`)).length, 1)
+    }), 60_000)
+
+  it.scopedLive("concurrent one-statement inserts are all sent by name, on several reserved connections: none as the unnamed text", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const proxy = yield* cuttingProxy(new URL(url))
+      const viaProxy = new URL(url)
+      viaProxy.hostname = "127.0.0.1"
+      viaProxy.port = String(proxy.port)
+      const { store } = yield* replica(viaProxy.toString(), false)
+      const writes = 40
+      yield* Effect.all(
+        Array.from({ length: writes }, (_, i) => store.insert(Docs, { id: `c${i}`, title: `t${i}` })),
+        { concurrency: "unbounded" }
+      )
+      const fused = proxy.sent.filter((chunk) => chunk.includes(`WITH "row"`) || /fw_prepared_\d+/.test(chunk))
+      assert.deepStrictEqual(fused.filter((chunk) => !/fw_prepared_\d+/.test(chunk)), [], "no write took the client's unnamed path")
+      assert.strictEqual(fused.length, writes)
+      // Parsed once on each reserved connection that ran it: several, within the bound.
+      const parsed = fused.filter((chunk) => chunk.includes(`WITH "row"`)).length
+      assert.isAbove(parsed, 1)
+      assert.isAtMost(parsed, PgDirectSlots.most(undefined))
+      assert.strictEqual((yield* store.find(Docs)).length, writes)
     }), 60_000)
 
   it.scopedLive("fleet scope: a one-statement write whose answer was lost answers CommitUnknown, and is delivered to its own replica once", () =>
