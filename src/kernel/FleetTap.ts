@@ -71,6 +71,23 @@ export const finishedIn = (snapshot: Snapshot, xid: bigint) =>
 const databaseNowMs = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bigint"
 
 /**
+ * The catch-up read of one page: `$1` the reader's origin (its own rows come without their
+ * changes), `$2` the snapshot read up to, `$3` the id to read after, `$4` the page size. Exported
+ * for the tests that explain its plan.
+ */
+export const pageText = `SELECT s.snap, o.id, o.xid, o.origin, o.changes
+      FROM (SELECT pg_current_snapshot()::text AS snap) s
+      LEFT JOIN LATERAL ( -- ordered by the number, not by its text form
+        SELECT id::text AS id, xid::text AS xid, origin, CASE WHEN origin = $1 THEN NULL ELSE changes END AS changes
+        FROM _fw_change_outbox
+        WHERE ((xid >= pg_snapshot_xmax($2::pg_snapshot) AND xid < pg_snapshot_xmax(pg_current_snapshot()))
+            OR xid = ANY(ARRAY(SELECT pg_snapshot_xip($2::pg_snapshot))))
+          AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)
+          AND id > $3::bigint
+        ORDER BY _fw_change_outbox.id LIMIT $4
+      ) o ON true`
+
+/**
  * Sleeps on the real timer: the coalescing window bounds a latency of a few milliseconds, and
  * must not stall delivery under a test clock.
  */
@@ -155,17 +172,13 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // transaction open in the whole cluster, any database's, on every read: with a long report
     // or a stuck session elsewhere, each notification scanned the outbox.) A replica's own rows come
     // without their changes: it delivered them at publish, and needs only their ids.
+    // The first range is closed above by the statement's own snapshot (`pg_current_snapshot()` is
+    // it): no row it can see began later, so nothing is left out, and a closed range is estimated
+    // as narrow also without statistics. Open, on a table not yet analyzed (a new outbox, for its
+    // first minute or more: autovacuum's pace), it was guessed to hold a third of the rows, and the
+    // read walked the whole outbox in id order instead (2 ms of server time per read at 20,000 rows).
     // One text for every read (bound parameters, not a template compiled per read).
-    const pageStatement: PgSession.Prepared = { name: "fw_outbox_page", text: `SELECT s.snap, o.id, o.xid, o.origin, o.changes
-      FROM (SELECT pg_current_snapshot()::text AS snap) s
-      LEFT JOIN LATERAL ( -- ordered by the number, not by its text form
-        SELECT id::text AS id, xid::text AS xid, origin, CASE WHEN origin = $1 THEN NULL ELSE changes END AS changes
-        FROM _fw_change_outbox
-        WHERE (xid >= pg_snapshot_xmax($2::pg_snapshot) OR xid = ANY(ARRAY(SELECT pg_snapshot_xip($2::pg_snapshot))))
-          AND NOT pg_visible_in_snapshot(xid, $2::pg_snapshot)
-          AND id > $3::bigint
-        ORDER BY _fw_change_outbox.id LIMIT $4
-      ) o ON true` }
+    const pageStatement: PgSession.Prepared = { name: "fw_outbox_page", text: pageText }
     const page = (after: string) => session.run<Row>(pageStatement, [origin, seen, after, readBatch])
 
     const catchUp = Effect.gen(function*() {
