@@ -38,7 +38,8 @@ export interface FleetOptions {
   readonly readBatch?: number
   /**
    * Coalescing window (default 5 ms): after an announcement this replica waits this long before
-   * sending the next one, and after a catch-up read before starting the next, so that under load a
+   * sending the next one, and after a catch-up read starts it waits this long before starting the
+   * next (a read that took longer is followed at once), so that under load a
    * notification and a read each cover the commits of a window instead of one commit each. The
    * first commit after a quiet spell is announced and read at once; under load a change reaches the
    * other replicas up to twice this later. 0 reads and announces back to back.
@@ -233,7 +234,23 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     const coalesceMs = Math.max(0, options.coalesceMs ?? 5)
     const pause = coalesceMs === 0 ? Effect.void : realSleep(coalesceMs)
     const wake = yield* Queue.sliding<void>(1)
-    yield* Effect.forever(Effect.zipRight(Queue.take(wake), Effect.zipRight(catchUp, pause))).pipe(Effect.forkScoped)
+    // The window counts from the start of a read, not from its end: a read that took the whole
+    // window (a loaded box, a long page) is followed at once by the next, which covers what
+    // committed meanwhile; waiting a full window after it added its length to every later change's
+    // way to the listeners, without making the reads any fewer than one per window.
+    const windowedRead = coalesceMs === 0
+      ? catchUp
+      : Effect.suspend(() => {
+        const started = performance.now()
+        return Effect.zipRight(
+          catchUp,
+          Effect.suspend(() => {
+            const left = coalesceMs - (performance.now() - started)
+            return left >= 1 ? realSleep(left) : Effect.void
+          })
+        )
+      })
+    yield* Effect.forever(Effect.zipRight(Queue.take(wake), windowedRead)).pipe(Effect.forkScoped)
 
     // LISTEN on a connection of its own, checked by a heartbeat and replaced when it goes deaf
     // (see ListenWatchdog): the layer is ready once the server confirmed the first LISTEN.
