@@ -4,12 +4,15 @@
  * snapshots' xmin back; a read bounded below by that xmin examined every outbox row written since,
  * on every notification. Checked through the work PostgreSQL reports for the reader's own
  * statement (rows examined, never a duration), and through delivery while the xmin is held back.
+ * The same holds on an outbox never analyzed (a new one, until autovacuum gets to it): planned on
+ * guesses, the read walked the whole outbox in id order.
  */
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Queue, Redacted } from "effect"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as FleetTap from "../../src/kernel/FleetTap.js"
 import * as Pg from "../support/Pg.js"
 
 const connection = Pg.connection
@@ -106,5 +109,56 @@ describe.skipIf(Pg.serverUrl === null)("ChangeTap fleet outbox read", () => {
       // Nothing is left to deliver: the read finds (and examines) next to nothing, not the bulk.
       assert.isBelow(work, 100, `the read examined ${work} outbox rows`)
       yield* Effect.promise(() => old.query("ROLLBACK"))
+    }))
+
+  it.scopedLive("on an outbox never analyzed, a read examines only rows not yet read, and delivers them", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const context = yield* Layer.build(
+        ChangeTap.layerFleet({ pollMs: 200 }).pipe(Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })))
+      )
+      const received = yield* Queue.unbounded<ChangeEvent>()
+      yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.subscribe({ name: "collect", onEvent: (e) => Queue.offer(received, e) })).pipe(
+        Effect.provide(context)
+      )
+      const writer = yield* connection(url)
+      // Kept without statistics for the whole test (autovacuum could analyze it part way).
+      yield* Effect.promise(() => writer.query("ALTER TABLE _fw_change_outbox SET (autovacuum_enabled = false)"))
+      const rows = 2_000
+      yield* Effect.promise(() => writer.query("SET synchronous_commit = off"))
+      yield* Effect.promise(() =>
+        writer.query(
+          `DO $$ BEGIN FOR g IN 1..${rows} LOOP
+             INSERT INTO _fw_change_outbox (origin, changes)
+             SELECT 'elsewhere', jsonb_build_array(jsonb_build_object('table', 'notes', 'op', 'insert', 'id', 'bulk-' || g,
+               'tenantId', null, 'before', null, 'after', jsonb_build_object('id', 'bulk-' || g), 'at', 0,
+               'provenance', jsonb_build_object('traceId', 'bound', 'subjectId', null, 'procedure', null)));
+             COMMIT;
+           END LOOP; END $$`
+        )
+      )
+      const bulk = yield* take(received, rows)
+      assert.strictEqual(new Set(bulk).size, rows)
+      const analyzed = yield* Effect.promise(() =>
+        writer.query<{ n: string }>(
+          `SELECT (coalesce(analyze_count, 0) + coalesce(autoanalyze_count, 0))::text AS n FROM pg_stat_user_tables WHERE relname = '_fw_change_outbox'`
+        )
+      )
+      assert.strictEqual(analyzed.rows[0]?.n ?? "0", "0", "the outbox was analyzed")
+      // The read as a replica runs it, with a snapshot taken now: nothing is left to deliver.
+      yield* Effect.promise(() => writer.query("SET plan_cache_mode = force_custom_plan"))
+      yield* Effect.promise(() => writer.query(`PREPARE outbox_read AS ${FleetTap.pageText}`))
+      const plan = yield* Effect.promise(() =>
+        writer.query<{ "QUERY PLAN": ReadonlyArray<{ Plan: Record<string, unknown> }> }>(
+          `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE outbox_read('reader', pg_current_snapshot(), '0', 500)`
+        )
+      )
+      const work = examined(plan.rows[0]!["QUERY PLAN"][0]!.Plan)
+      assert.isBelow(work, 100, `the read examined ${work} outbox rows`)
+      // And a later change still arrives.
+      yield* Effect.promise(() =>
+        writer.query(`INSERT INTO _fw_change_outbox (origin, changes) VALUES ('elsewhere', $1)`, [JSON.stringify([change("after")])])
+      )
+      assert.deepStrictEqual(yield* take(received, 1), ["after"])
     }))
 })
