@@ -7,8 +7,9 @@
  * writes and, under fleet scope, every other replica's), once each, so nothing is counted twice
  * and every counter is a function of the committed rows. Cost lives in an append-only ledger
  * table, so the totals are the same fold on every replica and after a restart. An expectation's
- * state row is written by the replica whose own write (or clock) caused the transition; replicas
- * adopt the earliest `since` among equal statuses, so they converge on one cause.
+ * state row carries a revision written under its lock: a replica records its start after a change
+ * of status unless the row already holds that status, and adopts the latest revision of the status
+ * it is in, so every replica ends on one `since` and cause (see ExpectationStateRow).
  */
 import type { Scope } from "effect"
 import { Clock, Context, Effect } from "effect"
@@ -58,7 +59,7 @@ export const make = (config: Config, store: StoreShape) =>
     for (const table of new Set([CostEvents.name, ExpectationState.name, ...expectations.tables, ...experiments.tables])) {
       const parts: Array<(event: ChangeEvent) => Effect.Effect<void>> = []
       if (table === CostEvents.name) parts.push(costs.apply)
-      if (table === ExpectationState.name) parts.push(expectations.adoptState)
+      if (table === ExpectationState.name) parts.push(expectations.hearState)
       if (expectations.tables.includes(table)) parts.push(expectations.apply)
       if (experiments.tables.includes(table)) parts.push(experiments.apply)
       handlers.set(table, parts.length === 1 ? parts[0]! : (event) => {

@@ -3,8 +3,9 @@
  * with the causing write's provenance, the state row that keeps `since` and the cause across
  * restarts and replicas, and freshness ageing out on the Effect `Clock`.
  *
- * An expectation's state row is written by the replica whose own write (or clock) caused the
- * transition; replicas adopt the earliest `since` among equal statuses, so they converge on one cause.
+ * An expectation's state row is the one record of when its status began and why, settled after
+ * every change of status and adopted from the change tap (see ExpectationStateRow): replicas that
+ * heard the same changes in different orders end on the same `since` and cause.
  */
 import type { Scope } from "effect"
 import { Clock, Duration, Effect } from "effect"
@@ -13,6 +14,7 @@ import type { StoreShape } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import type { Consumer } from "./BootScan.js"
 import * as Expectation from "./Expectation.js"
+import * as ExpectationStateRow from "./ExpectationStateRow.js"
 import * as Listeners from "./Listeners.js"
 import type * as Registries from "./Registries.js"
 import { ExpectationState } from "./tables.js"
@@ -22,15 +24,10 @@ import { ExpectationState } from "./tables.js"
  * not kept: every change of the counters is followed by an evaluation, so the metric of the last
  * evaluation is the counters' metric at `lastEvaluatedAt` (computed when read, not per write).
  */
-interface ExpectationRuntime {
+interface ExpectationRuntime extends ExpectationStateRow.Tracked {
   readonly definition: Expectation.Any
   readonly counters: Expectation.Counters
-  status: Expectation.Status
-  since: number | null
-  /** When the status before the current one began: a recorded start at or before it is from an older episode. */
-  previousSince: number | null
   lastEvaluatedAt: number | null
-  lastCause: Registries.Cause | null
 }
 
 /** The provenance of the write a change comes from, as a transition's cause. */
@@ -44,19 +41,14 @@ const causeOf = (event: ChangeEvent): Registries.Cause => ({
   at: event.at
 })
 
-/** Ties between equal starts are broken by the cause, the same way on every replica. */
-const causeKey = (cause: Registries.Cause | null) => cause === null ? "" : `${cause.traceId}\u0000${cause.table}\u0000${cause.rowId}`
-
-/** A cause as recorded in the state row (JSON). */
-const asCause = (value: Readonly<Record<string, unknown>> | null): Registries.Cause | null =>
-  value === null ? null : value as unknown as Registries.Cause
-
 const noThreshold: Readonly<Record<string, number>> = Object.freeze({})
 
 /** Builds the expectations of `definitions` over `store`, unknown until `boot`; `bootedAt` is when the engine started. */
 export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreShape, bootedAt: number) =>
   Effect.gen(function*() {
     const expectationListeners = yield* Listeners.make<Registries.ExpectationTransition>()
+    // Names this engine's writes of the state rows: a replica (or a restart) is another instance.
+    const stateRow = ExpectationStateRow.make(store, crypto.randomUUID())
     const expectations = new Map<string, ExpectationRuntime>()
     const expectationsByTable = new Map<string, Array<ExpectationRuntime>>()
     for (const definition of definitions) {
@@ -65,9 +57,9 @@ export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreSh
         counters: new Expectation.Counters(definition),
         status: "unknown",
         since: null,
-        previousSince: null,
         lastEvaluatedAt: null,
-        lastCause: null
+        lastCause: null,
+        ...ExpectationStateRow.initial
       }
       expectations.set(definition.name, runtime)
       const list = expectationsByTable.get(definition.table.name) ?? []
@@ -86,11 +78,14 @@ export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreSh
       const previous = runtime.status
       if (status === previous) return undefined
       runtime.status = status
-      runtime.previousSince = runtime.since
       runtime.since = now
-      if (status !== "violated" && !(previous === "violated" && status === "holding")) return null
+      if (status !== "violated" && !(previous === "violated" && status === "holding")) {
+        stateRow.began(runtime)
+        return null
+      }
       const cause = event === null ? null : causeOf(event)
       runtime.lastCause = cause
+      stateRow.began(runtime)
       return {
         name: runtime.definition.name,
         transition: status === "violated" ? "violated" : "recovered",
@@ -102,41 +97,7 @@ export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreSh
       }
     }
 
-    /** `a` began before `b` (ties broken by the cause), so replicas that saw different paths converge on one. */
-    const earlier = (a: { readonly since: number | null; readonly cause: Registries.Cause | null }, b: { readonly since: number | null; readonly cause: Registries.Cause | null }) =>
-      a.since !== null && (b.since === null || a.since < b.since || (a.since === b.since && causeKey(a.cause) < causeKey(b.cause)))
-
-    /** A recorded start belongs to the current episode of the status (not to an earlier one this replica saw end). */
-    const sameEpisode = (runtime: ExpectationRuntime, since: number | null) =>
-      since !== null && (runtime.previousSince === null || since > runtime.previousSince)
-
-    /** Records the state unless the row already holds this status from an earlier (or the same) start. */
-    const persist = (runtime: ExpectationRuntime) =>
-      store.transaction(Effect.gen(function*() {
-        const existing = yield* store.get(ExpectationState, runtime.definition.name)
-        const mine = { since: runtime.since, cause: runtime.lastCause }
-        if (existing._tag === "Some" && existing.value.status === runtime.status && sameEpisode(runtime, existing.value.since)) {
-          const theirs = { since: existing.value.since, cause: asCause(existing.value.cause) }
-          if (!earlier(mine, theirs)) {
-            // An earlier start is recorded (another replica saw this status first): adopt it.
-            if (earlier(theirs, mine)) {
-              runtime.since = theirs.since
-              runtime.lastCause = theirs.cause
-            }
-            return
-          }
-        }
-        yield* store.upsert(ExpectationState, {
-          id: runtime.definition.name,
-          status: runtime.status,
-          since: runtime.since,
-          cause: runtime.lastCause as unknown as Record<string, unknown> | null,
-          updatedAt: yield* Clock.currentTimeMillis
-        })
-      })).pipe(
-        Subject.asSystem,
-        Effect.catchAllCause((cause) => Effect.logWarning(`expectation "${runtime.definition.name}": state not persisted`, cause))
-      )
+    const persist = (runtime: ExpectationRuntime) => stateRow.persist(runtime, runtime.definition.name)
 
     const observation = (runtime: ExpectationRuntime): Registries.ExpectationObservation => ({
       name: runtime.definition.name,
@@ -160,13 +121,9 @@ export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreSh
       for (const runtime of expectations.values()) {
         evaluate(runtime, bootedAt, null)
         const row = persisted.get(runtime.definition.name)
-        if (row !== undefined && row.status === runtime.status) {
-          runtime.since = row.since
-          runtime.lastCause = asCause(row.cause)
-        } else {
-          // Recorded even while holding, so a replica booting later adopts the same `since`.
-          yield* persist(runtime)
-        }
+        if (row !== undefined) stateRow.boot(runtime, row)
+        // Recorded even while holding, so a replica booting later adopts the same `since`.
+        if (!stateRow.settled(runtime)) yield* persist(runtime)
       }
     })
 
@@ -185,23 +142,16 @@ export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreSh
         if (outcome !== null) (transitions ??= []).push(outcome)
       }
       if (changed === undefined) return Effect.void
-      // Every replica that saw a transition records it (unless an earlier start is recorded); the
-      // others adopt the earliest start from the change tap, so all converge on one `since` and cause.
+      // The state row is settled by every replica that saw a change of status: it records its start
+      // unless the row already holds the status (then adopts it); the others hear the row's changes.
       return Effect.zipRight(expectationListeners.notify(transitions ?? []), Effect.forEach(changed, persist, { discard: true }))
     }
 
-    const adoptState = (event: ChangeEvent) =>
+    /** Hears a change of the state table (this replica's own or, under fleet scope, another's). */
+    const hearState = (event: ChangeEvent) =>
       Effect.sync(() => {
-        const row = event.after
         const runtime = expectations.get(event.id)
-        if (row === null || runtime === undefined) return
-        const since = typeof row["since"] === "number" ? row["since"] : null
-        const cause = asCause((row["cause"] ?? null) as Readonly<Record<string, unknown>> | null)
-        if (row["status"] !== runtime.status || since === null || !sameEpisode(runtime, since)) return
-        if (earlier({ since, cause }, { since: runtime.since, cause: runtime.lastCause })) {
-          runtime.since = since
-          runtime.lastCause = cause
-        }
+        if (runtime !== undefined) stateRow.heard(runtime, event.after)
       })
 
     /** Re-evaluates freshness on the clock; an SLA that ages out has no cause. */
@@ -259,8 +209,8 @@ export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreSh
       boot: bootExpectations,
       /** Counts a change of a watched table now; the effect persists and notifies what it moved. */
       apply: applyExpectations,
-      /** Adopts another replica's earlier start from a change of the state table. */
-      adoptState,
+      /** Hears a change of the state table: a later revision of the current status is adopted. */
+      hearState,
       background,
       registry: expectationRegistry
     }

@@ -1,7 +1,8 @@
 /**
  * The standing primitives' tables. Cost is an append-only ledger (replicas insert, never update,
  * so concurrent writers cannot conflict; every total is folded from it). An expectation's state
- * row keeps when its status began and the write that caused it, so a restart remembers both.
+ * row keeps when its status began and the write that caused it, so a restart remembers both, and
+ * replicas settle on one of each (see ExpectationStateRow).
  */
 import { Schema } from "effect"
 import { defineTable } from "../kernel/Table.js"
@@ -27,6 +28,10 @@ export const ExpectationState = defineTable("_fw_expectation_state", {
     status: Schema.Literal("holding", "violated", "unknown"),
     since: Schema.NullOr(Schema.Number),
     cause: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
-    updatedAt: Schema.Number
+    updatedAt: Schema.Number,
+    /** Bumped by every write (made under the row's lock); null in a row written before revisions. */
+    revision: Schema.NullOr(Schema.Number),
+    /** The engine instance and its episode of the status that wrote the row (`<instance>#<episode>`). */
+    writer: Schema.NullOr(Schema.String)
   }
 })

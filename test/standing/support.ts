@@ -51,19 +51,12 @@ export const sqliteFile = () => {
 }
 
 /** A store on `client` (memory when null), local change scope, with `plugin` running and its registries provided. */
-export const stack = (client: Client | null, plugin: StandingPlugin) => {
-  const tier = client === null
-    ? Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
-    : Store.layerSql.pipe(
-      Layer.provideMerge(ChangeTap.layerLocal),
-      Layer.provide(Layer.effectDiscard(SchemaDiffer.apply(tables)).pipe(Layer.provideMerge(client)))
-    )
-  return plugin.registries.pipe(
+export const stack = (client: Client | null, plugin: StandingPlugin) =>
+  plugin.registries.pipe(
     Layer.provideMerge(Layer.scopedDiscard(PluginHost.start(plugin))),
-    Layer.provideMerge(tier),
+    Layer.provideMerge(storeTier(client)),
     Layer.provide(FetchHttpClient.layer)
   )
-}
 
 /** The tiers every storage behaviour runs on; PostgreSQL only when reachable. */
 export const tiers: ReadonlyArray<{ readonly name: string; readonly client: () => Client | null }> = [
@@ -76,3 +69,12 @@ if (Pg.serverUrl === null) console.log(Pg.skipReason)
 
 /** Runs `effect` and keeps its value (for readable pipelines). */
 export const run = Effect.runPromise
+
+/** A store on `client` (memory when null), local change scope, without any plugin. */
+export const storeTier = (client: Client | null) =>
+  client === null
+    ? Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
+    : Store.layerSql.pipe(
+      Layer.provideMerge(ChangeTap.layerLocal),
+      Layer.provide(Layer.effectDiscard(SchemaDiffer.apply(tables)).pipe(Layer.provideMerge(client)))
+    )
