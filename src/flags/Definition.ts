@@ -350,6 +350,9 @@ export const resolve = (key: string, flag: unknown): Resolved => {
 export const patch = (key: string, base: Flag, override: Readonly<Record<string, unknown>>): Resolved => {
   const start: Record<string, unknown> = typeof base === "boolean" ? { enabled: base } : { ...base }
   for (const [name, value] of Object.entries(override)) {
+    // Checked here, not only by `resolve`: assigning an override's own `__proto__` key (JSON.parse
+    // makes one) would set the prototype, whose fields `resolve` reads but never lists.
+    if (!flagFields.has(name)) throw new FlagDefinitionError(`flag "${key}" has an unknown field "${name}"`)
     if (value === undefined) continue
     start[name] = value
   }
