@@ -104,6 +104,7 @@ export const flagsPlugin = (options: Options = {}): FlagsPlugin => {
     ...(options.flags !== undefined ? { flags: options.flags } : {}),
     ...(options.typedFlags !== undefined ? { typedFlags: options.typedFlags } : {}),
     ...(options.usage !== undefined ? { usage: options.usage } : {}),
+    ...(options.experiments !== undefined ? { experiments: options.experiments } : {}),
     store
   })
   Experiments.check(options.typedFlags ?? [], options.experiments ?? [])

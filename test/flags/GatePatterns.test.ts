@@ -14,7 +14,8 @@ const alice = Subject.make({ type: "user", id: "alice", tenantId: "acme" })
 const gated = (plugin: ReturnType<typeof flagsPlugin>, tag: string) => {
   const interceptor = plugin.interceptors!.find((candidate) => candidate.kind === "mutation")!
   const call = { tag, subject: alice } as unknown as Procedure.Call
-  return Effect.map(Effect.exit(interceptor.intercept(call, Effect.succeed("ran"))), Exit.isFailure)
+  // The flags interceptor reads no service: only the call and the fiber's clock.
+  return Effect.map(Effect.exit(interceptor.intercept(call, Effect.succeed("ran")) as Effect.Effect<unknown, unknown>), Exit.isFailure)
 }
 
 describe("gatedBy patterns", () => {
