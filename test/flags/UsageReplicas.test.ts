@@ -2,7 +2,8 @@
  * Usage counts flushed by several replicas at once (PostgreSQL): each (flag, day, source) row gains
  * every replica's count. A flush reads the row and writes it back: without the row lock, two
  * replicas read the same count and the second write drops the first one's reads (and its newer
- * `lastSeenAt`); two first inserts of one row raced the same way.
+ * `lastSeenAt`); two first inserts of one row raced the same way. Sweeps of the same rows at once
+ * all succeed.
  */
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
@@ -50,5 +51,11 @@ describe.skipIf(Pg.serverUrl === null)("flag usage across replicas (PostgreSQL)"
           assert.strictEqual(row.lastSeenAt, day * dayMs + round * 1000 + 2, `${row.flag} lastSeenAt after round ${round}`)
         }
       }
+      // Every replica sweeps the retention on its own schedule: sweeps of the same old rows at the
+      // same moment all succeed, and the rows are gone.
+      const later = (day + 200) * dayMs
+      const swept = yield* Effect.all(stores.map((store) => Effect.either(Usage.sweep(store, later, 90 * dayMs))), { concurrency: "unbounded" })
+      for (const result of swept) assert.strictEqual(result._tag, "Right", JSON.stringify(result))
+      assert.deepStrictEqual(yield* stores[0]!.find(flagTables.FlagUsage), [])
     }), 120_000)
 })
