@@ -106,6 +106,9 @@ interface Entry {
   readonly debounceAt: Ref.Ref<number | null>
 }
 
+/** The longest single sleep: a day, well inside what a JavaScript timer holds (2^31 − 1 ms). */
+const maxSleepMs = 86_400_000
+
 const make = (
   aggregates: ReadonlyArray<Aggregate.Any>,
   options: Options,
@@ -204,7 +207,11 @@ const make = (
         )
       )
 
-    const sleepUntil = (at: number) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sleep(Math.max(0, at - now)))
+    // In steps a timer can hold: Effect's clock takes a sleep beyond 2^31 − 1 ms (24.8 days) for
+    // an infinite one, so a 30-day interval or a monthly cron would never fire.
+    const sleepUntil = (at: number): Effect.Effect<void> =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        at - now > maxSleepMs ? Effect.zipRight(Effect.sleep(maxSleepMs), sleepUntil(at)) : Effect.sleep(Math.max(0, at - now)))
 
     /** Scheduled triggers: the next slot, claimed across replicas. */
     const scheduleLoop = (entry: Entry, nextSlot: (now: number) => number) =>
