@@ -22,7 +22,7 @@ import type * as Table from "../kernel/Table.js"
 import type * as Aggregate from "./Aggregate.js"
 import { Analytics, noop } from "./Analytics.js"
 import type { AnalyticsShape } from "./Analytics.js"
-import { AggregateBootFailed, AggregateNotFound, AggregateStale } from "./Errors.js"
+import { AggregateBootFailed, AggregateDefinitionError, AggregateNotFound, AggregateStale } from "./Errors.js"
 import * as Incremental from "./Incremental.js"
 import * as Storage from "./Storage.js"
 import * as Triggers from "./Triggers.js"
@@ -128,7 +128,14 @@ const make = (
     const hub = yield* PubSub.unbounded<TriggerOutcome>()
     const boots: Array<Fiber.Fiber<Outcome>> = []
     const entries = new Map<string, Entry>()
+    const known = new Set((options.tables ?? []).map((table) => table.name))
     for (const aggregate of aggregates) {
+      // Like an incremental source: a misspelt onChange table would subscribe to nothing, silently.
+      const policy = aggregate.policy
+      const unknown = policy._tag === "hybrid" && known.size > 0 ? policy.onChange.find((table) => !known.has(table)) : undefined
+      if (unknown !== undefined) {
+        throw new AggregateDefinitionError(`aggregate "${aggregate.name}": onChange table "${unknown}" is not one of the app's tables`)
+      }
       entries.set(aggregate.name, {
         aggregate,
         // Throws AggregateDefinitionError at boot for a source that is not an app table.
