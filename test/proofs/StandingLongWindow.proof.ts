@@ -14,31 +14,45 @@
 import { assert, describe, it } from "@effect/vitest"
 import type { Clock, Duration } from "effect"
 import { Duration as D, Effect, TestClock } from "effect"
-import { CostRegistry, defineCostBudget, standingPlugin } from "../../src/standing/index.js"
-import { stack } from "../standing/support.js"
+import * as Store from "../../src/kernel/Store.js"
+import * as Subject from "../../src/kernel/Subject.js"
+import { CostRegistry, defineCostBudget, defineExpectation, standingPlugin } from "../../src/standing/index.js"
+import { Orders, stack } from "../standing/support.js"
 
 const maxTimerMillis = 2 ** 31 - 1
 const day = 86_400_000
 
-describe("standing: a monthly budget's rollover", () => {
-  it.scoped("never asks the clock for a sleep a timer cannot hold", () =>
-    Effect.flatMap(TestClock.testClock(), (clock) => {
-      const asked: Array<number> = []
-      const recording: Clock.Clock = Object.assign(Object.create(Object.getPrototypeOf(clock)) as Clock.Clock, clock, {
-        sleep: (duration: Duration.Duration) => {
-          asked.push(D.toMillis(duration))
-          return clock.sleep(duration)
-        }
-      })
-      const monthly = defineCostBudget({ name: "monthly", limit: 10, window: "month" })
-      return Effect.withClock(
-        Effect.gen(function*() {
-          const registry = yield* CostRegistry
-          yield* registry.record({ tenantId: "acme", unit: "tokens", amount: 20 })
-          yield* TestClock.adjust(31 * day)
-          for (const ms of asked) assert.isAtMost(ms, maxTimerMillis, `a sleep of ${ms} ms (${(ms / day).toFixed(1)} days)`)
-        }).pipe(Effect.provide(stack(null, standingPlugin({ budgets: [monthly] })))),
-        recording
-      )
-    }))
+/** Runs `effect` on the TestClock, recording every sleep asked of the clock. */
+const recordingSleeps = <A, E, R>(effect: (asked: Array<number>) => Effect.Effect<A, E, R>) =>
+  Effect.flatMap(TestClock.testClock(), (clock) => {
+    const asked: Array<number> = []
+    const recording: Clock.Clock = Object.assign(Object.create(Object.getPrototypeOf(clock)) as Clock.Clock, clock, {
+      sleep: (duration: Duration.Duration) => {
+        asked.push(D.toMillis(duration))
+        return clock.sleep(duration)
+      }
+    })
+    return Effect.withClock(effect(asked), recording)
+  })
+
+describe("standing: waits longer than a timer", () => {
+  it.scoped("a 30-day freshness expectation never asks the clock for a sleep a timer cannot hold", () =>
+    recordingSleeps((asked) =>
+      Effect.gen(function*() {
+        const store = yield* Store.Store
+        yield* Subject.asSystem(store.insert(Orders, { id: "o1", tenantId: "acme", amount: 1, status: "open", placedAt: 0 }))
+        yield* TestClock.adjust(31 * day)
+        for (const ms of asked) assert.isAtMost(ms, maxTimerMillis, `a sleep of ${ms} ms (${(ms / day).toFixed(1)} days)`)
+      }).pipe(Effect.provide(stack(null, standingPlugin({
+        expectations: [defineExpectation({ name: "monthly-load", on: { table: Orders }, invariant: { kind: "freshness", column: "placedAt", maxAgeMs: 30 * day } })]
+      }))))))
+
+  it.scoped("a monthly budget's rollover never asks the clock for a sleep a timer cannot hold", () =>
+    recordingSleeps((asked) =>
+      Effect.gen(function*() {
+        const registry = yield* CostRegistry
+        yield* registry.record({ tenantId: "acme", unit: "tokens", amount: 20 })
+        yield* TestClock.adjust(31 * day)
+        for (const ms of asked) assert.isAtMost(ms, maxTimerMillis, `a sleep of ${ms} ms (${(ms / day).toFixed(1)} days)`)
+      }).pipe(Effect.provide(stack(null, standingPlugin({ budgets: [defineCostBudget({ name: "monthly", limit: 10, window: "month" })] }))))))
 })
