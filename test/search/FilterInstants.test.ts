@@ -3,7 +3,9 @@
  * name one instant on every machine: a date-time without a zone would be read in the process's
  * local zone (the same query would answer differently on servers in different zones) and a day
  * that does not exist would roll over (2026-02-30 → 2 March). Both are refused
- * `SearchQueryInvalid`; a date alone (UTC midnight) and a date-time with its zone pass.
+ * `SearchQueryInvalid`; a date alone (UTC midnight) and a date-time with its zone pass. A
+ * document's zone-less date-time is read as UTC, so the answer is the same on every server (and
+ * the same whether the engine or the process reads it).
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
@@ -32,10 +34,10 @@ const inZone = <A, E>(zone: string, effect: Effect.Effect<A, E>): Effect.Effect<
     })
   )
 
-const run = (value: string) =>
+const run = (value: string, at = "2024-01-01T03:00:00Z") =>
   Effect.gen(function*() {
     const backend = Memory.make()
-    yield* backend.upsert("events", [{ id: "e1", tenantId: "t1", title: "launch", at: "2024-01-01T03:00:00Z" }])
+    yield* backend.upsert("events", [{ id: "e1", tenantId: "t1", title: "launch", at }])
     const { query } = yield* Query.validate(indexes, new Set(), { index: "events", filters: [{ field: "at", op: "gt", value }] }, alice)
     const result = yield* backend.query("events", query)
     return result.hits.map((hit) => hit.doc.id)
@@ -48,6 +50,15 @@ describe("search.query: ordered date filters", () => {
         for (const zone of ["UTC", "America/New_York", "Asia/Tokyo"]) {
           assert.deepStrictEqual(yield* inZone(zone, run(value)), [...expected], `${value} in ${zone}`)
         }
+      }
+    }))
+
+  it.effect("a document's date-time without a zone is read as UTC, not in the process's zone", () =>
+    Effect.gen(function*() {
+      for (const zone of ["UTC", "America/New_York", "Asia/Tokyo"]) {
+        assert.deepStrictEqual(yield* inZone(zone, run("2024-01-01T02:59:59Z", "2024-01-01T03:00:00")), ["e1"], zone)
+        assert.deepStrictEqual(yield* inZone(zone, run("2024-01-01T03:00:00Z", "2024-01-01T03:00:00")), [], zone)
+        assert.deepStrictEqual(yield* inZone(zone, run("2024-01-01T03:00:00Z", "2024-01-01 03:00:00.5")), ["e1"], zone)
       }
     }))
 
