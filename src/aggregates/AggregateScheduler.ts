@@ -22,7 +22,7 @@ import type * as Table from "../kernel/Table.js"
 import type * as Aggregate from "./Aggregate.js"
 import { Analytics, noop } from "./Analytics.js"
 import type { AnalyticsShape } from "./Analytics.js"
-import { AggregateBootFailed, AggregateNotFound, AggregateStale } from "./Errors.js"
+import { AggregateBootFailed, AggregateDefinitionError, AggregateNotFound, AggregateStale } from "./Errors.js"
 import * as Incremental from "./Incremental.js"
 import * as Storage from "./Storage.js"
 import * as Triggers from "./Triggers.js"
@@ -106,6 +106,9 @@ interface Entry {
   readonly debounceAt: Ref.Ref<number | null>
 }
 
+/** The longest single sleep: a day, well inside what a JavaScript timer holds (2^31 − 1 ms). */
+const maxSleepMs = 86_400_000
+
 const make = (
   aggregates: ReadonlyArray<Aggregate.Any>,
   options: Options,
@@ -125,7 +128,14 @@ const make = (
     const hub = yield* PubSub.unbounded<TriggerOutcome>()
     const boots: Array<Fiber.Fiber<Outcome>> = []
     const entries = new Map<string, Entry>()
+    const known = new Set((options.tables ?? []).map((table) => table.name))
     for (const aggregate of aggregates) {
+      // Like an incremental source: a misspelt onChange table would subscribe to nothing, silently.
+      const policy = aggregate.policy
+      const unknown = policy._tag === "hybrid" && known.size > 0 ? policy.onChange.find((table) => !known.has(table)) : undefined
+      if (unknown !== undefined) {
+        throw new AggregateDefinitionError(`aggregate "${aggregate.name}": onChange table "${unknown}" is not one of the app's tables`)
+      }
       entries.set(aggregate.name, {
         aggregate,
         // Throws AggregateDefinitionError at boot for a source that is not an app table.
@@ -204,7 +214,11 @@ const make = (
         )
       )
 
-    const sleepUntil = (at: number) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sleep(Math.max(0, at - now)))
+    // In steps a timer can hold: Effect's clock takes a sleep beyond 2^31 − 1 ms (24.8 days) for
+    // an infinite one, so a 30-day interval or a monthly cron would never fire.
+    const sleepUntil = (at: number): Effect.Effect<void> =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        at - now > maxSleepMs ? Effect.zipRight(Effect.sleep(maxSleepMs), sleepUntil(at)) : Effect.sleep(Math.max(0, at - now)))
 
     /** Scheduled triggers: the next slot, claimed across replicas. */
     const scheduleLoop = (entry: Entry, nextSlot: (now: number) => number) =>

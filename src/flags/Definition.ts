@@ -156,14 +156,37 @@ export const compileRule = (rule: Rule): Matcher => {
 const flagFields = new Set(["enabled", "rollout", "rolloutBy", "targeting", "variants", "offVariant", "schedule", "description"])
 const ruleKeys = new Set(["subjectIds", "tenantIds", "subjectTypes", "metadata"])
 
-/** Parses an instant (epoch ms or ISO string) or throws with `what` in the message. */
+/** A date alone, or a date-time with its zone (`Z` or `±hh:mm`); groups: y, m, d, time part, h, min, s. */
+const isoPattern = /^(\d{4})-(\d{2})-(\d{2})(?:([T ])(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/
+
+/**
+ * The epoch ms of an ISO-8601 string, strictly: a date alone is UTC midnight; a date-time must
+ * carry its zone, since `Date.parse` reads a zone-less one in the process's local zone (replicas
+ * in different zones would switch the flag at different instants); a day or time that does not
+ * exist is refused (`Date.parse` rolls 2026-02-30 over to 2 March). Left: why it is refused.
+ */
+const isoMillis = (text: string): number | string => {
+  const match = isoPattern.exec(text)
+  if (match === null) return "must be epoch milliseconds or an ISO-8601 string"
+  const [, y, m, d, time, h, min, s, zone] = match
+  if (time !== undefined && zone === undefined) {
+    return "must be epoch milliseconds or an ISO-8601 string with a time zone (Z or an offset such as +02:00): without one it would be read in each server's local zone"
+  }
+  const day = new Date(Date.UTC(Number(y), Number(m) - 1, Number(d)))
+  const exists = day.getUTCFullYear() === Number(y) && day.getUTCMonth() === Number(m) - 1 && day.getUTCDate() === Number(d)
+  if (!exists || Number(h ?? 0) > 23 || Number(min ?? 0) > 59 || Number(s ?? 0) > 59) {
+    return "must be epoch milliseconds or an ISO-8601 string naming a day and time that exist"
+  }
+  const ms = Date.parse(text)
+  return Number.isFinite(ms) ? ms : "must be epoch milliseconds or an ISO-8601 string"
+}
+
+/** Parses an instant (epoch ms or ISO string, see `isoMillis`) or throws with `what` in the message. */
 export const instant = (key: string, what: string, value: unknown): number => {
   if (typeof value === "number" && Number.isFinite(value)) return value
-  if (typeof value === "string" && /^\d{4}-\d{2}-\d{2}/.test(value)) {
-    const ms = Date.parse(value)
-    if (Number.isFinite(ms)) return ms
-  }
-  throw new FlagDefinitionError(`flag "${key}": ${what} must be epoch milliseconds or an ISO-8601 string, got ${JSON.stringify(value)}`)
+  const parsed = typeof value === "string" ? isoMillis(value) : "must be epoch milliseconds or an ISO-8601 string"
+  if (typeof parsed === "number") return parsed
+  throw new FlagDefinitionError(`flag "${key}": ${what} ${parsed}, got ${JSON.stringify(value)}`)
 }
 
 const percentage = (key: string, what: string, value: unknown): number => {
@@ -327,6 +350,9 @@ export const resolve = (key: string, flag: unknown): Resolved => {
 export const patch = (key: string, base: Flag, override: Readonly<Record<string, unknown>>): Resolved => {
   const start: Record<string, unknown> = typeof base === "boolean" ? { enabled: base } : { ...base }
   for (const [name, value] of Object.entries(override)) {
+    // Checked here, not only by `resolve`: assigning an override's own `__proto__` key (JSON.parse
+    // makes one) would set the prototype, whose fields `resolve` reads but never lists.
+    if (!flagFields.has(name)) throw new FlagDefinitionError(`flag "${key}" has an unknown field "${name}"`)
     if (value === undefined) continue
     start[name] = value
   }

@@ -7,6 +7,7 @@
 import { Either, Schema } from "effect"
 import * as Compile from "./Compile.js"
 import * as Definition from "./Definition.js"
+import * as Experiments from "./Experiments.js"
 import * as TypedFlag from "./TypedFlag.js"
 import type * as Usage from "./Usage.js"
 
@@ -18,6 +19,8 @@ export interface Entry {
   readonly key: string
   readonly base: Definition.Flag
   readonly typed: TypedFlag.Any | undefined
+  /** The experiment this flag feeds: every override must keep serving exactly its arms (refusal 4). */
+  readonly experiment: Experiments.ExperimentLike | undefined
   resolved: Definition.Resolved
   override: Override | undefined
   version: number
@@ -38,12 +41,18 @@ const decodeVariants = (typed: TypedFlag.Any | undefined, resolved: Definition.R
 }
 
 /** A flag as defined in code, with no override yet. Throws `FlagDefinitionError` for an invalid definition. */
-export const make = (key: string, base: Definition.Flag, typed: TypedFlag.Any | undefined): Entry => {
+export const make = (
+  key: string,
+  base: Definition.Flag,
+  typed: TypedFlag.Any | undefined,
+  experiment?: Experiments.ExperimentLike
+): Entry => {
   const resolved = Definition.resolve(key, base)
   return {
     key,
     base,
     typed,
+    experiment,
     resolved,
     override: undefined,
     version: 0,
@@ -81,7 +90,12 @@ export const candidate = (entry: Entry, override: Override | undefined): Either.
       if (Either.isLeft(encoded)) return Either.left(encoded.left)
       patch = { ...override, variants: encoded.right }
     }
-    return Either.right({ resolved: Definition.patch(entry.key, entry.base, patch), override: patch })
+    const resolved = Definition.patch(entry.key, entry.base, patch)
+    const differ = entry.experiment === undefined
+      ? undefined
+      : Experiments.armsDiffer(entry.experiment, resolved.variants.map((variant) => variant.name))
+    if (differ !== undefined) return Either.left(differ)
+    return Either.right({ resolved, override: patch })
   } catch (error) {
     return Either.left(error instanceof Error ? error.message : String(error))
   }

@@ -37,12 +37,30 @@ export const check = (flags: ReadonlyArray<TypedFlag.Any>, experiments: Readonly
     if (experiment.holdout !== undefined && experiment.holdout > 0) {
       throw new FlagDefinitionError(`flag "${flag.key}": experiment "${name}" carries a holdout; the flag's rollout decides exposure`)
     }
-    const arms = [...experiment.variants.map((variant) => variant.name)].sort()
-    const variants = [...(flag.definition.variants ?? []).map((variant) => variant.name)].sort()
-    if (arms.length !== variants.length || arms.some((arm, i) => arm !== variants[i])) {
-      throw new FlagDefinitionError(
-        `flag "${flag.key}": experiment "${name}" arms [${arms.join(", ")}] differ from the flag's variants [${variants.join(", ")}]`
-      )
-    }
+    const differ = armsDiffer(experiment, (flag.definition.variants ?? []).map((variant) => variant.name))
+    if (differ !== undefined) throw new FlagDefinitionError(`flag "${flag.key}": ${differ}`)
   }
+}
+
+/**
+ * Why a flag serving `variants` cannot feed `experiment` (their names differ), or undefined when
+ * they match. Also checked for every override of such a flag (see `Entry.candidate`).
+ */
+export const armsDiffer = (experiment: ExperimentLike, variants: ReadonlyArray<string>): string | undefined => {
+  const arms = experiment.variants.map((variant) => variant.name).sort()
+  const served = [...variants].sort()
+  return arms.length === served.length && arms.every((arm, i) => arm === served[i])
+    ? undefined
+    : `experiment "${experiment.name}" arms [${arms.join(", ")}] differ from the flag's variants [${served.join(", ")}]`
+}
+
+/** The experiment each typed flag feeds, by flag key (only those `experiments` holds). */
+export const fedBy = (flags: ReadonlyArray<TypedFlag.Any>, experiments: ReadonlyArray<ExperimentLike>): ReadonlyMap<string, ExperimentLike> => {
+  const byName = new Map(experiments.map((experiment) => [experiment.name, experiment]))
+  const out = new Map<string, ExperimentLike>()
+  for (const flag of flags) {
+    const experiment = flag.experiment === undefined ? undefined : byName.get(flag.experiment.name)
+    if (experiment !== undefined) out.set(flag.key, experiment)
+  }
+  return out
 }

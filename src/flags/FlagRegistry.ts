@@ -18,6 +18,7 @@ import * as Entry from "./Entry.js"
 import { FlagDefinitionError, FlagNotFound, storeFailed } from "./Errors.js"
 import type { FlagStoreFailed, OverrideRefused } from "./Errors.js"
 import * as Evaluate from "./Evaluate.js"
+import * as Experiments from "./Experiments.js"
 import * as FiberRead from "./FiberRead.js"
 import type { ListEntry } from "./List.js"
 import * as List from "./List.js"
@@ -41,6 +42,8 @@ export interface Config {
   readonly store?: "memory" | "sql"
   /** Usage tracking (spec 2.11). */
   readonly usage?: Usage.Config
+  /** The experiments typed flags feed: an override of such a flag must keep serving their arms. */
+  readonly experiments?: ReadonlyArray<Experiments.ExperimentLike>
 }
 
 /** One audit row. */
@@ -124,6 +127,7 @@ export const make = (config: Config): FlagRegistryShape => {
   const mode = config.store ?? "memory"
   const usage = Usage.usageOptions(config)
   const entries = new Map<string, Entry.Entry>()
+  const fed = Experiments.fedBy(config.typedFlags ?? [], config.experiments ?? [])
   for (const [key, flag] of Object.entries(config.flags ?? {})) entries.set(key, Entry.make(key, flag, undefined))
   for (const typed of config.typedFlags ?? []) {
     if (entries.has(typed.key)) {
@@ -131,7 +135,7 @@ export const make = (config: Config): FlagRegistryShape => {
         `flag "${typed.key}" is declared both in flags and in typedFlags (or twice in typedFlags): keys share one namespace`
       )
     }
-    entries.set(typed.key, Entry.make(typed.key, typed.definition, typed))
+    entries.set(typed.key, Entry.make(typed.key, typed.definition, typed, fed.get(typed.key)))
   }
   const keys = [...entries.keys()]
   const buffer = Usage.makeBuffer()

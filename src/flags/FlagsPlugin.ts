@@ -76,7 +76,9 @@ const gatesOf = (gatedBy: Readonly<Record<string, string>>, known: ReadonlySet<s
     }
     let compiled: RegExp
     try {
-      compiled = new RegExp(regex[1]!, regex[2]!.replace("g", ""))
+      // Without `g` and `y`: either makes `test` resume at `lastIndex`, so the next tag would be
+      // tested from the middle and could pass ungated.
+      compiled = new RegExp(regex[1]!, regex[2]!.replace(/[gy]/g, ""))
     } catch (error) {
       throw new FlagDefinitionError(`gatedBy "${pattern}": invalid pattern (${error instanceof Error ? error.message : String(error)})`)
     }
@@ -102,6 +104,7 @@ export const flagsPlugin = (options: Options = {}): FlagsPlugin => {
     ...(options.flags !== undefined ? { flags: options.flags } : {}),
     ...(options.typedFlags !== undefined ? { typedFlags: options.typedFlags } : {}),
     ...(options.usage !== undefined ? { usage: options.usage } : {}),
+    ...(options.experiments !== undefined ? { experiments: options.experiments } : {}),
     store
   })
   Experiments.check(options.typedFlags ?? [], options.experiments ?? [])

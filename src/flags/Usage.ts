@@ -154,11 +154,16 @@ export const flush = (store: StoreShape, buffer: Buffer) =>
         seen.lastSeenAt = Math.max(seen.lastSeenAt, counter.lastSeenAt)
       }
     }
-    const write = store.transaction(Effect.forEach([...merged.entries()], ([id, counter]) =>
+    // Rows in id order, each read under its row lock: replicas flushing the same rows at once wait
+    // for each other (in one order, so without deadlock) and add to the committed count instead of
+    // overwriting it. A row two replicas insert first fails one of them `DuplicateRow`: that
+    // transaction is retried and finds the row.
+    const entries = [...merged.entries()].sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)
+    const write = store.transaction(Effect.forEach(entries, ([id, counter]) =>
       Effect.gen(function*() {
-        const existing = yield* store.get(FlagUsage, id)
+        const existing = yield* store.get(FlagUsage, id, { forUpdate: true })
         const before = existing._tag === "Some" ? existing.value : undefined
-        yield* store.upsert(FlagUsage, {
+        const row = {
           id,
           flag: counter.flag,
           day: isoDay(counter.day),
@@ -166,8 +171,9 @@ export const flush = (store: StoreShape, buffer: Buffer) =>
           source: counter.source,
           count: (before?.count ?? 0) + counter.count,
           lastSeenAt: Math.max(before?.lastSeenAt ?? 0, counter.lastSeenAt)
-        })
-      }), { discard: true }))
+        }
+        yield* before === undefined ? store.insert(FlagUsage, row) : store.upsert(FlagUsage, row)
+      }), { discard: true })).pipe(Effect.retry({ while: (error) => error._tag === "DuplicateRow", times: 5 }))
     yield* write.pipe(Effect.tapError(() => Effect.sync(() => buffer.restore(pending))))
     return merged.size
   })
@@ -176,7 +182,9 @@ export const flush = (store: StoreShape, buffer: Buffer) =>
 export const sweep = (store: StoreShape, now: number, retentionMs: number) =>
   Effect.gen(function*() {
     const old = yield* store.find(FlagUsage, { where: { dayStart: { lt: now - retentionMs - dayMs + 1 } } })
-    yield* Effect.forEach(old, (row) => store.delete(FlagUsage, row.id), { discard: true })
+    // `purge` skips rows already gone: every replica sweeps, and two sweeping at once both succeed
+    // (a `delete` of a row the other removed failed `RowNotFound`). Nothing listens to this table.
+    yield* store.purge(FlagUsage, old.map((row) => row.id))
     return old.length
   })
 

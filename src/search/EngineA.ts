@@ -245,12 +245,12 @@ export const make = (config: EngineAConfig): EngineBackend => {
         const page = yield* searchPage(index, { ...base, offset, limit: size })
         if (first) {
           found = page.found
-          facets = Object.fromEntries(query.facets.map((f) => [f, {}]))
+          // Maps, then own keys: a value such as "__proto__" or "constructor" (a user's tag) is a key like any other.
+          const byField = new Map<string, Record<string, number>>(query.facets.map((f) => [f, {}]))
           for (const fc of page.facet_counts ?? []) {
-            const counts: Record<string, number> = {}
-            for (const c of fc.counts) counts[normaliseFacetKey(spec, fc.field_name, c.value)] = c.count
-            facets[fc.field_name] = counts
+            byField.set(fc.field_name, Object.fromEntries(fc.counts.map((c) => [normaliseFacetKey(spec, fc.field_name, c.value), c.count])))
           }
+          facets = Object.fromEntries(byField)
           first = false
         }
         for (const hit of page.hits ?? []) {

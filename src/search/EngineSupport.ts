@@ -157,12 +157,13 @@ export const stripShadows = (stored: Record<string, unknown>, extra: ReadonlyArr
 
 /** Facet counts read from shadow codes, keyed by the contract's facet keys. */
 export const decodeFacetCounts = (counts: Readonly<Record<string, number>> | undefined): Record<string, number> => {
-  const out: Record<string, number> = {}
+  // A Map, then own keys: a value such as "__proto__" or "constructor" (a user's tag) is a key like any other.
+  const out = new Map<string, number>()
   for (const [code, n] of Object.entries(counts ?? {})) {
     const key = decodeScalar(code)
-    if (key !== undefined) out[key] = (out[key] ?? 0) + n
+    if (key !== undefined) out.set(key, (out.get(key) ?? 0) + n)
   }
-  return out
+  return Object.fromEntries(out)
 }
 
 /**

@@ -67,18 +67,18 @@ export const countFacets = (
   fields: ReadonlyArray<string>,
   docs: Iterable<Document>
 ): Record<string, Record<string, number>> => {
-  const counts: Record<string, Map<string, number>> = {}
-  for (const field of fields) counts[field] = new Map()
+  // Maps, then own keys: a field or value such as "__proto__" is a key like any other.
+  const counts = new Map<string, Map<string, number>>(fields.map((field) => [field, new Map()]))
   for (const doc of docs) {
     for (const field of fields) {
-      const map = counts[field]!
+      const map = counts.get(field)!
       for (const value of valuesOf(readPath(doc, field))) {
         const key = facetKey(value)
         if (key !== undefined) map.set(key, (map.get(key) ?? 0) + 1)
       }
     }
   }
-  return Object.fromEntries(Object.entries(counts).map(([field, map]) => [field, Object.fromEntries(map)]))
+  return Object.fromEntries([...counts].map(([field, map]) => [field, Object.fromEntries(map)]))
 }
 
 /** Adds one document to running facet counts (maps per field). */

@@ -190,8 +190,7 @@ export class MemoryIndex {
       }
       return { doc, highlights }
     })
-    const facets: Record<string, Record<string, number>> = {}
-    query.facets.forEach((field, i) => facets[field] = Object.fromEntries(facetMaps[i]!))
+    const facets = Object.fromEntries(query.facets.map((field, i) => [field, Object.fromEntries(facetMaps[i]!)]))
     return { hits, facets, found: accepted.length }
   }
 

@@ -107,6 +107,24 @@ const checkField = (index: Resolved, field: string, usage: "filter" | "facet" | 
   return Effect.void
 }
 
+/**
+ * Why an ISO-8601 filter value names no single instant, or undefined when it does: a date-time
+ * without a zone (`Date.parse` reads it in the process's local zone, so the same query would answer
+ * differently on servers in different zones), or a day or time that does not exist (`Date.parse`
+ * rolls 2026-02-30 over to 2 March). A date alone is UTC midnight.
+ */
+const instantRefusal = (text: string): string | undefined => {
+  const match = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2}))?(?:\.\d+)?(Z|[+-]\d{2}:?\d{2})?)?$/.exec(text)
+  if (match === null) return "not an ISO-8601 date"
+  const [, y, m, d, h, min, s, zone] = match
+  if (h !== undefined && zone === undefined) return "a date-time needs its time zone (Z or an offset such as +02:00)"
+  const day = new Date(Date.UTC(Number(y), Number(m) - 1, Number(d)))
+  const exists = day.getUTCFullYear() === Number(y) && day.getUTCMonth() === Number(m) - 1 && day.getUTCDate() === Number(d)
+  return exists && Number(h ?? 0) <= 23 && Number(min ?? 0) <= 59 && Number(s ?? 0) <= 59
+    ? undefined
+    : "the day or time does not exist"
+}
+
 const isScalar = (value: unknown): value is Scalar =>
   typeof value === "string" || typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value))
 
@@ -135,8 +153,12 @@ export const validate = (
         if (!filter.value.every(isScalar)) return yield* invalid(`filter "${filter.field}": values must be finite scalars`)
       } else {
         if (!isScalar(filter.value)) return yield* invalid(`filter "${filter.field}" ${filter.op} needs one scalar value`)
-        if (filter.op !== "eq" && filter.op !== "neq" && typeof filter.value !== "number" && isoInstant(filter.value) === undefined) {
-          return yield* invalid(`filter "${filter.field}" ${filter.op} compares numbers or ISO-8601 dates only`)
+        if (filter.op !== "eq" && filter.op !== "neq" && typeof filter.value !== "number") {
+          if (isoInstant(filter.value) === undefined) {
+            return yield* invalid(`filter "${filter.field}" ${filter.op} compares numbers or ISO-8601 dates only`)
+          }
+          const refused = instantRefusal(filter.value as string)
+          if (refused !== undefined) return yield* invalid(`filter "${filter.field}" ${filter.op}: ${refused}`)
         }
       }
       filters.push({ field: filter.field, op: filter.op, value: filter.value })

@@ -166,10 +166,18 @@ export const maxEdits = (fuzziness: Fuzziness, term: string): number => {
 /** An ISO-8601 date or date-time string (what ordered filters compare as an instant). */
 export const isoDatePattern = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/
 
-/** The instant of an ISO-8601 string, or undefined when it is not one. */
+const zoned = /(?:Z|[+-]\d{2}:?\d{2})$/
+
+/**
+ * The instant of an ISO-8601 string, or undefined when it is not one. A date-time without its zone
+ * is read as UTC (as a date alone is): `Date.parse` would read it in the process's local zone, so
+ * the same document would compare differently on servers in different zones, and differently when
+ * an engine's instant shadow was computed by another process. (A filter value must carry its zone:
+ * see `Query.validate`.)
+ */
 export const isoInstant = (value: unknown): number | undefined => {
   if (typeof value !== "string" || !isoDatePattern.test(value)) return undefined
-  const ms = Date.parse(value)
+  const ms = Date.parse(value.length > 10 && !zoned.test(value) ? `${value.replace(" ", "T")}Z` : value)
   return Number.isNaN(ms) ? undefined : ms
 }
 

@@ -106,17 +106,18 @@ export const statement = (
 /** What the rows of `statement` say: the count, the facets, the page in rank order, the matched words. */
 export const answer = (query: Query, rows: ReadonlyArray<Readonly<Record<string, unknown>>>) => {
   let found = 0
-  const facets: Record<string, Record<string, number>> = {}
-  for (const field of query.facets) facets[field] = {}
+  // Maps, then own keys: a value such as "__proto__" or "constructor" (a user's tag) is a key like any other.
+  const counts = new Map<string, Map<string, number>>(query.facets.map((field) => [field, new Map()]))
   const page: Array<readonly [number, Document]> = []
   const matchedWords = new Set<string>()
   for (const row of rows) {
     const kind = Number(row["kind"])
     if (kind === 0) found = Number(row["n"])
-    else if (kind === 1) facets[query.facets[Number(row["facet"]) - 1]!]![String(row["value"])] = Number(row["n"])
+    else if (kind === 1) counts.get(query.facets[Number(row["facet"]) - 1]!)!.set(String(row["value"]), Number(row["n"]))
     else if (kind === 2) page.push([Number(row["n"]), (typeof row["doc"] === "string" ? JSON.parse(row["doc"]) : row["doc"]) as Document])
     else matchedWords.add(String(row["value"]))
   }
   page.sort((a, b) => a[0] - b[0])
+  const facets = Object.fromEntries([...counts].map(([field, values]) => [field, Object.fromEntries(values)]))
   return { found, facets, page: page.map(([, doc]) => doc), matchedWords }
 }

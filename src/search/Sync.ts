@@ -148,12 +148,26 @@ export const make = (options: {
         yield* stats.count(index, doc === null ? "removed" : "synced")
       })
 
+    /**
+     * Writes the document of a row's current version. When it cannot be derived, the row's
+     * previous document (if it may have one: `previous`) is removed before the failure is reported:
+     * left in the index it would still answer as the row (after a move to another tenant, to the
+     * tenant that no longer owns it).
+     */
+    const writeDerived = (index: Resolved, rowId: string, derived: Effect.Effect<Document, DocumentInvalid>, previous = true) =>
+      Effect.flatMap(Effect.either(derived), (doc) =>
+        doc._tag === "Right"
+          ? write(index, rowId, doc.right)
+          : previous
+          ? Effect.zipRight(write(index, rowId, null), Effect.fail(doc.left))
+          : Effect.fail(doc.left))
+
     /** Re-reads the row and writes what it is now (its document, or its removal). */
     const resyncRow = (index: Resolved, rowId: string): Effect.Effect<void, SyncError> =>
       Effect.gen(function*() {
         const row = yield* store.get(index.table, rowId)
         if (Option.isNone(row)) return yield* write(index, rowId, null)
-        yield* write(index, rowId, yield* derive(index, row.value, rowId))
+        yield* writeDerived(index, rowId, derive(index, row.value, rowId))
       })
 
     /** The background retries of one (index, row) after a transient failure. */
@@ -224,8 +238,13 @@ export const make = (options: {
           }
           const attempt = event.op === "delete" || event.after === null
             ? write(index, event.id, null)
-            : Effect.flatMap(decodeRow(index, event.after, event.id), (row) =>
-              Effect.flatMap(derive(index, row, event.id), (doc) => write(index, event.id, doc)))
+            : writeDerived(
+              index,
+              event.id,
+              Effect.flatMap(decodeRow(index, event.after, event.id), (row) => derive(index, row, event.id)),
+              // A row just inserted has no previous document to take out.
+              event.op !== "insert"
+            )
           const outcome = yield* Effect.either(attempt)
           if (outcome._tag === "Right") {
             yield* recorded(index, ledger.clear(index, event.id).pipe(Effect.mapError(ledger.failure(index, event.id))))

@@ -172,6 +172,25 @@ export const conformance = (name: string, layer: () => Layer.Layer<SearchBackend
         })
       ))
 
+    it.live("facet values named like Object.prototype members (a user's tag \"constructor\") count like any other", () =>
+      fresh((index) =>
+        Effect.gen(function*() {
+          const backend = yield* SearchBackend
+          yield* backend.upsert(index, [
+            { id: "p1", tenantId: "t3", title: "one", body: "x", tags: ["constructor", "__proto__", "toString"], brand: "hasOwnProperty", price: 1, published: "2024-01-01", inStock: true },
+            { id: "p2", tenantId: "t3", title: "two", body: "x", tags: ["constructor", "valueOf"], brand: "__proto__", price: 2, published: "2024-01-01", inStock: true }
+          ])
+          const result = yield* run(index, query("", { facets: ["tags", "brand"] }, "t3"))
+          const own = (counts: Readonly<Record<string, number>> | undefined) =>
+            Object.entries(counts ?? {}).sort(([a], [b]) => a < b ? -1 : a > b ? 1 : 0)
+          assert.deepStrictEqual(own(result.facets["tags"]), [["__proto__", 1], ["constructor", 2], ["toString", 1], ["valueOf", 1]])
+          assert.deepStrictEqual(own(result.facets["brand"]), [["__proto__", 1], ["hasOwnProperty", 1]])
+          for (const counts of Object.values(result.facets)) {
+            for (const n of Object.values(counts)) assert.strictEqual(typeof n, "number")
+          }
+        })
+      ))
+
     it.live("paging: limit and offset over a stable order", () =>
       fresh((index) =>
         Effect.gen(function*() {
