@@ -55,7 +55,7 @@ const metadataServer = Effect.acquireRelease(
 /** Waits (in real time) until the metadata server has answered `count` fetches. */
 const fetched = (server: Effect.Effect.Success<typeof metadataServer>, count: number) =>
   Effect.promise(async () => {
-    for (let i = 0; i < 200 && server.fetches() < count; i++) await new Promise((resolve) => setTimeout(resolve, 10))
+    for (let i = 0; i < 1_000 && server.fetches() < count; i++) await new Promise((resolve) => setTimeout(resolve, 10))
   }).pipe(Effect.zipRight(Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))))
 
 let logins = 0
