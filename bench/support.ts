@@ -6,6 +6,7 @@ import type { SqlClient } from "@effect/sql"
 import autocannon from "autocannon"
 import { Layer } from "effect"
 import { spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as ChangeTap from "../src/kernel/ChangeTap.js"
@@ -53,3 +54,19 @@ export const storeTier = (client: Layer.Layer<SqlClient.SqlClient, unknown> | nu
       Layer.provideMerge(ChangeTap.layerLocal),
       Layer.provide(Layer.effectDiscard(SchemaDiffer.apply(tables)).pipe(Layer.provideMerge(client)))
     )
+
+/** CPU milliseconds a process has used (Linux `/proc`; `NaN` elsewhere or when not visible). */
+export const cpuOf = (pid: number) => {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    return (Number(fields[11]) + Number(fields[12])) * 10
+  } catch {
+    return NaN
+  }
+}
+
+/** CPU milliseconds this process has used. */
+export const ownCpu = () => {
+  const used = process.cpuUsage()
+  return (used.user + used.system) / 1000
+}

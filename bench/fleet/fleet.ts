@@ -25,7 +25,6 @@
 import { Effect, Redacted } from "effect"
 import { spawn } from "node:child_process"
 import * as http from "node:http"
-import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import pg from "pg"
 import { RowHistory } from "../../src/history/index.js"
@@ -33,7 +32,7 @@ import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import { PgClient } from "@effect/sql-pg"
 import { Docs } from "../../test/fleet/app.js"
 import * as Fleet from "../../test/fleet/support.js"
-import { perSecond, table } from "../support.js"
+import { cpuOf, ownCpu, perSecond, table } from "../support.js"
 
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const WRITES = Number(process.env.FW_BENCH_WRITES ?? 2_000)
@@ -60,19 +59,6 @@ const freshDb = async () => {
   } }
 }
 
-/** CPU milliseconds a process has used (Linux `/proc`; `NaN` elsewhere). */
-const cpuOf = (pid: number) => {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
-    return (Number(fields[11]) + Number(fields[12])) * 10
-  } catch {
-    return NaN
-  }
-}
-const ownCpu = () => {
-  const used = process.cpuUsage()
-  return (used.user + used.system) / 1000
-}
 
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN
 

@@ -18,10 +18,9 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Queue, Redacted } from "effect"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
-import { readFileSync } from "node:fs"
 import pg from "pg"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import { table } from "../support.js"
+import { cpuOf, ownCpu, table } from "../support.js"
 
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const WRITES = Number(process.env.FW_BENCH_WRITES ?? 3_000)
@@ -29,19 +28,6 @@ const RATE = Number(process.env.FW_BENCH_RATE ?? 1_000)
 const ROUNDS = Number(process.env.FW_BENCH_ROUNDS ?? 2)
 const ONLY_FW = process.env.FW_BENCH_ONLY === "fw"
 
-const ownCpu = () => {
-  const used = process.cpuUsage()
-  return (used.user + used.system) / 1000
-}
-/** CPU milliseconds a process has used (Linux `/proc`; `NaN` elsewhere or when not visible). */
-const cpuOf = (pid: number) => {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
-    return (Number(fields[11]) + Number(fields[12])) * 10
-  } catch {
-    return NaN
-  }
-}
 
 /** The receiver's connections are named this (`application_name`): their backends' CPU is its server time. */
 const receiverName = "fw_rx_bench"
