@@ -19,12 +19,15 @@
  * uninterruptibly, whose fiber simply leaves while the server finishes it.
  *
  * A reserved connection is dropped when it fails (a terminated backend, a lost network path) and
- * another reserved when a statement needs one; meanwhile the others serve.
+ * another reserved when a statement needs one; meanwhile the others serve. A statement that meets
+ * the failure first (the server's FATAL, before node-postgres reports the connection ended) drops
+ * it too, so no later statement is sent on it.
  */
 import { SqlClient, Statement } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import type { Fiber, Scope } from "effect"
-import { Cause, Context, Effect, Exit, FiberRef, Option, Runtime } from "effect"
+import { Cause, Context, Effect, Exit, FiberRef, Option, Predicate, Runtime } from "effect"
+import { connectionLost } from "./PgConnectionLost.js"
 import * as Slots from "./PgDirectSlots.js"
 import type { PgConnection } from "./PgDirectSlots.js"
 import { pgOf } from "./PgDirectSlots.js"
@@ -131,6 +134,18 @@ export const prepare = (text: string): void => {
   if (!preparedNames.has(text)) preparedNames.set(text, `fw_prepared_${preparedNames.size + 1}`)
 }
 
+/**
+ * Makes node-postgres parse the statement named `name` again on `pg` the next time it is sent: the
+ * server no longer has it (a `DEALLOCATE` or `DISCARD` ran on that connection, e.g. app code in a
+ * transaction), and the driver, which remembers per connection the names it parsed, would send
+ * only the name, refused ("prepared statement … does not exist"), for the connection's life.
+ */
+const forgetParsed = (pg: PgConnection, name: string): void => {
+  const connection = Predicate.hasProperty(pg, "connection") ? pg.connection : undefined
+  const parsed = Predicate.hasProperty(connection, "parsedStatements") ? connection.parsedStatements : undefined
+  if (Predicate.isRecord(parsed)) delete parsed[name]
+}
+
 /** How long the cancellation of an interrupted statement may take (as the client's). */
 const cancelTimeoutMs = 5_000
 
@@ -177,6 +192,19 @@ export const make = (
       return name === undefined ? text : { name, text, values: parameters as Array<unknown> }
     }
 
+    /**
+     * After `text` failed on `pg` with `error`: a prepared statement the server no longer has is
+     * parsed again next time; a connection left unusable is not given to another statement (a
+     * reserved one is dropped when given back, see `Slots.lost`). Before the connection is given back.
+     */
+    const failed = (pg: PgConnection, text: string, error: Error) => {
+      if (Predicate.hasProperty(error, "code") && error.code === "26000") {
+        const name = preparedNames.get(text)
+        if (name !== undefined) forgetParsed(pg, name)
+      }
+      if (connectionLost(error)) slots.lost(pg)
+    }
+
     /** `text` on a transaction's own connection. */
     const onConnection = <A>(pg: PgConnection, text: string, parameters: ReadonlyArray<unknown>) =>
       Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
@@ -184,6 +212,7 @@ export const make = (
         pg.query(queryOf(text, parameters), parameters as Array<unknown>, (error, result) => {
           pending = false
           if (error) {
+            failed(pg, text, error)
             resume(Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })))
           } else {
             resume(Effect.succeed(rowsOf(result) as ReadonlyArray<A>))
@@ -210,6 +239,7 @@ export const make = (
           running = slot
           slot.pg.query(queryOf(text, parameters), parameters as Array<unknown>, (error, result) => {
             pending = false
+            if (error) failed(slot.pg, text, error)
             if (!slot.cancelling) slots.release(slot)
             if (error) {
               resume(Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })))
@@ -246,6 +276,7 @@ export const make = (
       context: C
     ) =>
       slot.pg.query(queryOf(text, parameters), parameters as Array<unknown>, (error, result) => {
+        if (error) failed(slot.pg, text, error)
         slots.release(slot)
         answered(error, result, answer, context)
       })
@@ -261,7 +292,10 @@ export const make = (
       const on = connectionFor(fiber)
       if (on === undefined) return false
       if (on !== outside) {
-        on.query(queryOf(text, parameters), parameters as Array<unknown>, (error, result) => answered(error, result, answer, context))
+        on.query(queryOf(text, parameters), parameters as Array<unknown>, (error, result) => {
+          if (error) failed(on, text, error)
+          answered(error, result, answer, context)
+        })
         return true
       }
       const idle = slots.take("statement")

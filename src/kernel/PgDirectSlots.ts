@@ -6,7 +6,9 @@
  * as a statement waits for a connection of a pool, unless no connection can be given back without
  * another fiber's help (each held by a transaction, or none reserved): it then takes the client's
  * pool path. A connection that fails (a terminated backend, a lost network path) is dropped, and
- * another is reserved when a statement needs one.
+ * another is reserved when a statement needs one: when the driver reports it failed or ended, or
+ * when it is given back after a statement on it failed in a way that leaves it unusable (see
+ * `lost`), whichever comes first.
  */
 import type { SqlClient } from "@effect/sql"
 import type { Connection } from "@effect/sql/SqlConnection"
@@ -24,11 +26,13 @@ export interface PgConnection {
   ) => void
   readonly on: (event: "error" | "end", listener: () => void) => unknown
   readonly off: (event: "error" | "end", listener: () => void) => unknown
+  /** Closes the connection; the pool it came from discards it when given back. */
+  readonly end: () => unknown
 }
 
 const isPgConnection = (value: unknown): value is PgConnection =>
   Predicate.hasProperty(value, "query") && typeof value.query === "function" && Predicate.hasProperty(value, "on") &&
-  typeof value.on === "function"
+  typeof value.on === "function" && Predicate.hasProperty(value, "end") && typeof value.end === "function"
 
 /** The node-postgres client behind an `@effect/sql-pg` connection (its `pg` field), if it has one. */
 export const pgOf = (connection: Connection): PgConnection | undefined => {
@@ -47,6 +51,8 @@ export type Use = "idle" | "statement" | "transaction"
 export class Slot {
   use: Use = "idle"
   dead = false
+  /** A statement on it failed in a way that leaves it unusable (see `Slots.lost`): dropped when given back. */
+  lost = false
   /** An interrupted statement's cancellation is under way: the connection waits for it before serving another. */
   cancelling = false
   constructor(
@@ -76,8 +82,15 @@ export interface Slots {
   readonly wait: (waiter: Waiter) => boolean
   /** Removes a waiter not yet served (its fiber was interrupted). */
   readonly unwait: (waiter: Waiter) => void
-  /** Gives `slot` back: to the first waiter if any, else idle. */
+  /** Gives `slot` back: to the first waiter if any, else idle; dropped instead if it was `lost`. */
   readonly release: (slot: Slot) => void
+  /**
+   * A statement on `pg` failed in a way that leaves the connection unusable (`connectionLost`): if
+   * it is a reserved one, it is dropped when given back, not handed to the next statement.
+   * node-postgres reports such a connection ended only a moment later (after the statement that
+   * met the server's FATAL has failed), so a statement sent on it meanwhile would fail too.
+   */
+  readonly lost: (pg: PgConnection) => void
 }
 
 /** After a failed reservation, the next attempt waits this long (the database may be away). */
@@ -129,12 +142,16 @@ export const make = (
       if (at >= 0) slots.splice(at, 1)
       dead.pg.off("error", dead.onFailure)
       dead.pg.off("end", dead.onFailure)
+      // Still open as far as node-postgres knows (it reports the end a moment later): the pool would
+      // keep it, and hand it to the next reservation. Ended, it is discarded when given back.
+      if (dead.lost) Promise.resolve(dead.pg.end()).catch(() => undefined)
       // Closing the reservation's scope gives the connection back to the pool, which discards a failed one.
       Runtime.runFork(runtime)(Scope.close(dead.scope, Exit.void))
       strandedAway()
     }
 
     const release = (slot: Slot) => {
+      if (slot.lost) drop(slot)
       if (slot.dead) {
         slot.use = "idle"
         return strandedAway()
@@ -225,6 +242,11 @@ export const make = (
         const at = waiters.indexOf(waiter)
         if (at >= 0) waiters.splice(at, 1)
       },
-      release
+      release,
+      lost: (pg) => {
+        for (let i = 0; i < slots.length; i++) {
+          if (slots[i]!.pg === pg) slots[i]!.lost = true
+        }
+      }
     } satisfies Slots
   })

@@ -8,16 +8,20 @@
  * With a tracer installed, or a statement transformer (`Statement.setTransformer`), or a client
  * that transforms names, statements take the client's path as before (spans kept). The connection
  * is opened on first use; one that fails or closes (a terminated backend, a restart) is dropped and
- * a fresh one opened by the next statement. Failures are the client's `SqlError`s.
+ * a fresh one opened by the next statement: when the driver reports it, or when a statement on it
+ * fails in a way that leaves it unusable (`connectionLost`), whichever comes first. A statement
+ * the server refuses to run as prepared on that connection (see `replan`) drops it and runs once
+ * more on a fresh one. Failures are the client's `SqlError`s.
  */
 // Type only: `@effect/sql-pg` (and `pg` with it) is an optional peer, loaded when a session is made.
 import type { PgClient } from "@effect/sql-pg"
 import { Statement } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Option } from "effect"
+import { Effect, Option, Predicate } from "effect"
 import type { Scope } from "effect"
 import type { Client } from "pg"
 import { clientConfig } from "./ListenWatchdog.js"
+import { connectionLost } from "./PgConnectionLost.js"
 import * as Telemetry from "./Telemetry.js"
 
 /** A statement run on the session's connection, prepared there once under `name`. */
@@ -38,6 +42,18 @@ interface Live {
   readonly client: Client
   readonly ready: Promise<void>
   dropped: boolean
+}
+
+/**
+ * A prepared statement the server will not run again on its connection, though it would prepare
+ * and run it afresh: its result type changed ("cached plan must not change result type", after an
+ * `ALTER TABLE … ALTER COLUMN … TYPE`, as a migration in a rolling upgrade runs), or it no longer
+ * exists there (26000). The statement did not run (refused before execution, outside any
+ * transaction): running it again on a fresh connection is safe.
+ */
+const replan = (error: Error): boolean => {
+  const code = Predicate.hasProperty(error, "code") ? error.code : undefined
+  return code === "0A000" || code === "26000"
 }
 
 /** How long closing may wait for the server to end the session politely before the socket is destroyed. */
@@ -82,7 +98,8 @@ export const make = (pg: PgClient.PgClient): Effect.Effect<PgSession, never, Sco
       })
     )
 
-    const direct = <A>(statement: Prepared, parameters: ReadonlyArray<unknown>) =>
+    /** `statement` on the session's connection; `retries`: how many more times a `replan` failure runs it afresh. */
+    const direct = <A>(statement: Prepared, parameters: ReadonlyArray<unknown>, retries = 1) =>
       Effect.async<ReadonlyArray<A>, SqlError>((resume) => {
         const fail = (cause: unknown) => resume(Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
         if (closed) return fail(new Error("the session is closed"))
@@ -90,7 +107,14 @@ export const make = (pg: PgClient.PgClient): Effect.Effect<PgSession, never, Sco
         live.ready.then(() => {
           live.client.query<Record<string, unknown>>(
             { name: statement.name, text: statement.text, values: parameters as Array<unknown> },
-            (error, result) => error ? fail(error) : resume(Effect.succeed(result.rows as unknown as ReadonlyArray<A>))
+            (error, result) => {
+              if (!error) return resume(Effect.succeed(result.rows as unknown as ReadonlyArray<A>))
+              const again = replan(error)
+              // The next statement opens a fresh connection: this one is gone, or keeps the refused statement.
+              if (again || connectionLost(error)) drop(live)
+              if (again && retries > 0) return resume(direct<A>(statement, parameters, retries - 1))
+              fail(error)
+            }
           )
         }, fail)
       })

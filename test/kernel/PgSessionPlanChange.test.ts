@@ -1,0 +1,33 @@
+/**
+ * PgSession (real PostgreSQL): a prepared statement whose result type a schema change altered
+ * (`ALTER TABLE … ALTER COLUMN … TYPE`, as a migration in a rolling upgrade does) is prepared again:
+ * the server refuses the old one ("cached plan must not change result type") on that connection
+ * for good, so a session that kept the connection would fail every later read. The refused
+ * statement did not run: it runs again at once on a fresh connection.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer, Redacted } from "effect"
+import * as PgSession from "../../src/kernel/PgSession.js"
+import * as Pg from "../support/Pg.js"
+
+const read: PgSession.Prepared = { name: "fw_test_read", text: "SELECT id, v FROM plan_change WHERE id = $1" }
+
+describe.skipIf(Pg.serverUrl === null)("PgSession after a schema change (PostgreSQL)", () => {
+  it.scopedLive("a statement whose result type changed answers again, prepared afresh on a fresh connection", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const admin = yield* Pg.connection(url)
+      yield* Effect.promise(() => admin.query("CREATE TABLE plan_change (id int PRIMARY KEY, v int); INSERT INTO plan_change VALUES (1, 10)"))
+      const context = yield* Layer.build(PgClient.layer({ url: Redacted.make(url) }))
+      const session = yield* PgSession.make(Context.get(context, PgClient.PgClient))
+      const run = session.run<{ id: number; v: unknown }>(read, [1])
+      assert.deepStrictEqual(yield* run, [{ id: 1, v: 10 }])
+      yield* Effect.promise(() => admin.query("ALTER TABLE plan_change ALTER COLUMN v TYPE text"))
+      const after = yield* Effect.all([run, run, run].map((effect) => Effect.either(effect)))
+      assert.deepStrictEqual(
+        after.map((exit) => exit._tag === "Left" ? String(exit.left.cause) : exit.right),
+        [[{ id: 1, v: "10" }], [{ id: 1, v: "10" }], [{ id: 1, v: "10" }]]
+      )
+    }))
+})
