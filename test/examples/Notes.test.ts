@@ -186,7 +186,9 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
       yield* promise(() => stop(server!))
       yield* promise(() => first.waitForSelector("#connection:text('reconnecting')"))
       server = yield* promise(() => start(port, path.join(dir, "notes.db")))
-      yield* promise(() => first.waitForSelector("#connection:text('open')"))
+      // The page retries with backoff up to 10 s apart: on a loaded box the next try may come that
+      // long after the server is back, so the wait allows for it beyond playwright's default 30 s.
+      yield* promise(() => first.waitForSelector("#connection:text('open')", { timeout: 60_000 }))
       yield* addNote(first, "After the restart", "", "todo")
       yield* promise(() => second.waitForFunction(() => document.querySelectorAll("#notes li").length === 3))
       assert.deepStrictEqual(yield* titles(second, "#notes"), ["After the restart", "Garden soil notes", "Plan the garden"])
