@@ -192,10 +192,14 @@ export const make = (budgets: ReadonlyArray<CostBudget.CostBudget>, store: Store
       }
     }).pipe(Subject.asSystem)
 
-    /** Prunes now, then whenever a window ends (the retention can only move then). */
+    /**
+     * Prunes now, then whenever a window ends (the retention can only move then). The next end is
+     * the one after the time the prune started: a window end passed while it ran (a large ledger,
+     * a slow database) is pruned for at once rather than skipped until the following one.
+     */
     const pruneLoop = Effect.gen(function*() {
-      yield* prune.pipe(Effect.catchAllCause((cause) => Effect.logWarning("cost ledger: pruning failed; retried at the next window end", cause)))
       const now = yield* Clock.currentTimeMillis
+      yield* prune.pipe(Effect.catchAllCause((cause) => Effect.logWarning("cost ledger: pruning failed; retried at the next window end", cause)))
       const next = Math.min(...budgets.map((budget) => CostBudget.windowOf(budget, now).end))
       yield* Sleep.sleepUntil(next)
     }).pipe(Effect.forever)
