@@ -10,9 +10,12 @@ import { Clock, Effect } from "effect"
 /** The longest single sleep asked of the clock: a day, well inside what a timer holds. */
 export const maxStepMs = 86_400_000
 
-/** Waits until the clock reads `dueMillis` (epoch ms) or later; a due time already past waits no time. */
+/**
+ * Waits until the clock reads `dueMillis` (epoch ms) or later; a due time already past waits no
+ * time, an infinite one (a window that never ends) forever, without waking every day.
+ */
 export const sleepUntil = (dueMillis: number): Effect.Effect<void> =>
-  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+  dueMillis === Number.POSITIVE_INFINITY ? Effect.never : Effect.flatMap(Clock.currentTimeMillis, (now) =>
     dueMillis - now > maxStepMs
       ? Effect.zipRight(Effect.sleep(maxStepMs), sleepUntil(dueMillis))
       : Effect.sleep(Math.max(0, dueMillis - now)))

@@ -33,4 +33,14 @@ describe("Sleep", () => {
       yield* TestClock.setTime(100 * day)
       assert.strictEqual(yield* Fiber.join(long), 100 * day)
     }))
+
+  it.effect("an infinite due time never ends and asks the clock for nothing", () =>
+    recordingSleeps((asked) =>
+      Effect.gen(function*() {
+        const never = yield* Effect.fork(Sleep.sleepFor(Number.POSITIVE_INFINITY))
+        yield* TestClock.adjust(400 * day)
+        assert.isNull(never.unsafePoll())
+        assert.deepStrictEqual(asked, [])
+        yield* Fiber.interrupt(never)
+      })))
 })
