@@ -5,7 +5,9 @@
  * both would make replicas in different zones, or a laptop and a server, disagree. Here a date
  * alone is UTC midnight, a zone-less date-time is read as UTC or refused (the caller says which:
  * data already written is read, a definition can be corrected), and a day or time that does not
- * exist is refused.
+ * exist is refused. Used by standing (a freshness stamp: zone-less is UTC), flags (a schedule
+ * instant: refused) and search (a filter value: refused); search's `isoInstant` for a document's
+ * dates reads zone-less ones as UTC too, but still rolls a day that does not exist over.
  */
 import { Either } from "effect"
 
@@ -22,7 +24,7 @@ export type Refusal =
 export type Zoneless = "utc" | "refuse"
 
 /** Groups: y, m, d, h, min, s, fraction, zone, offset sign, offset hours, offset minutes. */
-const pattern = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?(Z|([+-])(\d{2}):?(\d{2}))?)?$/
+const pattern = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|([+-])(\d{2}):?(\d{2}))?)?$/
 
 /** The epoch ms `text` names, or why it names none (see the module doc). */
 export const parse = (text: string, zoneless: Zoneless): Either.Either<number, Refusal> => {
