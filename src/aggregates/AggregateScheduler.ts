@@ -14,6 +14,7 @@ import type { Queue } from "effect"
 import { PubSub, Scope, Clock, Context, Cron, Effect, Either, Fiber, Layer, Option, Ref, Schema } from "effect"
 import { ChangeTap } from "../kernel/ChangeTap.js"
 import type { PendingChange } from "../kernel/ChangeTap.js"
+import * as Sleep from "../kernel/Sleep.js"
 import type { StoreUnavailable } from "../kernel/Errors.js"
 import { Store } from "../kernel/Store.js"
 import type { StoreShape } from "../kernel/Store.js"
@@ -105,9 +106,6 @@ interface Entry {
   readonly nextAt: Ref.Ref<number | null>
   readonly debounceAt: Ref.Ref<number | null>
 }
-
-/** The longest single sleep: a day, well inside what a JavaScript timer holds (2^31 − 1 ms). */
-const maxSleepMs = 86_400_000
 
 const make = (
   aggregates: ReadonlyArray<Aggregate.Any>,
@@ -214,19 +212,15 @@ const make = (
         )
       )
 
-    // In steps a timer can hold: Effect's clock takes a sleep beyond 2^31 − 1 ms (24.8 days) for
-    // an infinite one, so a 30-day interval or a monthly cron would never fire.
-    const sleepUntil = (at: number): Effect.Effect<void> =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        at - now > maxSleepMs ? Effect.zipRight(Effect.sleep(maxSleepMs), sleepUntil(at)) : Effect.sleep(Math.max(0, at - now)))
-
     /** Scheduled triggers: the next slot, claimed across replicas. */
     const scheduleLoop = (entry: Entry, nextSlot: (now: number) => number) =>
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const slot = nextSlot(now)
         yield* Ref.set(entry.nextAt, slot)
-        yield* sleepUntil(slot)
+        // In steps a timer can hold: a 30-day interval or a monthly cron slot is further away than
+        // Effect's live clock can wait in one sleep.
+        yield* Sleep.sleepUntil(slot)
         yield* Effect.fork(trigger(entry, "schedule", storage.claimSlot(entry.aggregate.name, slot)))
       }).pipe(Effect.forever)
 
@@ -280,7 +274,7 @@ const make = (
               timer = false
               return
             }
-            if (now < deadline) return yield* Effect.zipRight(Effect.sleep(deadline - now), wait)
+            if (now < deadline) return yield* Effect.zipRight(Sleep.sleepUntil(deadline), wait)
             yield* Ref.set(entry.debounceAt, null)
             timer = false
             yield* trigger(entry, "change", storage.claimChange(name, changeAt, now))

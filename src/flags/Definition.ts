@@ -3,6 +3,8 @@
  * `rolloutBy`, `targeting`, `variants`, `offVariant`, `schedule` and `description`, checked at
  * construction and resolved into the shape the evaluator reads.
  */
+import { Either } from "effect"
+import * as IsoInstant from "../kernel/IsoInstant.js"
 import type { Subject } from "../kernel/Subject.js"
 import { FlagDefinitionError } from "./Errors.js"
 
@@ -156,30 +158,20 @@ export const compileRule = (rule: Rule): Matcher => {
 const flagFields = new Set(["enabled", "rollout", "rolloutBy", "targeting", "variants", "offVariant", "schedule", "description"])
 const ruleKeys = new Set(["subjectIds", "tenantIds", "subjectTypes", "metadata"])
 
-/** A date alone, or a date-time with its zone (`Z` or `±hh:mm`); groups: y, m, d, time part, h, min, s. */
-const isoPattern = /^(\d{4})-(\d{2})-(\d{2})(?:([T ])(\d{2}):(\d{2})(?::(\d{2})(?:\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?$/
+/** Why an ISO string is refused as a schedule instant. */
+const refusals: Readonly<Record<IsoInstant.Refusal, string>> = {
+  "not-iso": "must be epoch milliseconds or an ISO-8601 string",
+  // Date.parse would read a zone-less date-time in each process's local zone: replicas would switch the flag at different instants.
+  "zone-missing": "must be epoch milliseconds or an ISO-8601 string with a time zone (Z or an offset such as +02:00): without one it would be read in each server's local zone",
+  "no-such-time": "must be epoch milliseconds or an ISO-8601 string naming a day and time that exist"
+}
 
 /**
- * The epoch ms of an ISO-8601 string, strictly: a date alone is UTC midnight; a date-time must
- * carry its zone, since `Date.parse` reads a zone-less one in the process's local zone (replicas
- * in different zones would switch the flag at different instants); a day or time that does not
- * exist is refused (`Date.parse` rolls 2026-02-30 over to 2 March). Left: why it is refused.
+ * The epoch ms of an ISO-8601 string, strictly (`IsoInstant.parse`): a date alone is UTC midnight;
+ * a date-time must carry its zone; a day or time that does not exist is refused. Left: why.
  */
-const isoMillis = (text: string): number | string => {
-  const match = isoPattern.exec(text)
-  if (match === null) return "must be epoch milliseconds or an ISO-8601 string"
-  const [, y, m, d, time, h, min, s, zone] = match
-  if (time !== undefined && zone === undefined) {
-    return "must be epoch milliseconds or an ISO-8601 string with a time zone (Z or an offset such as +02:00): without one it would be read in each server's local zone"
-  }
-  const day = new Date(Date.UTC(Number(y), Number(m) - 1, Number(d)))
-  const exists = day.getUTCFullYear() === Number(y) && day.getUTCMonth() === Number(m) - 1 && day.getUTCDate() === Number(d)
-  if (!exists || Number(h ?? 0) > 23 || Number(min ?? 0) > 59 || Number(s ?? 0) > 59) {
-    return "must be epoch milliseconds or an ISO-8601 string naming a day and time that exist"
-  }
-  const ms = Date.parse(text)
-  return Number.isFinite(ms) ? ms : "must be epoch milliseconds or an ISO-8601 string"
-}
+const isoMillis = (text: string): number | string =>
+  Either.match(IsoInstant.parse(text, "refuse"), { onLeft: (refusal) => refusals[refusal], onRight: (ms) => ms })
 
 /** Parses an instant (epoch ms or ISO string, see `isoMillis`) or throws with `what` in the message. */
 export const instant = (key: string, what: string, value: unknown): number => {

@@ -2,7 +2,8 @@
  * `search.query` (spec 2.3, 4.2): the input and output schemas, and the validation that turns a
  * caller's input into a backend `Query` with the caller's tenant ANDed on `tenantField`.
  */
-import { Effect, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
+import * as IsoInstant from "../kernel/IsoInstant.js"
 import type { Subject } from "../kernel/Subject.js"
 import { SearchFieldRejected, SearchIndexNotFound, SearchQueryInvalid, SearchTenantMissing } from "./Errors.js"
 import type { Resolved } from "./Options.js"
@@ -113,17 +114,16 @@ const checkField = (index: Resolved, field: string, usage: "filter" | "facet" | 
  * differently on servers in different zones), or a day or time that does not exist (`Date.parse`
  * rolls 2026-02-30 over to 2 March). A date alone is UTC midnight.
  */
-const instantRefusal = (text: string): string | undefined => {
-  const match = /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2}))?(?:\.\d+)?(Z|[+-]\d{2}:?\d{2})?)?$/.exec(text)
-  if (match === null) return "not an ISO-8601 date"
-  const [, y, m, d, h, min, s, zone] = match
-  if (h !== undefined && zone === undefined) return "a date-time needs its time zone (Z or an offset such as +02:00)"
-  const day = new Date(Date.UTC(Number(y), Number(m) - 1, Number(d)))
-  const exists = day.getUTCFullYear() === Number(y) && day.getUTCMonth() === Number(m) - 1 && day.getUTCDate() === Number(d)
-  return exists && Number(h ?? 0) <= 23 && Number(min ?? 0) <= 59 && Number(s ?? 0) <= 59
-    ? undefined
-    : "the day or time does not exist"
-}
+const instantRefusal = (text: string): string | undefined =>
+  Either.match(IsoInstant.parse(text, "refuse"), {
+    onLeft: (refusal) =>
+      refusal === "not-iso"
+        ? "not an ISO-8601 date"
+        : refusal === "zone-missing"
+        ? "a date-time needs its time zone (Z or an offset such as +02:00)"
+        : "the day or time does not exist",
+    onRight: () => undefined
+  })
 
 const isScalar = (value: unknown): value is Scalar =>
   typeof value === "string" || typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value))

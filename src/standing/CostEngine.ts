@@ -12,6 +12,7 @@ import type { LivePush } from "../app/Plugin.js"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
 import type { StoreError } from "../kernel/Errors.js"
 import * as Provenance from "../kernel/Provenance.js"
+import * as Sleep from "../kernel/Sleep.js"
 import type { StoreShape } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import * as BootScan from "./BootScan.js"
@@ -157,7 +158,8 @@ export const make = (budgets: ReadonlyArray<CostBudget.CostBudget>, store: Store
       Effect.gen(function*() {
         const now = yield* Clock.currentTimeMillis
         const { end } = CostBudget.windowOf(budget, now)
-        yield* Effect.sleep(Duration.millis(Math.max(0, end - now)))
+        // A month is longer than Effect's live clock can wait in one sleep: waited in steps.
+        yield* Sleep.sleepUntil(end)
         const at = yield* Clock.currentTimeMillis
         const bounds = CostBudget.windowOf(budget, at)
         const resets: Array<Registries.BudgetCrossing> = []
@@ -190,12 +192,16 @@ export const make = (budgets: ReadonlyArray<CostBudget.CostBudget>, store: Store
       }
     }).pipe(Subject.asSystem)
 
-    /** Prunes now, then whenever a window ends (the retention can only move then). */
+    /**
+     * Prunes now, then whenever a window ends (the retention can only move then). The next end is
+     * the one after the time the prune started: a window end passed while it ran (a large ledger,
+     * a slow database) is pruned for at once rather than skipped until the following one.
+     */
     const pruneLoop = Effect.gen(function*() {
-      yield* prune.pipe(Effect.catchAllCause((cause) => Effect.logWarning("cost ledger: pruning failed; retried at the next window end", cause)))
       const now = yield* Clock.currentTimeMillis
+      yield* prune.pipe(Effect.catchAllCause((cause) => Effect.logWarning("cost ledger: pruning failed; retried at the next window end", cause)))
       const next = Math.min(...budgets.map((budget) => CostBudget.windowOf(budget, now).end))
-      yield* Effect.sleep(Duration.millis(Math.max(0, next - now)))
+      yield* Sleep.sleepUntil(next)
     }).pipe(Effect.forever)
 
     const budgetObservation = (budget: CostBudget.CostBudget, tenantId: string, now: number): Registries.BudgetObservation => {

@@ -7,7 +7,8 @@
  * by (`nullRate` over no rows, `valueBounds` over no non-null values), or `freshness` with no
  * timestamp at all.
  */
-import { Schema } from "effect"
+import { Either, Schema } from "effect"
+import * as IsoInstant from "../kernel/IsoInstant.js"
 import type * as Table from "../kernel/Table.js"
 import { StandingDefinitionError } from "./Errors.js"
 import type { EncodedRow } from "./Experiment.js"
@@ -111,13 +112,15 @@ export interface Evaluation {
   readonly threshold: Readonly<Record<string, number>>
 }
 
-/** Epoch ms of a freshness value: a number (epoch ms) or a date string; anything else is no timestamp. */
+/**
+ * Epoch ms of a freshness value: a number (epoch ms), a `Date` or an ISO-8601 string; anything else
+ * is no timestamp. A zone-less date-time is read as UTC (as a date alone is), not in the process's
+ * local zone, so replicas in different zones agree on a row's age; a day or time that does not
+ * exist (2026-02-30) is no timestamp rather than rolled over to another day.
+ */
 export const timestampOf = (value: unknown): number | null => {
   if (typeof value === "number") return Number.isFinite(value) ? value : null
-  if (typeof value === "string") {
-    const parsed = Date.parse(value)
-    return Number.isNaN(parsed) ? null : parsed
-  }
+  if (typeof value === "string") return Either.getOrNull(IsoInstant.parse(value, "utc"))
   if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.getTime()
   return null
 }

@@ -8,8 +8,9 @@
  * heard the same changes in different orders end on the same `since` and cause.
  */
 import type { Scope } from "effect"
-import { Clock, Duration, Effect } from "effect"
+import { Clock, Effect } from "effect"
 import type { ChangeEvent } from "../kernel/ChangeEvent.js"
+import * as Sleep from "../kernel/Sleep.js"
 import type { StoreShape } from "../kernel/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import type { Consumer } from "./BootScan.js"
@@ -171,7 +172,8 @@ export const make = (definitions: ReadonlyArray<Expectation.Any>, store: StoreSh
         const now = yield* Clock.currentTimeMillis
         const due = runtime.counters.agesOutAt()
         const wait = runtime.status === "holding" && due !== null ? Math.max(0, due - now) : idle
-        yield* Effect.sleep(Duration.millis(wait))
+        // maxAgeMs may be longer than Effect's live clock can wait in one sleep: waited in steps.
+        yield* Sleep.sleepUntil(now + wait)
         yield* tick(runtime)
       }).pipe(Effect.forever)
     }

@@ -5,28 +5,15 @@
  * again. The scheduler waits in steps a timer can hold, re-reading the clock after each.
  */
 import { assert, describe, it } from "@effect/vitest"
-import type { Duration } from "effect"
-import { Clock, Duration as D, Effect, Queue, Schema, TestClock } from "effect"
+import { Effect, Queue, Schema, TestClock } from "effect"
 import { defineAggregate } from "../../src/aggregates/index.js"
-import { base, scheduler, tiers } from "./support.js"
+import * as Store from "../../src/kernel/Store.js"
+import * as Subject from "../../src/kernel/Subject.js"
+import { overlong, recordingSleeps } from "../support/RecordingClock.js"
+import { base, Orders, scheduler, tiers } from "./support.js"
 
 const Row = Schema.Struct({ k: Schema.String, total: Schema.Number })
 const day = 86_400_000
-/** What Effect's live clock can wait for (`MAX_TIMER_MILLIS` in effect/internal/clock). */
-const maxTimerMillis = 2 ** 31 - 1
-
-/** Runs `effect` on the TestClock, recording every sleep asked of the clock. */
-const recordingSleeps = <A, E, R>(effect: (asked: Array<number>) => Effect.Effect<A, E, R>) =>
-  Effect.flatMap(TestClock.testClock(), (clock) => {
-    const asked: Array<number> = []
-    const recording: Clock.Clock = Object.assign(Object.create(Object.getPrototypeOf(clock)) as Clock.Clock, clock, {
-      sleep: (duration: Duration.Duration) => {
-        asked.push(D.toMillis(duration))
-        return clock.sleep(duration)
-      }
-    })
-    return Effect.withClock(effect(asked), recording)
-  })
 
 const memory = tiers.find((tier) => tier.name === "memory")!
 
@@ -50,7 +37,33 @@ describe("aggregate schedules longer than a timer", () => {
           assert.strictEqual((yield* Queue.take(outcomes)).outcome, "refreshed")
           assert.deepStrictEqual(yield* s.read("monthly"), [{ k: "n", total: 2 }])
           assert.isAbove(asked.length, 0)
-          for (const ms of asked) assert.isAtMost(ms, maxTimerMillis, `a sleep of ${ms} ms (${(ms / day).toFixed(1)} days)`)
+          assert.deepStrictEqual(overlong(asked), [])
         })))
   }
+
+  it.scoped("an on-change debounce of 30 days: refreshes when it ends, and never asks the clock for a sleep a timer cannot hold", () =>
+    recordingSleeps((asked) =>
+      Effect.gen(function*() {
+        const ctx = yield* base(memory)
+        let n = 0
+        const agg = defineAggregate({
+          name: "quiet",
+          refresh: { interval: "365d", onChange: [Orders], debounceMs: 30 * day },
+          output: Row,
+          build: () => Effect.sync(() => [{ k: "n", total: ++n }]),
+          bootRefresh: "async"
+        })
+        const s = yield* scheduler("memory", ctx, [agg])
+        const outcomes = yield* s.outcomes
+        yield* s.booted
+        yield* Queue.takeAll(outcomes)
+        yield* Subject.asSystem(Effect.flatMap(Store.Store, (store) => store.insert(Orders, { id: "o1", g: "a", h: true, x: 1 }))).pipe(
+          Effect.provide(ctx)
+        )
+        assert.strictEqual((yield* s.meta("quiet")).nextRefreshAt?.getTime(), 30 * day)
+        yield* TestClock.adjust(30 * day)
+        const outcome = yield* Queue.take(outcomes)
+        assert.deepStrictEqual([outcome.trigger, outcome.outcome, outcome.at], ["change", "refreshed", 30 * day])
+        assert.deepStrictEqual(overlong(asked), [])
+      })))
 })
