@@ -5,13 +5,14 @@
  * could reach the socket before its routes and hang).
  */
 import { FetchHttpClient, HttpServer } from "@effect/platform"
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import { NodeRuntime } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted, Schedule } from "effect"
 import { createServer } from "node:http"
 import type { App } from "../../src/app/App.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
 import * as Store from "../../src/kernel/Store.js"
+import * as NodeServer from "../../src/server/NodeServer.js"
 import * as Server from "../../src/server/Server.js"
 
 /** A replica's app and how it is served. */
@@ -50,7 +51,7 @@ const announceWhenReady = (probePath: string) =>
 export const launch = (options: Options): void => {
   const Main = Layer.effectDiscard(announceWhenReady(options.probePath)).pipe(
     Layer.provide(Server.layer(options.app, options.routes === undefined ? { announce: false } : { routes: options.routes, announce: false })),
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
+    Layer.provideMerge(NodeServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
     Layer.provide(Store.layerSql.pipe(
       Layer.provideMerge(ChangeTap.layerFleet({ pollMs: options.pollMs, listenCheckMs: 1_000 })),
       Layer.provideMerge(PgClient.layer({
