@@ -3,7 +3,7 @@
  * `POST /rpc` and over a WebSocket as two tenants, shows each sees only its own notes and that a
  * live query updates after a commit, prints what it did, and exits 0.
  */
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import { NodeRuntime } from "@effect/platform-node"
 import { HttpServer } from "@effect/platform"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Console, Effect, Layer, Queue, Schema, Stream } from "effect"
@@ -12,7 +12,7 @@ import { createServer } from "node:http"
 import { fileURLToPath } from "node:url"
 import * as path from "node:path"
 import { issueSession, passwordSessionStrategy } from "../src/auth/index.js"
-import { ChangeTap, Client, Server, Store, Subject, defineApp, defineTable, mutation, query, requireScope } from "../src/index.js"
+import { ChangeTap, Client, NodeServer, Server, Store, Subject, defineApp, defineTable, mutation, query, requireScope } from "../src/index.js"
 
 // --- the app -----------------------------------------------------------------------------------
 
@@ -54,7 +54,7 @@ const ServerLive = Server.layer(app, { applySchema: true }).pipe(
   Layer.provide(Store.layerSql),
   Layer.provide(ChangeTap.layerLocal),
   Layer.provide(SqliteClient.layer({ filename: dbFile })),
-  Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+  Layer.provideMerge(NodeServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
 )
 
 const cookieFor = (subject: Subject.Subject) =>

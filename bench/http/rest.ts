@@ -2,7 +2,9 @@
  * A GET REST route with decode, a guard and an ETag under autocannon load, against a bare
  * `HttpLayerRouter` route and a Fastify route doing the same work, measured in the same run in
  * alternating rounds (3 s each), and the fw route again on a server with a tracer installed (every
- * request then gets the platform's span and the framework's spans and metrics, see docs/observability.md). Prints req/s, the server process's CPU time per request, and the
+ * request then gets the platform's span and the framework's spans and metrics, see docs/observability.md), and
+ * on the platform's `NodeHttpServer.layer` instead of fw's `NodeServer.layer` (what an app gets from the
+ * platform's server: no direct dispatch). Prints req/s, the server process's CPU time per request, and the
  * ratios against Fastify and the bare route. On a loaded shared machine the CPU ratio is the
  * steadier figure: req/s also measures the load generator competing for the same cores.
  *
@@ -15,12 +17,14 @@ export const run = async () => {
   const nodeArgs = profile === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", profile]
   const fw = await startServer("restServer.ts", nodeArgs)
   const traced = await startServer("restServer.ts", [], { FW_BENCH_TRACER: "1" })
+  const platform = await startServer("restServer.ts", [], { FW_BENCH_PLATFORM: "1" })
   const fastify = await startServer("fastifyServer.ts")
   try {
     const headers = { authorization: "Bearer bench" }
     const targets = {
       "fw REST route": { server: fw, url: `http://127.0.0.1:${fw.port}/items/42` },
       "fw REST route, tracer installed": { server: traced, url: `http://127.0.0.1:${traced.port}/items/42` },
+      "fw REST route on the platform's NodeHttpServer": { server: platform, url: `http://127.0.0.1:${platform.port}/items/42` },
       "bare HttpLayerRouter route": { server: fw, url: `http://127.0.0.1:${fw.port}/bare/items/42` },
       "Fastify route": { server: fastify, url: `http://127.0.0.1:${fastify.port}/items/42` }
     }
@@ -59,6 +63,7 @@ export const run = async () => {
   } finally {
     fw.stop()
     traced.stop()
+    platform.stop()
     fastify.stop()
   }
 }

@@ -8,7 +8,7 @@
  *   SESSION_SECRET at least 32 bytes; unset, a development secret is used (and said so)
  *   FW_INSPECT_TOKEN the dashboard's token (/_fw/dashboard); unset, a random one is made and printed
  */
-import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
+import { NodeRuntime } from "@effect/platform-node"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Console, Effect, Layer } from "effect"
 import * as esbuild from "esbuild"
@@ -17,7 +17,7 @@ import { mkdirSync } from "node:fs"
 import { createServer } from "node:http"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { ChangeTap, Server, Settings, Store } from "@fw/framework"
+import { ChangeTap, NodeServer, Server, Settings, Store } from "@fw/framework"
 import { demoUsers } from "./accounts.js"
 import { makeApp } from "./app.js"
 
@@ -53,7 +53,7 @@ const main = Effect.gen(function*() {
     Layer.provide(Store.layerSql),
     Layer.provide(ChangeTap.layerLocal),
     Layer.provide(SqliteClient.layer({ filename: dbFile })),
-    Layer.provide(NodeHttpServer.layer(createServer, { port, host }))
+    Layer.provide(NodeServer.layer(createServer, { port, host }))
   )
   // The line is printed once the server listens.
   return yield* Layer.launch(Main.pipe(Layer.tap(() => Console.log([
