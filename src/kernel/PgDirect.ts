@@ -170,9 +170,11 @@ export const make = (
     if (config?.transformResultNames !== undefined || config?.transformQueryNames !== undefined) return undefined
     const scope = yield* Effect.scope
     const runtime = yield* Effect.runtime<never>()
-    const reserves = options.reserve !== false
     const poolSize = typeof config?.maxConnections === "number" ? config.maxConnections : undefined
-    const slots = yield* Slots.make(sql, scope, runtime, Slots.most(poolSize), reserves)
+    const bound = Slots.most(poolSize)
+    // A pool too small to spare a connection (see `Slots.most`): statements outside a transaction take the client's path.
+    const reserves = options.reserve !== false && bound > 0
+    const slots = yield* Slots.make(sql, scope, runtime, bound, reserves)
 
     /**
      * Cancels the statement running on `pg` (best effort, as the client does), from a pool

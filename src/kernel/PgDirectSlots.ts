@@ -101,9 +101,15 @@ const defaultPoolSize = 10
 /**
  * How many connections of a pool of `poolSize` direct statements may hold: all but two (at least
  * one), which serve the client's own transactions and statements (those with a tracer, a
- * transformer, a transaction begun while every reserved connection was busy).
+ * transformer, a transaction begun while every reserved connection was busy, the cancellation of
+ * an interrupted statement). A pool of one keeps its connection: reserved, it left the client's
+ * path none, and a transaction begun while a direct statement ran waited forever for it (the
+ * pool's wait cannot be interrupted).
  */
-export const most = (poolSize: number | undefined): number => Math.max(1, (poolSize ?? defaultPoolSize) - 2)
+export const most = (poolSize: number | undefined): number => {
+  const size = poolSize ?? defaultPoolSize
+  return size <= 1 ? 0 : Math.max(1, size - 2)
+}
 
 /**
  * The reserved connections of `sql`, at most `bound`, given back with `scope`. `reserveNow`: one

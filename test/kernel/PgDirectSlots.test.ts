@@ -8,7 +8,7 @@ import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import type { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Fiber, Layer, Redacted, Schedule } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Redacted, Schedule } from "effect"
 import * as PgDirect from "../../src/kernel/PgDirect.js"
 import * as PgDirectSlots from "../../src/kernel/PgDirectSlots.js"
 import * as Pg from "../support/Pg.js"
@@ -88,6 +88,25 @@ describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct statements on several 
       assert.deepStrictEqual(yield* ids, [])
       assert.strictEqual(yield* pid(), pids[0])
       assert.isAtMost(yield* backends, 3)
+    }))
+
+  it.scopedLive("with a pool of 1, nothing is reserved: a transaction or a statement beside a running one is served", () =>
+    Effect.gen(function*() {
+      const { direct, pid, poolPath, sql, ids, transaction } = yield* setup(1)
+      // Reserving the pool's only connection left none for the client's own path: a transaction
+      // begun while a direct statement ran waited for a pool connection that never came back, and
+      // could not even be interrupted. Awaited from outside (a daemon), so a stuck one fails the test.
+      const slow = yield* Effect.fork(pid(0.3))
+      const writer = yield* Effect.forkDaemon(transaction(sql`INSERT INTO slot_notes (id) VALUES ('beside')`))
+      const written = yield* Effect.timeoutOption(Fiber.await(writer), "5 seconds")
+      assert.isTrue(Option.isSome(written) && Exit.isSuccess(written.value), "the transaction beside a statement completed")
+      yield* Fiber.join(slow)
+      assert.deepStrictEqual(yield* ids, ["beside"])
+      // Without a reserved connection every statement outside a transaction takes the client's path.
+      const fiber = yield* Effect.withFiberRuntime<Fiber.RuntimeFiber<unknown, unknown>>((fiber) => Effect.succeed(fiber))
+      assert.isFalse(direct.send(fiber, "SELECT 1", [], () => {}, undefined))
+      yield* pid()
+      assert.strictEqual(poolPath(), 2)
     }))
 
   it.scopedLive("under concurrent transactions and statements, no statement outside a transaction runs in another fiber's", () =>
