@@ -124,14 +124,16 @@ export interface Driver {
    * A one-row insert sent now within `fiber` to a tier that answers from a server (PostgreSQL),
    * as `insertNow` would do it and under the same conditions: `answer` is called once, from the
    * tier's own callback, with `undefined` once written, else the failure, so the store finishes
-   * the insert there. `false`: nothing was sent; the store takes `insert`. `answer` must not throw.
-   * An interrupted caller's statement is not cancelled: the store awaits it uninterruptibly.
+   * the insert there: `CommitUnknown` when, outside a transaction (autocommitted), the connection
+   * failed before the answer (the row may be written). `false`: nothing was sent; the store takes
+   * `insert`. `answer` must not throw. An interrupted caller's statement is not cancelled: the
+   * store awaits it uninterruptibly.
    */
   readonly insertSend?: (
     table: Table.Any,
     row: Encoded,
     fiber: Fiber.RuntimeFiber<unknown, unknown>,
-    answer: (written: undefined | DuplicateRow | StoreUnavailable) => void
+    answer: (written: undefined | DuplicateRow | StoreUnavailable | CommitUnknown) => void
   ) => boolean
   /**
    * A one-row insert outside a transaction fused with the stagers' `parts` into one autocommitted

@@ -4,17 +4,18 @@
  * and the store's single operations (`getSend`, `insertSend`) straight on a connection, so the
  * store waits for the server and nothing else.
  */
-import type { SqlClient, Statement } from "@effect/sql"
+import { SqlClient } from "@effect/sql"
+import type { Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
-import { Effect } from "effect"
+import { Context, Effect } from "effect"
 import * as Columns from "./Columns.js"
 import * as Driver from "./Driver.js"
 import { DuplicateRow } from "./Errors.js"
 import type { StoreUnavailable } from "./Errors.js"
 import * as PgDirect from "./PgDirect.js"
 import * as RowCodec from "./RowCodec.js"
-import { unavailable } from "./SqlFailure.js"
+import { autocommitFailure, unavailable } from "./SqlFailure.js"
 import type * as Table from "./Table.js"
 
 /** What the SQL driver knows of a table's point statements (texts built once per table). */
@@ -140,11 +141,16 @@ export const make = (
       },
       insertSend: (table, row, fiber, answer) => {
         const statements = pointsOf(table)
+        // Outside a transaction the insert commits by itself: a connection failing before its answer
+        // may have come after the commit (`autocommitFailure`). Inside one, nothing commits without its COMMIT.
+        const failure = Context.getOption(fiber.currentContext, SqlClient.TransactionConnection)._tag === "None"
+          ? autocommitFailure
+          : unavailable
         return pgDirect.send(
           fiber,
           statements.insert,
           points.values(table, row),
-          (error, written) => answer(error !== undefined ? unavailable(error) : statements.refused(written, idOf(row))),
+          (error, written) => answer(error !== undefined ? failure(error) : statements.refused(written, idOf(row))),
           undefined
         )
       }

@@ -11,6 +11,7 @@ import * as Driver from "./Driver.js"
 import { CommitUnknown, DuplicateRow } from "./Errors.js"
 import * as FusedStage from "./FusedStage.js"
 import * as PgDirect from "./PgDirect.js"
+import * as SqlFailure from "./SqlFailure.js"
 import type * as Table from "./Table.js"
 
 /** What the fused insert needs of the driver: the table's one-row insert and its parameters. */
@@ -18,17 +19,6 @@ export interface RowInsert {
   /** `INSERT … VALUES ($1, …) ON CONFLICT ("id") DO NOTHING RETURNING "id"`. */
   readonly text: (table: Table.Any) => string
   readonly values: (table: Table.Any, row: Driver.Encoded) => ReadonlyArray<unknown>
-}
-
-/**
- * A failure the server answered with an error code (nothing was written: the statement rolled
- * back) — except a lost or shut-down connection (08, 57 but a cancelled statement, XX), after
- * which the statement may have committed.
- */
-const refused = (error: SqlError): boolean => {
-  const cause = error.cause
-  const code = Predicate.hasProperty(cause, "code") && typeof cause.code === "string" ? cause.code : undefined
-  return code !== undefined && /^[0-9A-Z]{5}$/.test(code) && (code === "57014" || !/^(08|57|XX)/.test(code))
 }
 
 type Outcome = undefined | DuplicateRow | CommitUnknown | FusedStage.Refused
@@ -55,7 +45,7 @@ export const make = (
   const statement = point<Readonly<Record<string, unknown>>>(fused.text, fused.parameters)
   return new Driver.Later(Effect.match(statement, {
     onFailure: (error): Outcome =>
-      refused(error)
+      SqlFailure.refusedByServer(error)
         ? FusedStage.Refused
         : new CommitUnknown({ message: `the connection failed during a one-statement write: ${error.message}` }),
     onSuccess: (rows): Outcome => {

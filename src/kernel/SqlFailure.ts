@@ -31,6 +31,27 @@ export const unavailable = (error: SqlError): StoreUnavailable => {
 }
 
 /**
+ * Whether the server answered `error` with its own refusal, so an autocommitted statement rolled
+ * back and wrote nothing: a SQLSTATE, except a lost or shut-down connection (class 08, 57 but a
+ * cancelled statement, XX internal), after which the statement may have committed.
+ */
+export const refusedByServer = (error: SqlError): boolean => {
+  const code = causeCode(error)
+  return code !== undefined && /^[0-9A-Z]{5}$/.test(code) && (code === "57014" || !/^(08|57|XX)/.test(code))
+}
+
+/**
+ * An autocommitted one-statement write that failed: `StoreUnavailable` when the server refused it
+ * (nothing written), else `CommitUnknown`: the connection failed, possibly after the server ran and
+ * committed it (only the answer lost), and `StoreUnavailable` would tell the caller nothing was
+ * written (the idempotency binding would release its key, and the retry write again).
+ */
+export const autocommitFailure = (error: SqlError): StoreUnavailable | CommitUnknown =>
+  refusedByServer(error)
+    ? unavailable(error)
+    : new CommitUnknown({ message: `the connection failed during a one-statement write: ${error.message}` })
+
+/**
  * A COMMIT that failed. The server refusing it (a deferred constraint, a serialization failure)
  * rolled the transaction back: `StoreUnavailable`. A lost connection (no SQLSTATE, or class 08
  * connection exception, 57 operator intervention, XX internal) leaves the outcome unknown.

@@ -29,7 +29,7 @@ const noRow: Exit.Exit<Option.Option<unknown>, never> = Exit.succeed(Option.none
 const unscoped: TenantScope.Scope = { _tag: "Unscoped" }
 
 /** A COMMIT whose outcome is unknown: it may have committed, so a witness must count it. */
-const isCommitUnknown = (error: unknown): boolean => error instanceof CommitUnknown
+const isCommitUnknown = (error: unknown): error is CommitUnknown => error instanceof CommitUnknown
 
 const idOf = (row: Driver.Encoded): string => row.id as string
 
@@ -205,7 +205,13 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
           return Effect.async<unknown, StoreError>((resume) => {
             const sent = insertSend(table, after, fiber, (written) => {
               try {
-                resume(written === undefined ? inserted(fiber, own, table, after) : Exit.fail(written))
+                resume(
+                  written === undefined
+                    ? inserted(fiber, own, table, after)
+                    : isCommitUnknown(written)
+                    ? insertUnknown(fiber, table, after, written)
+                    : Exit.fail(written)
+                )
               } catch (defect) {
                 resume(Effect.die(defect))
               }
@@ -218,6 +224,23 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
         if (outcome !== undefined) return Exit.fail(outcome)
         return inserted(fiber, own, table, after)
       })
+
+  /**
+   * An autocommitted one-row insert whose outcome is unknown (its connection failed before the
+   * answer): it may have committed, so the commit witness is marked (the idempotency binding must
+   * not let a retry write again) and the tap told, as for a transaction's unknown COMMIT.
+   */
+  const insertUnknown = (
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    table: Table.Any,
+    after: Driver.Encoded,
+    error: CommitUnknown
+  ): Effect.Effect<never, CommitUnknown> => {
+    CommitWitness.markIn(fiber)
+    return tap.commitUnknown === undefined
+      ? Exit.fail(error)
+      : Effect.zipRight(tap.commitUnknown([insertedChange(fiber, table, after)]), Exit.fail(error))
+  }
 
   /** The change a one-row insert written synchronously by `fiber` makes. */
   const insertedChange = (fiber: Fiber.RuntimeFiber<unknown, unknown>, table: Table.Any, after: Driver.Encoded): PendingChange => ({
