@@ -66,8 +66,13 @@ export interface Driver {
   /**
    * Inserts rows (batched as the tier sees fit: one multi-row statement per chunk on SQL). Fails
    * `DuplicateRow` when an id exists; then none of a single statement's rows are written.
+   * `CommitUnknown`: one row outside a transaction (autocommitted) on a server whose connection
+   * failed before the answer (the row may be written).
    */
-  readonly insert: (table: Table.Any, rows: ReadonlyArray<Encoded>) => Effect.Effect<void, DuplicateRow | StoreUnavailable>
+  readonly insert: (
+    table: Table.Any,
+    rows: ReadonlyArray<Encoded>
+  ) => Effect.Effect<void, DuplicateRow | StoreUnavailable | CommitUnknown>
   /** Replaces the whole row with the same id. */
   readonly replace: (table: Table.Any, row: Encoded) => Effect.Effect<void, StoreUnavailable>
   /** Removes the row with `id`. */

@@ -16,7 +16,7 @@ import * as SqliteDirect from "./SqliteDirect.js"
 import * as SqlFailure from "./SqlFailure.js"
 import * as SqliteDirectTransaction from "./SqliteDirectTransaction.js"
 import * as SqliteTransaction from "./SqliteTransaction.js"
-import { DuplicateRow, StoreUnavailable } from "./Errors.js"
+import { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
 import type * as Table from "./Table.js"
 
 /** The first id repeated within `rows`, if any. */
@@ -333,6 +333,18 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
     )
   }
 
+  /**
+   * A failed one-row insert. On PostgreSQL outside a transaction the insert commits by itself: a
+   * connection failing before its answer may have come after the commit (`autocommitFailure`).
+   * Read when the statement has failed, from the fiber's context (its transaction's connection).
+   */
+  const insertFailure = (error: SqlError) =>
+    Effect.map(
+      Effect.serviceOption(SqlClient.TransactionConnection),
+      (transaction): StoreUnavailable | CommitUnknown =>
+        dialect === "pg" && Option.isNone(transaction) ? SqlFailure.autocommitFailure(error) : unavailable(error)
+    )
+
   const driver: Driver.Driver = {
     dialect,
     ...directOperations,
@@ -344,7 +356,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
         // The statement text is built once per table (no fragment compiled per call).
         const [row] = rows as [Driver.Encoded]
         return point<{ readonly id: string }>(pointOf(table).insert, valuesOf(table, row)).pipe(
-          Effect.mapError(unavailable),
+          Effect.catchAll((error) => Effect.flip(insertFailure(error))),
           Effect.flatMap((inserted) =>
             inserted.length === 1 ? Effect.void : Effect.fail(new DuplicateRow({ table: table.name, id: idOf(row) }))
           )

@@ -121,9 +121,12 @@ const build = (driver: Driver.Driver, tap: ChangeTapShape): StoreShape => {
       if (tap.scope !== "local" || tap.stagers().length > 0) return transaction(effect)
       const own: Array<PendingChange> = []
       return Effect.uninterruptibleMask((restore) =>
-        Effect.tap(
-          restore(Effect.locally(effect, buffer, own)),
-          () => own.length === 0 ? Effect.void : Effect.zipRight(CommitWitness.mark, Effect.zipRight(stage(own), publish(own)))
+        restore(Effect.locally(effect, buffer, own)).pipe(
+          // An autocommitted statement whose outcome is unknown may have committed (see `Driver.insert`).
+          Effect.tapError((error) => isCommitUnknown(error) ? CommitWitness.mark : Effect.void),
+          Effect.tap(() =>
+            own.length === 0 ? Effect.void : Effect.zipRight(CommitWitness.mark, Effect.zipRight(stage(own), publish(own)))
+          )
         )
       )
     })

@@ -15,11 +15,12 @@ import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
 import * as CutProxy from "../support/CutProxy.js"
 import * as Pg from "../support/Pg.js"
+import { recordingTracer } from "./support/StoreSpans.js"
 
 const Notes = defineTable("lost_notes", { fields: { title: Schema.String } })
 
 describe.skipIf(Pg.serverUrl === null)("a one-row insert whose answer is lost (PostgreSQL)", () => {
-  it.scopedLive("answers CommitUnknown and marks the witness when the row may be written; inside a transaction StoreUnavailable", () =>
+  it.scopedLive("answers CommitUnknown and marks the witness when the row may be written (directly or through the client); inside a transaction StoreUnavailable", () =>
     Effect.gen(function*() {
       const url = yield* Pg.freshDatabase
       const proxy = yield* CutProxy.make(url)
@@ -42,17 +43,28 @@ describe.skipIf(Pg.serverUrl === null)("a one-row insert whose answer is lost (P
       assert.strictEqual(outside._tag, "CommitUnknown")
       assert.isTrue(witness.committed)
 
+      // Under a tracer the insert takes the client's path (with its spans): the same outcome.
+      const { tracer } = yield* recordingTracer
+      const traced = CommitWitness.make()
+      proxy.loseAnswerTo("lost-traced")
+      const viaClient = yield* Effect.flip(
+        CommitWitness.watched(traced)(Effect.withTracer(store.insert(Notes, { id: "lost-traced", title: "t" }), tracer))
+      )
+      assert.deepStrictEqual(yield* ids, ["before", "lost-outside", "lost-traced"])
+      assert.strictEqual(viaClient._tag, "CommitUnknown")
+      assert.isTrue(traced.committed)
+
       // Inside a transaction nothing commits without the COMMIT, which the lost connection cannot send.
       const inner = CommitWitness.make()
       proxy.loseAnswerTo("lost-inside")
       const inside = yield* Effect.flip(CommitWitness.watched(inner)(store.transaction(store.insert(Notes, { id: "lost-inside", title: "y" }))))
       assert.strictEqual(inside._tag, "StoreUnavailable")
       assert.isFalse(inner.committed)
-      assert.deepStrictEqual(yield* ids, ["before", "lost-outside"])
+      assert.deepStrictEqual(yield* ids, ["before", "lost-outside", "lost-traced"])
 
       // The store serves on afterwards.
       yield* store.insert(Notes, { id: "after", title: "after" })
-      assert.deepStrictEqual(yield* ids, ["after", "before", "lost-outside"])
+      assert.deepStrictEqual(yield* ids, ["after", "before", "lost-outside", "lost-traced"])
     }), 60_000)
 })
 
