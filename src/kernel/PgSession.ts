@@ -11,7 +11,8 @@
  * a fresh one opened by the next statement: when the driver reports it, or when a statement on it
  * fails in a way that leaves it unusable (`connectionLost`), whichever comes first. A statement
  * the server refuses to run as prepared on that connection (see `replan`) drops it and runs once
- * more on a fresh one. Failures are the client's `SqlError`s.
+ * more on a fresh one; statements already queued on that connection run there, and it is ended
+ * after them. Failures are the client's `SqlError`s.
  */
 // Type only: `@effect/sql-pg` (and `pg` with it) is an optional peer, loaded when a session is made.
 import type { PgClient } from "@effect/sql-pg"
@@ -42,6 +43,10 @@ interface Live {
   readonly client: Client
   readonly ready: Promise<void>
   dropped: boolean
+  /** Statements handed to it and not yet answered (queued on the connection, or running). */
+  pending: number
+  /** Being ended (once). */
+  ending: boolean
 }
 
 /**
@@ -69,12 +74,31 @@ export const make = (pg: PgClient.PgClient): Effect.Effect<PgSession, never, Sco
     let current: Live | undefined
     let closed = false
 
-    const drop = (live: Live) => {
-      if (live.dropped) return
-      live.dropped = true
-      if (current === live) current = undefined
+    /** Connections not yet ended (the current one, and retired ones still answering): ended with the scope. */
+    const lives = new Set<Live>()
+    const end = (live: Live) => {
+      if (live.ending) return
+      live.ending = true
+      lives.delete(live)
       const timer = setTimeout(() => live.client.connection.stream.destroy(), closeMs)
       live.client.end().catch(() => undefined).finally(() => clearTimeout(timer))
+    }
+    /** A connection gone or unusable: no statement is sent on it again, and it is ended now. */
+    const drop = (live: Live) => {
+      retire(live)
+      end(live)
+    }
+    /**
+     * A sound connection that keeps a statement the server refuses (`replan`): the next statements
+     * open a fresh one, and it is ended once the statements queued on it are answered. Ended at once,
+     * those queued behind the refused one (never sent) failed with "Connection terminated".
+     */
+    const retire = (live: Live) => {
+      if (!live.dropped) {
+        live.dropped = true
+        if (current === live) current = undefined
+      }
+      if (live.pending === 0) end(live)
     }
     const open = (): Live => {
       const client = new Pg.Client(settings)
@@ -84,7 +108,8 @@ export const make = (pg: PgClient.PgClient): Effect.Effect<PgSession, never, Sco
       const ready = client.connect().then(() =>
         client.query("SET plan_cache_mode = force_custom_plan").then(() => undefined, () => undefined)
       )
-      const live: Live = { client, ready, dropped: false }
+      const live: Live = { client, ready, dropped: false, pending: 0, ending: false }
+      lives.add(live)
       // Without an error listener a dead connection would throw from the driver's event emitter.
       client.on("error", () => drop(live))
       client.on("end", () => drop(live))
@@ -94,7 +119,7 @@ export const make = (pg: PgClient.PgClient): Effect.Effect<PgSession, never, Sco
     yield* Effect.addFinalizer(() =>
       Effect.sync(() => {
         closed = true
-        if (current !== undefined) drop(current)
+        for (const live of [...lives]) drop(live)
       })
     )
 
@@ -104,19 +129,31 @@ export const make = (pg: PgClient.PgClient): Effect.Effect<PgSession, never, Sco
         const fail = (cause: unknown) => resume(Effect.fail(new SqlError({ cause, message: "Failed to execute statement" })))
         if (closed) return fail(new Error("the session is closed"))
         const live = current ??= open()
+        live.pending++
+        /** This statement is answered: a retired connection is ended after its last. */
+        const answered = () => {
+          live.pending--
+          if (live.dropped && live.pending === 0) end(live)
+        }
         live.ready.then(() => {
           live.client.query<Record<string, unknown>>(
             { name: statement.name, text: statement.text, values: parameters as Array<unknown> },
             (error, result) => {
+              answered()
               if (!error) return resume(Effect.succeed(result.rows as unknown as ReadonlyArray<A>))
               const again = replan(error)
-              // The next statement opens a fresh connection: this one is gone, or keeps the refused statement.
-              if (again || connectionLost(error)) drop(live)
+              // The next statement opens a fresh connection: this one is gone (ended now), or keeps
+              // the refused statement (ended once the statements queued behind it are answered).
+              if (connectionLost(error)) drop(live)
+              else if (again) retire(live)
               if (again && retries > 0) return resume(direct<A>(statement, parameters, retries - 1))
               fail(error)
             }
           )
-        }, fail)
+        }, (cause) => {
+          answered()
+          fail(cause)
+        })
       })
 
     return {
