@@ -24,9 +24,13 @@
  * it too, so no later statement is sent on it.
  */
 import { SqlClient, Statement } from "@effect/sql"
+// Type only: `@effect/sql-pg` and `pg` are optional peers, present whenever a PgClient is.
+import type { PgClient } from "@effect/sql-pg"
+import type * as PgDriver from "pg"
 import { SqlError } from "@effect/sql/SqlError"
 import type { Fiber, Scope } from "effect"
 import { Cause, Context, Effect, Exit, FiberRef, Option, Predicate, Runtime } from "effect"
+import * as ListenWatchdog from "./ListenWatchdog.js"
 import { connectionLost } from "./PgConnectionLost.js"
 import * as Slots from "./PgDirectSlots.js"
 import type { PgConnection } from "./PgDirectSlots.js"
@@ -149,6 +153,15 @@ const forgetParsed = (pg: PgConnection, name: string): void => {
 /** How long the cancellation of an interrupted statement may take (as the client's). */
 const cancelTimeoutMs = 5_000
 
+/** `pg` (it comes with `@effect/sql-pg`, an optional peer), loaded at the first cancellation. */
+let pgModule: Promise<typeof PgDriver> | undefined
+const loadPg = (): Promise<typeof PgDriver> => pgModule ??= import("pg")
+
+/** Ends a connection opened for a cancellation (whatever state it reached); its failure is of no interest. */
+const closeQuietly = (client: PgDriver.Client): void => {
+  client.end().catch(() => undefined)
+}
+
 /** Statements of a fiber outside a transaction: on a reserved connection (see `PgDirectSlots`). */
 const outside = Symbol("outside")
 
@@ -176,17 +189,42 @@ export const make = (
     const reserves = options.reserve !== false && bound > 0
     const slots = yield* Slots.make(sql, scope, runtime, bound, reserves)
 
+    /** How a connection of this client's is opened (for cancellations: see `cancel`). */
+    const settings = ListenWatchdog.clientConfig((sql as unknown as PgClient.PgClient).config)
+
     /**
-     * Cancels the statement running on `pg` (best effort, as the client does), from a pool
-     * connection: never from the transaction's own, which is the one busy with the statement.
+     * Cancels the statement running on `pg` (best effort, as the client does), from a connection
+     * opened for it and ended after. Not from a pool connection: every one may be held by a
+     * transaction waiting for a lock the interrupted statement's transaction holds, and the pool's
+     * wait cannot be interrupted (the timeout never fired), so the transaction never rolled back
+     * and they all waited forever. Nor from the transaction's own, busy with the statement.
      */
-    const cancel = (pg: PgConnection) =>
-      pg.processID === null ? Effect.void : sql.unsafe(`SELECT pg_cancel_backend(${pg.processID})`).pipe(
-        Effect.locallyWith(FiberRef.currentContext, Context.omit(SqlClient.TransactionConnection)),
-        Effect.ignore,
-        Effect.timeoutOption(cancelTimeoutMs),
-        Effect.asVoid
-      )
+    const cancel = (pg: PgConnection) => {
+      const processId = pg.processID
+      if (processId === null) return Effect.void
+      return Effect.async<void>((resume) => {
+        let client: PgDriver.Client | undefined
+        let left = false
+        const done = () => {
+          if (client !== undefined) closeQuietly(client)
+          resume(Effect.void)
+        }
+        loadPg().then((Pg) => {
+          if (left) return
+          const opened = new Pg.Client(settings)
+          client = opened
+          // Without an error listener a failed connection would throw from the driver's event emitter.
+          opened.on("error", () => undefined)
+          opened.connect()
+            .then(() => opened.query("SELECT pg_cancel_backend($1)", [processId]))
+            .then(done, done)
+        }, done)
+        return Effect.sync(() => {
+          left = true
+          if (client !== undefined) closeQuietly(client)
+        })
+      }).pipe(Effect.timeoutOption(cancelTimeoutMs), Effect.asVoid)
+    }
 
     /** `text` as node-postgres's query: by name when prepared (see `preparedNames`). */
     const queryOf = (text: string, parameters: ReadonlyArray<unknown>) => {

@@ -109,6 +109,36 @@ describe.skipIf(Pg.serverUrl === null)("PostgreSQL direct statements on several 
       assert.strictEqual(poolPath(), 2)
     }))
 
+  it.scopedLive("an interrupted statement of a direct transaction is cancelled and rolled back while every pool connection waits for its lock", () =>
+    Effect.gen(function*() {
+      // A pool of 3: one reserved connection (the direct transaction's), two for the client.
+      const { direct, sql } = yield* setup(3)
+      yield* sql`INSERT INTO slot_notes (id) VALUES ('hot')`
+      const locked = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(Effect.either(Effect.timeout(
+        direct.transaction(
+          Effect.gen(function*() {
+            yield* sql`SELECT id FROM slot_notes WHERE id = 'hot' FOR UPDATE`
+            yield* Deferred.succeed(locked, undefined)
+            yield* direct.run(`SELECT pg_sleep(30)`, [], sql.unsafe(`SELECT pg_sleep(30)`))
+          }),
+          Effect.dieMessage("expected a direct transaction")
+        ),
+        "300 millis"
+      )))
+      yield* Deferred.await(locked)
+      // Both pool connections: transactions waiting for the row lock the direct transaction holds.
+      const waiting = yield* Effect.fork(Effect.all(
+        Array.from({ length: 2 }, () => sql.withTransaction(sql`SELECT id FROM slot_notes WHERE id = 'hot' FOR UPDATE`)),
+        { concurrency: "unbounded" }
+      ))
+      // The cancellation needed a pool connection: it waited for them, they for the lock, for good.
+      const held = yield* Effect.timeoutOption(Fiber.await(holder), "4 seconds")
+      assert.isTrue(Option.isSome(held), "the interrupted transaction ended")
+      const waited = yield* Effect.timeoutOption(Fiber.await(waiting), "4 seconds")
+      assert.isTrue(Option.isSome(waited) && Exit.isSuccess(waited.value), "the transactions waiting for its lock went on")
+    }))
+
   it.scopedLive("under concurrent transactions and statements, no statement outside a transaction runs in another fiber's", () =>
     Effect.gen(function*() {
       const { direct, run, sql, ids, transaction } = yield* setup(6)
