@@ -190,7 +190,10 @@ export const make = (
     const slots = yield* Slots.make(sql, scope, runtime, bound, reserves)
 
     /** How a connection of this client's is opened (for cancellations: see `cancel`). */
-    const settings = ListenWatchdog.clientConfig((sql as unknown as PgClient.PgClient).config)
+    const settings = {
+      ...ListenWatchdog.clientConfig((sql as unknown as PgClient.PgClient).config),
+      connectionTimeoutMillis: cancelTimeoutMs
+    }
 
     /**
      * Cancels the statement running on `pg` (best effort, as the client does), from a connection
@@ -223,7 +226,12 @@ export const make = (
           left = true
           if (client !== undefined) closeQuietly(client)
         })
-      }).pipe(Effect.timeoutOption(cancelTimeoutMs), Effect.asVoid)
+      }).pipe(
+        // Run from an interruption's handler (uninterruptible): the timeout must be able to leave it.
+        Effect.interruptible,
+        Effect.timeoutOption(cancelTimeoutMs),
+        Effect.asVoid
+      )
     }
 
     /** `text` as node-postgres's query: by name when prepared (see `preparedNames`). */
