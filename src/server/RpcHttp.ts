@@ -101,9 +101,26 @@ const startNow = (runtime: Runtime.Runtime<never>): Start => {
   const runFork = Runtime.runFork(runtime)
   return <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> => {
     const fiber = runFork(effect)
-    return fiber.unsafePoll() ?? Effect.onInterrupt(Fiber.join(fiber), () => Fiber.interrupt(fiber))
+    return fiber.unsafePoll() ?? awaitCall(fiber)
   }
 }
+
+/**
+ * The exit of a call's fiber, awaited by the request's fiber (the call's fiber interrupted when the
+ * request's is). Not `Fiber.join`: joining also merges the call fiber's references into the
+ * request's (a diff of every fiber ref, ~5 % of a writing replica's CPU), and the request's fiber
+ * reads none of them — it only encodes the exit and writes it, as for a call that answered at once.
+ */
+const awaitCall = <A, E>(fiber: Fiber.RuntimeFiber<A, E>): Effect.Effect<A, E> =>
+  Effect.async<A, E>((resume) => {
+    const done = fiber.unsafePoll()
+    if (done !== null) return resume(done)
+    fiber.addObserver(resume)
+    return Effect.suspend(() => {
+      fiber.removeObserver(resume)
+      return Fiber.interrupt(fiber)
+    })
+  })
 
 /** The `Exit` message answering request `requestId` with an encoded exit. */
 const exitMessage = (requestId: string, exit: unknown) => ({ _tag: "Exit", requestId, exit })
