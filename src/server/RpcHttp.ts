@@ -101,7 +101,8 @@ const startNow = (runtime: Runtime.Runtime<never>): Start => {
   const runFork = Runtime.runFork(runtime)
   return <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> => {
     const fiber = runFork(effect)
-    return fiber.unsafePoll() ?? awaitCall(fiber)
+    // Marked (`Now.later`): the server can write the answer from the call fiber's end, without a request fiber.
+    return fiber.unsafePoll() ?? Now.later(awaitCall(fiber), fiber, (exit) => exit as Exit.Exit<A, E>)
   }
 }
 
@@ -170,7 +171,11 @@ export const make = (runtime: RuntimeShape, start: Start = inRequestFiber) => {
     // A call that finished already (started at once, answered without waiting) is answered now.
     const exit = Now.exitOf(called)
     if (exit !== undefined) return finished(message.id, procedure, traceId, exit)
-    return Effect.flatMap(Effect.exit(called), (exit) => finished(message.id, procedure, traceId, exit))
+    // `Now`'s form, so that a call still running on its fiber (`startNow`) stays marked as such.
+    return Now.matchCauseEffect(called, {
+      onSuccess: (value) => finished(message.id, procedure, traceId, Exit.succeed(value)),
+      onFailure: (cause) => finished(message.id, procedure, traceId, Exit.failCause(cause))
+    })
   }
 
   return (request: HttpServerRequest.HttpServerRequest, body: Uint8Array): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
