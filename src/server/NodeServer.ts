@@ -141,8 +141,13 @@ const leanHandler = <R>(runtime: Runtime.Runtime<R>, app: Served<R>, table: Disp
       } catch (defect) {
         rest = Effect.die(defect)
       }
-      const done = Now.exitOf(rest)
-      if (done !== undefined && done._tag === "Success" && NodeResponse.writeNow(nodeResponse, request.method, done.value)) return
+      // Called from the call fiber's end: nothing may throw into its runtime.
+      try {
+        const done = Now.exitOf(rest)
+        if (done !== undefined && done._tag === "Success" && NodeResponse.writeNow(nodeResponse, request.method, done.value)) return
+      } catch (defect) {
+        rest = Effect.die(defect)
+      }
       run(request, nodeResponse, rest, found)
     }
     const polled = call.unsafePoll()
