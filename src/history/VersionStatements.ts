@@ -74,7 +74,9 @@ const versionStatement = `${
 
 /** The parameters of `versionInsert` for `change`, in its order. */
 const versionValues = (excludeColumns: ExcludeColumns, change: Change): ReadonlyArray<unknown> => {
-  const data = dataOf(excludeColumns, change)
+  // No column excluded for the table: the row serialises as its copy would (a copy is an entries
+  // array, a pair per column and an object, per write).
+  const data = excludeColumns?.[change.table] === undefined ? change.after : dataOf(excludeColumns, change)
   return [
     change.table,
     change.id,

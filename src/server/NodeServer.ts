@@ -20,6 +20,7 @@
 import type { HttpApp, HttpMiddleware } from "@effect/platform"
 import { HttpApp as HttpAppModule, HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse, Socket } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
+import type { Exit, Fiber } from "effect"
 import { Cause, Context, Effect, ExecutionStrategy, FiberRef, FiberRefs, FiberSet, Layer, Runtime, Scope } from "effect"
 import type * as Http from "node:http"
 import * as HttpModule from "node:http"
@@ -106,10 +107,52 @@ const leanHandler = <R>(runtime: Runtime.Runtime<R>, app: Served<R>, table: Disp
     } catch (defect) {
       direct = Effect.die(defect)
     }
+    if (writesAtOnce) {
+      const call = Now.laterOf(direct)
+      if (call !== undefined) return awaitCall(request, nodeResponse, found, table!.edge(request, direct), call.fiber)
+    }
     const answered = table!.edge(request, Now.exitOf(direct) !== undefined || found.route.uninterruptible ? direct : Effect.interruptible(direct))
     const exit = Now.exitOf(answered)
     if (writesAtOnce && exit !== undefined && exit._tag === "Success" && NodeResponse.writeNow(nodeResponse, request.method, exit.value)) return
     run(request, nodeResponse, answered, found)
+  }
+  /**
+   * A twin's answer that waits for a call already running on a fiber of its own (`Now.later`: an
+   * rpc call waiting for the database): written from that fiber's end when the rest answers at
+   * once, else the rest runs in a request fiber then — no request fiber only to await the call.
+   * A client that goes away interrupts the call's fiber (unless the route is uninterruptible), as
+   * it interrupted the request fiber awaiting it.
+   */
+  const awaitCall = (
+    request: NodeRequest,
+    nodeResponse: Http.ServerResponse,
+    found: Dispatch.Found,
+    answered: DirectRoute.Answer,
+    call: Fiber.RuntimeFiber<unknown, unknown>
+  ) => {
+    if (!found.route.uninterruptible) interruptOnAbort(nodeResponse, call)
+    const pending = Now.laterOf(answered)
+    // A global middleware's edge that is not eager for it: the request's fiber awaits the call.
+    if (pending === undefined) return run(request, nodeResponse, answered, found)
+    const ended = (exit: Exit.Exit<unknown, unknown>) => {
+      let rest: DirectRoute.Answer
+      try {
+        rest = pending.then(exit)
+      } catch (defect) {
+        rest = Effect.die(defect)
+      }
+      // Called from the call fiber's end: nothing may throw into its runtime.
+      try {
+        const done = Now.exitOf(rest)
+        if (done !== undefined && done._tag === "Success" && NodeResponse.writeNow(nodeResponse, request.method, done.value)) return
+      } catch (defect) {
+        rest = Effect.die(defect)
+      }
+      run(request, nodeResponse, rest, found)
+    }
+    const polled = call.unsafePoll()
+    if (polled !== null) ended(polled)
+    else call.addObserver(ended)
   }
   return (nodeRequest, nodeResponse) => {
     const request = new NodeRequest(nodeRequest, nodeResponse)

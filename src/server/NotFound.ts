@@ -29,7 +29,8 @@ export const middleware = <E, R>(
 export const edge = <E, R>(
   httpEffect: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, Exclude<E, HttpServerError.RouteNotFound>, R> =>
-  Now.exitOf(httpEffect) === undefined ? middleware(httpEffect) : Now.catchAllCause(httpEffect, (cause) => {
+  // An answer that waits for a call on its own fiber (`Now.later`) stays marked as such.
+  Now.exitOf(httpEffect) === undefined && Now.laterOf(httpEffect) === undefined ? middleware(httpEffect) : Now.catchAllCause(httpEffect, (cause) => {
     const error = Cause.failureOption(cause)
     return Option.isSome(error) && error.value instanceof HttpServerError.RouteNotFound
       ? Effect.succeed(response(error.value.request.method, error.value.request.url))

@@ -101,9 +101,27 @@ const startNow = (runtime: Runtime.Runtime<never>): Start => {
   const runFork = Runtime.runFork(runtime)
   return <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> => {
     const fiber = runFork(effect)
-    return fiber.unsafePoll() ?? Effect.onInterrupt(Fiber.join(fiber), () => Fiber.interrupt(fiber))
+    // Marked (`Now.later`): the server can write the answer from the call fiber's end, without a request fiber.
+    return fiber.unsafePoll() ?? Now.later(awaitCall(fiber), fiber, (exit) => exit as Exit.Exit<A, E>)
   }
 }
+
+/**
+ * The exit of a call's fiber, awaited by the request's fiber (the call's fiber interrupted when the
+ * request's is). Not `Fiber.join`: joining also merges the call fiber's references into the
+ * request's (a diff of every fiber ref, ~5 % of a writing replica's CPU), and the request's fiber
+ * reads none of them — it only encodes the exit and writes it, as for a call that answered at once.
+ */
+const awaitCall = <A, E>(fiber: Fiber.RuntimeFiber<A, E>): Effect.Effect<A, E> =>
+  Effect.async<A, E>((resume) => {
+    const done = fiber.unsafePoll()
+    if (done !== null) return resume(done)
+    fiber.addObserver(resume)
+    return Effect.suspend(() => {
+      fiber.removeObserver(resume)
+      return Fiber.interrupt(fiber)
+    })
+  })
 
 /** The `Exit` message answering request `requestId` with an encoded exit. */
 const exitMessage = (requestId: string, exit: unknown) => ({ _tag: "Exit", requestId, exit })
@@ -153,7 +171,11 @@ export const make = (runtime: RuntimeShape, start: Start = inRequestFiber) => {
     // A call that finished already (started at once, answered without waiting) is answered now.
     const exit = Now.exitOf(called)
     if (exit !== undefined) return finished(message.id, procedure, traceId, exit)
-    return Effect.flatMap(Effect.exit(called), (exit) => finished(message.id, procedure, traceId, exit))
+    // `Now`'s form, so that a call still running on its fiber (`startNow`) stays marked as such.
+    return Now.matchCauseEffect(called, {
+      onSuccess: (value) => finished(message.id, procedure, traceId, Exit.succeed(value)),
+      onFailure: (cause) => finished(message.id, procedure, traceId, Exit.failCause(cause))
+    })
   }
 
   return (request: HttpServerRequest.HttpServerRequest, body: Uint8Array): Effect.Effect<HttpServerResponse.HttpServerResponse> => {
