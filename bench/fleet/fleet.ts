@@ -20,7 +20,9 @@
  * paced and role runs (history on), `FW_BENCH_ONLY=saturated` only the saturated run with history on
  * (with `FW_BENCH_PROF`: a profile of saturation alone); `FW_BENCH_PROF=<dir>` runs the replicas under `--cpu-prof`
  * (profiles written to `<dir>` when they exit; summarise with `bench/profileSummary.ts`), sampled every
- * `FW_BENCH_PROF_INTERVAL` microseconds (default 1000).
+ * `FW_BENCH_PROF_INTERVAL` microseconds (default 1000). `FW_BENCH_TRACE=1` prints, after each run,
+ * where the other replicas' write → event time went, per change (see `breakdown`), and each
+ * replica's event-loop delay.
  */
 import { Effect, Redacted } from "effect"
 import { spawn } from "node:child_process"
@@ -41,6 +43,7 @@ const ROLE_RATE = Number(process.env.FW_BENCH_ROLE_RATE ?? 150)
 const ONLY_PACED = process.env.FW_BENCH_ONLY === "paced"
 const ONLY_SATURATED = process.env.FW_BENCH_ONLY === "saturated"
 const PROF = process.env.FW_BENCH_PROF
+const TRACE = process.env.FW_BENCH_TRACE === "1"
 const IN_FLIGHT = 48
 
 const freshDb = async () => {
@@ -89,6 +92,77 @@ const queriesOf = (replica: Fleet.Replica) =>
 /** Per write: the statements each replica sent during a run (the difference of two `queriesOf`). */
 const perWrite = (before: Record<string, number>, after: Record<string, number>, writes: number) =>
   Object.fromEntries(Object.entries(after).map(([key, n]) => [key, (n - (before[key] ?? 0)) / writes] as const).filter(([, n]) => n > 0))
+
+/** A change event as a replica's harness listener recorded it (`GET /_events`). */
+interface Received {
+  readonly id: string
+  readonly remote: boolean
+  readonly at: number
+  readonly receivedAt: number
+}
+
+/** A replica's fleet tap work as its driver saw it (`GET /_trace`, `FW_TRACE_DELIVERY=1`). */
+interface Trace {
+  readonly reads: ReadonlyArray<readonly [number, number]>
+  readonly heard: ReadonlyArray<readonly [number, string]>
+  readonly origin: string | null
+  readonly loopDelay: { readonly p50: number; readonly p99: number; readonly max: number }
+}
+
+/**
+ * Per change received from another replica, where its write → event time went (all in ms, by the
+ * one wall clock the processes share): `commit`, from the change's `at` to its delivery on the
+ * writing replica (the write's commit); `announce`, from there to the first announcement of the
+ * writer heard by the receiver (the writer's coalescing window, the NOTIFY's way through
+ * PostgreSQL); `toRead`, from there to the start of the outbox page read that delivered it (the
+ * reader's window, a read under way; negative when a read started earlier already saw the
+ * commit); `read`, that read's round trip; `deliver`, from its answer to the harness listener.
+ * Printed as p50 / p90 / p99 of each, and the means of each over the slowest 1% of changes.
+ */
+const breakdown = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, received: ReadonlyArray<ReadonlyArray<Received>>) =>
+  Effect.gen(function*() {
+    const traces = yield* Effect.promise(() => Promise.all(replicas.map(async (replica) => (await (await fetch(`${replica.url}/_trace`)).json()) as Trace)))
+    const writer = new Map<string, { readonly committed: number; readonly origin: string | null }>()
+    received.forEach((events, i) => {
+      for (const event of events) if (!event.remote) writer.set(event.id, { committed: event.receivedAt, origin: traces[i]!.origin })
+    })
+    const keys = ["commit", "announce", "toRead", "read", "deliver", "total"] as const
+    const rows: Array<Record<(typeof keys)[number], number>> = []
+    received.forEach((events, i) => {
+      const { heard, reads } = traces[i]!
+      for (const event of events) {
+        const wrote = writer.get(event.id)
+        if (!event.remote || wrote === undefined) continue
+        // Reads run one after another: the one that delivered the change is the last to answer before it arrived.
+        let lo = 0
+        let hi = reads.length - 1
+        while (lo < hi) {
+          const mid = Math.ceil((lo + hi) / 2)
+          if (reads[mid]![1] <= event.receivedAt) lo = mid
+          else hi = mid - 1
+        }
+        const read = reads[lo]
+        const announced = heard.find(([at, payload]) => at >= wrote.committed && payload === wrote.origin)?.[0]
+        if (read === undefined || announced === undefined) continue
+        rows.push({
+          commit: wrote.committed - event.at,
+          announce: announced - wrote.committed,
+          toRead: read[0] - announced,
+          read: read[1] - read[0],
+          deliver: event.receivedAt - read[1],
+          total: event.receivedAt - event.at
+        })
+      }
+    })
+    if (rows.length === 0) return
+    const sorted = (key: (typeof keys)[number]) => rows.map((row) => row[key]).sort((a, b) => a - b)
+    rows.sort((a, b) => a.total - b.total)
+    const slowest = rows.slice(Math.floor(rows.length * 0.99))
+    const mean = (key: (typeof keys)[number]) => (slowest.reduce((sum, row) => sum + row[key], 0) / slowest.length).toFixed(1)
+    console.log(`[${prefix}] other replicas, ${rows.length} changes, p50/p90/p99 ms: ${keys.map((key) => { const list = sorted(key); return `${key} ${percentile(list, 0.5)}/${percentile(list, 0.9)}/${percentile(list, 0.99)}` }).join("; ")}`)
+    console.log(`[${prefix}] slowest 1%, means ms: ${keys.map((key) => `${key} ${mean(key)}`).join("; ")}`)
+    console.log(`[${prefix}] event loop delay p50/p99/max ms by replica: ${traces.map((trace) => `${trace.loopDelay.p50}/${trace.loopDelay.p99}/${trace.loopDelay.max}`).join("; ")}`)
+  })
 
 /** Latency figures of one run. */
 interface Run {
@@ -156,14 +230,17 @@ const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: n
     const clientCpu = (ownCpu() - clientBefore) / writes
     const local: Array<number> = []
     const remote: Array<number> = []
+    const received: Array<ReadonlyArray<Received>> = []
     for (const replica of replicas) {
       const events = yield* Fleet.eventually(Effect.promise(async () => {
         const response = await fetch(`${replica.url}/_events`)
-        const all = (await response.json()) as Array<{ id: string; remote: boolean; at: number; receivedAt: number }>
+        const all = (await response.json()) as Array<Received>
         return all.filter((event) => event.id.startsWith(`${prefix}-`))
       }), (e) => e.length >= writes - failed)
       for (const event of events) (event.remote ? remote : local).push(event.receivedAt - event.at)
+      received.push(events)
     }
+    if (TRACE) yield* breakdown(replicas, prefix, received)
     // Counted once every replica has every change: the reads that delivered the run's last ones too.
     const queriesAfter = yield* Effect.all(replicas.map(queriesOf))
     const statements = replicas.map((_, i) => perWrite(queriesBefore[i]!, queriesAfter[i]!, writes))
@@ -178,6 +255,7 @@ const fleet = (history: boolean) =>
     const db = yield* Effect.acquireRelease(Effect.promise(freshDb), (db) => Effect.promise(db.drop))
     yield* SchemaDiffer.apply([Docs, RowHistory]).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(db.url) })), Effect.orDie)
     const env: Record<string, string> = history ? { FW_COUNT_QUERIES: "1" } : { FW_HISTORY: "off", FW_COUNT_QUERIES: "1" }
+    if (TRACE) env.FW_TRACE_DELIVERY = "1"
     const replicas = yield* Effect.all(
       [0, 1, 2].map((i) =>
         Fleet.start(`b${i}`, db.url, env, PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${PROF}`, `--cpu-prof-interval=${process.env.FW_BENCH_PROF_INTERVAL ?? 1000}`])

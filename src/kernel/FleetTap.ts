@@ -37,9 +37,9 @@ export interface FleetOptions {
   /** Most outbox rows one catch-up read returns (default 500); a longer backlog is read in pages. */
   readonly readBatch?: number
   /**
-   * Coalescing window (default 5 ms): after an announcement this replica waits this long before
-   * sending the next one, and after a catch-up read starts it waits this long before starting the
-   * next (a read that took longer is followed at once), so that under load a
+   * Coalescing window (default 5 ms): after an announcement starts this replica waits this long
+   * before sending the next one, and after a catch-up read starts it waits this long before
+   * starting the next (one that took longer is followed at once), so that under load a
    * notification and a read each cover the commits of a window instead of one commit each. The
    * first commit after a quiet spell is announced and read at once; under load a change reaches the
    * other replicas up to twice this later. 0 reads and announces back to back.
@@ -117,9 +117,15 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     const { publishRemote, ...delivery } = yield* Delivery.make
     // The outbox row is written on the writing transaction's connection directly (see PgDirect).
     const direct = yield* PgDirect.make(pg, { reserve: false })
-    // Reads and announcements run on a connection of their own, without the client's per-statement
-    // machinery (through the client, with their spans, under a tracer): see PgSession.
+    // Reads and announcements run on connections of their own, without the client's per-statement
+    // machinery (through the client, with their spans, under a tracer): see PgSession. One each:
+    // on one shared connection an announcement sent while a read was under way waited for the read
+    // (and a read for an announcement), and every other replica heard of the commit that much later
+    // (fleet bench, loaded box: announcements behind a read took 27–51 ms at the median against
+    // 4–11 ms for the others, and over half of them were behind a read at 500–1,000 commits/s).
     const session = yield* PgSession.make(pg)
+    // Opened on first use: a replica that never writes never opens it.
+    const announcer = yield* PgSession.make(pg)
     const origin = crypto.randomUUID()
     const readBatch = Math.max(1, options.readBatch ?? 500)
     // Replicas starting together on a fresh database would race on the DDL (PostgreSQL's
@@ -232,25 +238,25 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // Notifications only wake the reader; many arriving during one read, or within the coalescing
     // window after it, cost one more read.
     const coalesceMs = Math.max(0, options.coalesceMs ?? 5)
-    const pause = coalesceMs === 0 ? Effect.void : realSleep(coalesceMs)
+    // The window counts from the start of a read or an announcement, not from its end: one that
+    // took the whole window (a loaded box, a long page) is followed at once by the next, which
+    // covers what committed meanwhile; waiting a full window after it added its length to every
+    // later change's way to the other replicas, without making them any fewer than one per window.
+    const windowed = <E>(step: Effect.Effect<void, E>): Effect.Effect<void, E> =>
+      coalesceMs === 0
+        ? step
+        : Effect.suspend(() => {
+          const started = performance.now()
+          return Effect.zipRight(
+            step,
+            Effect.suspend(() => {
+              const left = coalesceMs - (performance.now() - started)
+              return left >= 1 ? realSleep(left) : Effect.void
+            })
+          )
+        })
     const wake = yield* Queue.sliding<void>(1)
-    // The window counts from the start of a read, not from its end: a read that took the whole
-    // window (a loaded box, a long page) is followed at once by the next, which covers what
-    // committed meanwhile; waiting a full window after it added its length to every later change's
-    // way to the listeners, without making the reads any fewer than one per window.
-    const windowedRead = coalesceMs === 0
-      ? catchUp
-      : Effect.suspend(() => {
-        const started = performance.now()
-        return Effect.zipRight(
-          catchUp,
-          Effect.suspend(() => {
-            const left = coalesceMs - (performance.now() - started)
-            return left >= 1 ? realSleep(left) : Effect.void
-          })
-        )
-      })
-    yield* Effect.forever(Effect.zipRight(Queue.take(wake), windowedRead)).pipe(Effect.forkScoped)
+    yield* Effect.forever(Effect.zipRight(Queue.take(wake), windowed(catchUp))).pipe(Effect.forkScoped)
 
     // LISTEN on a connection of its own, checked by a heartbeat and replaced when it goes deaf
     // (see ListenWatchdog): the layer is ready once the server confirmed the first LISTEN.
@@ -278,15 +284,14 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // serialises the commits of transactions that NOTIFY (a database-wide lock held through the
     // commit's WAL flush), which capped the fleet at one commit per flush. A replica that dies
     // between its commit and the announcement is covered by the others' periodic reads.
-    // Commits during an announcement or the window after it share the next one.
+    // Commits during an announcement, or within the window from its start, share the next one.
     const announce = yield* Queue.sliding<void>(1)
     const notifyStatement: PgSession.Prepared = { name: "fw_outbox_announce", text: "SELECT pg_notify($1, $2)" }
     yield* Effect.forever(Effect.zipRight(
       Queue.take(announce),
-      session.run(notifyStatement, [fleetChannel, origin]).pipe(
-        Effect.catchAll((error) => Effect.logWarning("fleet change announcement failed; the others' reads cover it", error)),
-        Effect.zipRight(pause)
-      )
+      windowed(announcer.run(notifyStatement, [fleetChannel, origin]).pipe(
+        Effect.catchAll((error) => Effect.logWarning("fleet change announcement failed; the others' reads cover it", error))
+      ))
     )).pipe(Effect.forkScoped)
 
     // A fused statement's outbox id is only known from its answer. The highest own id answered so

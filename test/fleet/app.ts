@@ -10,13 +10,14 @@
  * Environment: `DATABASE_URL` (required); `FW_REPLICA` names its connections (`application_name`); `FW_SLOW_LISTENER_MS` adds a listener that takes that
  * long per event (it must delay neither the callers nor the other listeners; `GET /_slow` says how
  * many it has handled); `FW_HISTORY=off`
- * serves the app without row history; `FW_LEASE_MS` sets `idempotency.leaseMs`; `FW_POLL_MS` sets
+ * serves the app without row history; `FW_TRACE_DELIVERY=1` records the fleet tap's reads, announcements and notifications as the driver sees them (`GET /_trace`, the benchmark's per-change breakdown); `FW_LEASE_MS` sets `idempotency.leaseMs`; `FW_POLL_MS` sets
  * the fleet tap's periodic outbox read (default 1 s); `FW_COUNT_QUERIES=1` counts the statements this
  * process sends to PostgreSQL (every `pg` client's, by prepared name or the text's start) and shows
  * them on `GET /_queries` (the benchmark's statements per write).
  */
 import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { Effect, Option, Schema } from "effect"
+import * as perf_hooks from "node:perf_hooks"
 import pg from "pg"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
@@ -117,8 +118,53 @@ const countQueries = () => {
   }
 }
 
+/**
+ * The timestamps of the fleet tap's work (`FW_TRACE_DELIVERY=1`), seen from the `pg` driver, for the
+ * benchmark's per-change breakdown of write → event latency: each outbox page read's start (the
+ * call) and end (its answer handed back), each announcement this replica sent (its payload is the
+ * replica's origin), each notification heard on the fleet channel with its payload, and the event
+ * loop's delay. Wrapped at the driver so the framework carries no tracing of its own for it.
+ */
+const trace = {
+  reads: [] as Array<readonly [number, number]>,
+  heard: [] as Array<readonly [number, string]>,
+  origin: undefined as string | undefined,
+  delay: perf_hooks.monitorEventLoopDelay({ resolution: 1 })
+}
+/** Most entries kept of each list (a benchmark run's worth). */
+const traceKept = 500_000
+const traceDelivery = () => {
+  type Query = (this: pg.Client, config: unknown, ...rest: Array<unknown>) => unknown
+  const prototype = pg.Client.prototype as unknown as { query: Query; emit: (this: pg.Client, event: string | symbol, ...args: Array<unknown>) => boolean }
+  const query = prototype.query
+  prototype.query = function(config, ...rest) {
+    const name = typeof config === "object" && config !== null && "name" in config ? config.name : undefined
+    if (name === "fw_outbox_announce" && trace.origin === undefined) {
+      const values = (config as { readonly values?: ReadonlyArray<unknown> }).values
+      if (typeof values?.[1] === "string") trace.origin = values[1]
+    }
+    const callback = rest[0]
+    if (name !== "fw_outbox_page" || typeof callback !== "function" || trace.reads.length >= traceKept) return query.call(this, config, ...rest)
+    const started = Date.now()
+    return query.call(this, config, (...args: Array<unknown>) => {
+      trace.reads.push([started, Date.now()])
+      return (callback as (...args: Array<unknown>) => unknown)(...args)
+    }, ...rest.slice(1))
+  }
+  const emit = prototype.emit
+  prototype.emit = function(event, ...args) {
+    if (event === "notification" && trace.heard.length < traceKept) {
+      const message = args[0] as { readonly channel?: string; readonly payload?: string }
+      if (message.channel === ChangeTap.fleetChannel && message.payload !== undefined) trace.heard.push([Date.now(), message.payload])
+    }
+    return emit.call(this, event, ...args)
+  }
+  trace.delay.enable()
+}
+
 const main = () => {
   if (process.env.FW_COUNT_QUERIES === "1") countQueries()
+  if (process.env.FW_TRACE_DELIVERY === "1") traceDelivery()
   const url = process.env.DATABASE_URL
   if (url === undefined) throw new Error("DATABASE_URL is required")
   const slowMs = Number(process.env.FW_SLOW_LISTENER_MS ?? 0)
@@ -140,6 +186,18 @@ const main = () => {
       }
       yield* router.add("GET", "/_slow", Effect.sync(() => HttpServerResponse.unsafeJson({ handled: slowHandled })))
       yield* router.add("GET", "/_queries", Effect.sync(() => HttpServerResponse.unsafeJson(Object.fromEntries(queries))))
+      yield* router.add("GET", "/_trace", Effect.sync(() => {
+        const delay = trace.delay
+        const ms = (ns: number) => Math.round(ns / 1e4) / 100
+        const body = {
+          reads: trace.reads,
+          heard: trace.heard,
+          origin: trace.origin ?? null,
+          loopDelay: { p50: ms(delay.percentile(50)), p99: ms(delay.percentile(99)), max: ms(delay.max) }
+        }
+        delay.reset()
+        return HttpServerResponse.unsafeJson(body)
+      }))
       yield* router.add("GET", "/_events", Effect.sync(() => HttpServerResponse.unsafeJson(received)))
     })
   )
