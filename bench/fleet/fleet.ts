@@ -169,6 +169,12 @@ interface Run {
   readonly perSecond: number
   readonly local: Array<number>
   readonly remote: Array<number>
+  /**
+   * Commit on the writing replica → event on another: each remote event's arrival less the moment
+   * the writer delivered the same change to itself, which it does as soon as it learns of the
+   * commit (issue 16's figure; "write → event" also counts the statement and its commit).
+   */
+  readonly commitToRemote: Array<number>
   readonly call: Array<number>
   readonly replicaCpu: ReadonlyArray<number>
   readonly clientCpu: number
@@ -241,12 +247,21 @@ const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: n
       received.push(events)
     }
     if (TRACE) yield* breakdown(replicas, prefix, received)
+    const committed = new Map<string, number>()
+    for (const events of received) for (const event of events) if (!event.remote) committed.set(event.id, event.receivedAt)
+    const commitToRemote: Array<number> = []
+    for (const events of received) {
+      for (const event of events) {
+        const at = event.remote ? committed.get(event.id) : undefined
+        if (at !== undefined) commitToRemote.push(event.receivedAt - at)
+      }
+    }
     // Counted once every replica has every change: the reads that delivered the run's last ones too.
     const queriesAfter = yield* Effect.all(replicas.map(queriesOf))
     const statements = replicas.map((_, i) => perWrite(queriesBefore[i]!, queriesAfter[i]!, writes))
-    for (const list of [local, remote, call]) list.sort((a, b) => a - b)
+    for (const list of [local, remote, commitToRemote, call]) list.sort((a, b) => a - b)
     if (transportErrors > 0) console.log(`(${prefix}: ${transportErrors} transport errors, sent again)`)
-    return { perSecond: writes / seconds, local, remote, call, replicaCpu, clientCpu, failed, statements } satisfies Run
+    return { perSecond: writes / seconds, local, remote, commitToRemote, call, replicaCpu, clientCpu, failed, statements } satisfies Run
   })
 
 /** Three replicas on a fresh database, history on or off, warmed up. */
@@ -362,6 +377,7 @@ export const main = Effect.gen(function*() {
       row("rpc writes/s, history on (sync)", perSecond(on.perSecond), `${(on.perSecond / rawRate).toFixed(2)}×`),
       row("history on, saturated: write → event, writing replica p50 / p99", p(on.local)),
       row("history on, saturated: write → event, other replicas p50 / p99", p(on.remote)),
+      row("history on, saturated: commit on writer → event on others p50 / p99", p(on.commitToRemote)),
       row("CPU per write: raw pg processes (all three)", cpu(rawRun.cpu)),
       row("CPU per write: replicas (all three), history off / on", `${cpu(sum(off.replicaCpu))} / ${cpu(sum(on.replicaCpu))}`),
       row("outbox reads per write (all three), history off / on", `${reads(off.statements).toFixed(2)} / ${reads(on.statements).toFixed(2)}`),
@@ -378,6 +394,7 @@ export const main = Effect.gen(function*() {
         achieved: `${perSecond(run.perSecond)}/s`,
         "writing replica p50 / p99": p(run.local),
         "other replicas p50 / p99": p(run.remote),
+        "commit on writer → event on others p50 / p99": p(run.commitToRemote),
         "call p50 / p99": p(run.call),
         "CPU/write: replicas (3)": cpu(sum(run.replicaCpu)),
         "CPU/write: generator": cpu(run.clientCpu),
@@ -391,7 +408,8 @@ export const main = Effect.gen(function*() {
       { role: "writing replica (rpc + store + outbox + own delivery)", "CPU per write": cpu(roles.replicaCpu[0]!) },
       { role: "receiving replica (NOTIFY + outbox read + delivery), each", "CPU per write": cpu((roles.replicaCpu[1]! + roles.replicaCpu[2]!) / 2) },
       { role: "load generator (raw http client)", "CPU per write": cpu(roles.clientCpu) },
-      { role: `latency at ${ROLE_RATE}/s: writing / other replicas p50 / p99`, "CPU per write": `${p(roles.local)}; ${p(roles.remote)}` }
+      { role: `latency at ${ROLE_RATE}/s: writing / other replicas p50 / p99`, "CPU per write": `${p(roles.local)}; ${p(roles.remote)}` },
+      { role: `latency at ${ROLE_RATE}/s: commit on writer → event on others p50 / p99`, "CPU per write": p(roles.commitToRemote) }
     ])
     statementsTable(`role run at ${ROLE_RATE}/s (replica 0 writes)`, roles.statements)
     yield* stopForProfile(replicas)
