@@ -6,6 +6,8 @@ import type { SqlClient } from "@effect/sql"
 import autocannon from "autocannon"
 import { Layer } from "effect"
 import { spawn } from "node:child_process"
+import type * as http from "node:http"
+import { request as httpRequest } from "node:http"
 import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -70,3 +72,20 @@ export const ownCpu = () => {
   const used = process.cpuUsage()
   return (used.user + used.system) / 1000
 }
+
+/** Posts an rpc message's JSON over `agent`; resolves with whether the call answered success. */
+export const postRpc = (agent: http.Agent, url: string, body: string) =>
+  new Promise<boolean>((resolve, reject) => {
+    const request = httpRequest(url, {
+      method: "POST",
+      agent,
+      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }
+    }, (response) => {
+      let text = ""
+      response.setEncoding("utf8")
+      response.on("data", (chunk: string) => void (text += chunk))
+      response.on("end", () => resolve(response.statusCode === 200 && text.includes(`"exit":{"_tag":"Success"`)))
+    })
+    request.on("error", reject)
+    request.end(body)
+  })

@@ -34,7 +34,7 @@ import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import { PgClient } from "@effect/sql-pg"
 import { Docs } from "../../test/fleet/app.js"
 import * as Fleet from "../../test/fleet/support.js"
-import { cpuOf, ownCpu, perSecond, table } from "../support.js"
+import { cpuOf, ownCpu, perSecond, postRpc, table } from "../support.js"
 
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const WRITES = Number(process.env.FW_BENCH_WRITES ?? 2_000)
@@ -69,21 +69,7 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT })
 
 /** One rpc call over `POST /rpc` as raw JSON; resolves with whether it answered success. */
 const post = (url: string, tag: string, payload: unknown, id: number) =>
-  new Promise<boolean>((resolve, reject) => {
-    const body = JSON.stringify({ _tag: "Request", id: String(id), tag, payload, headers: [] })
-    const request = http.request(url, {
-      method: "POST",
-      agent,
-      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }
-    }, (response) => {
-      let text = ""
-      response.setEncoding("utf8")
-      response.on("data", (chunk: string) => void (text += chunk))
-      response.on("end", () => resolve(response.statusCode === 200 && text.includes(`"exit":{"_tag":"Success"`)))
-    })
-    request.on("error", reject)
-    request.end(body)
-  })
+  postRpc(agent, url, JSON.stringify({ _tag: "Request", id: String(id), tag, payload, headers: [] }))
 
 /** The statements a replica has sent to PostgreSQL so far, by name or text (`GET /_queries`). */
 const queriesOf = (replica: Fleet.Replica) =>

@@ -20,7 +20,7 @@ import { RowHistory } from "../../src/history/index.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import { Docs } from "../../test/fleet/app.js"
 import * as Fleet from "../../test/fleet/support.js"
-import { cpuOf, ownCpu, table } from "../support.js"
+import { cpuOf, ownCpu, postRpc, table } from "../support.js"
 
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const WRITES = Number(process.env.FW_AB_WRITES ?? 6_000)
@@ -31,21 +31,7 @@ const PROF = process.env.FW_AB_PROF
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT })
 
-const post = (url: string, body: string) =>
-  new Promise<boolean>((resolve, reject) => {
-    const request = http.request(url, {
-      method: "POST",
-      agent,
-      headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) }
-    }, (response) => {
-      let text = ""
-      response.setEncoding("utf8")
-      response.on("data", (chunk: string) => void (text += chunk))
-      response.on("end", () => resolve(response.statusCode === 200 && text.includes(`"exit":{"_tag":"Success"`)))
-    })
-    request.on("error", reject)
-    request.end(body)
-  })
+const post = (url: string, body: string) => postRpc(agent, url, body)
 
 /** `writes` creates of `${prefix}-i`, `IN_FLIGHT` at once; resolves with the failures. */
 const drive = (url: string, prefix: string, writes: number) =>
