@@ -185,10 +185,7 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
     Effect.gen(function*() {
       const url = yield* setUp
       const proxy = yield* cuttingProxy(new URL(url))
-      const viaProxy = new URL(url)
-      viaProxy.hostname = "127.0.0.1"
-      viaProxy.port = String(proxy.port)
-      const { store } = yield* replica(viaProxy.toString(), false)
+      const { store } = yield* replica(proxy.url, false)
       for (const id of ["a", "b", "c"]) yield* store.insert(Docs, { id, title: id })
       const texts = proxy.sent.filter((chunk) => chunk.includes(`WITH "row"`))
       const named = proxy.sent.filter((chunk) => /fw_prepared_\d+/.test(chunk))
@@ -206,10 +203,7 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
     Effect.gen(function*() {
       const url = yield* setUp
       const proxy = yield* cuttingProxy(new URL(url))
-      const viaProxy = new URL(url)
-      viaProxy.hostname = "127.0.0.1"
-      viaProxy.port = String(proxy.port)
-      const { store } = yield* replica(viaProxy.toString(), false)
+      const { store } = yield* replica(proxy.url, false)
       const writes = 40
       yield* Effect.all(
         Array.from({ length: writes }, (_, i) => store.insert(Docs, { id: `c${i}`, title: `t${i}` })),
@@ -231,10 +225,7 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
       const target = new URL(url)
       // The fused statement's text, or its prepared name once the connection has parsed it.
       const proxy = yield* cuttingProxy(target, `WITH "row"`, "fw_prepared_")
-      const viaProxy = new URL(url)
-      viaProxy.hostname = "127.0.0.1"
-      viaProxy.port = String(proxy.port)
-      const { events, store } = yield* replica(viaProxy.toString(), true)
+      const { events, store } = yield* replica(proxy.url, true)
       yield* store.insert(Docs, { id: "before", title: "plain" })
       proxy.arm()
       const outcome = yield* Effect.flip(store.insert(Docs, { id: "lost", title: "answer lost" }))

@@ -25,12 +25,9 @@ describe.skipIf(Pg.serverUrl === null)("a COMMIT whose answer was lost (PostgreS
       const url = yield* Pg.freshDatabase
       const target = new URL(url)
       const proxy = yield* cuttingProxy(target, "COMMIT")
-      const viaProxy = new URL(url)
-      viaProxy.hostname = "127.0.0.1"
-      viaProxy.port = String(proxy.port)
       const layer = Store.layerSql.pipe(
         Layer.provideMerge(ChangeTap.layerFleet({ pollMs: 300 })),
-        Layer.provideMerge(Pg.layerClient(viaProxy.toString()))
+        Layer.provideMerge(Pg.layerClient(proxy.url))
       )
       const context = yield* Layer.build(layer)
       yield* SchemaDiffer.apply([Notes]).pipe(Effect.provide(context))

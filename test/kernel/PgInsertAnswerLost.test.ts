@@ -13,8 +13,8 @@ import * as CommitWitness from "../../src/kernel/CommitWitness.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
-import * as CutProxy from "../support/CutProxy.js"
 import * as Pg from "../support/Pg.js"
+import { cuttingProxy } from "./support/CuttingProxy.js"
 import { recordingTracer } from "./support/StoreSpans.js"
 
 const Notes = defineTable("lost_notes", { fields: { title: Schema.String } })
@@ -23,7 +23,7 @@ describe.skipIf(Pg.serverUrl === null)("a one-row insert whose answer is lost (P
   it.scopedLive("answers CommitUnknown and marks the witness when the row may be written (directly or through the client); inside a transaction StoreUnavailable", () =>
     Effect.gen(function*() {
       const url = yield* Pg.freshDatabase
-      const proxy = yield* CutProxy.make(url)
+      const proxy = yield* cuttingProxy(new URL(url), "lost-outside", "lost-traced", "lost-inside")
       const client = PgClient.layer({ url: Redacted.make(proxy.url) }).pipe(Layer.orDie)
       yield* SchemaDiffer.apply([Notes]).pipe(Effect.provide(client))
       // A local tap without stagers: the insert is the one autocommitted statement sent directly.
@@ -36,7 +36,7 @@ describe.skipIf(Pg.serverUrl === null)("a one-row insert whose answer is lost (P
       )
 
       const witness = CommitWitness.make()
-      proxy.loseAnswerTo("lost-outside")
+      proxy.arm()
       const outside = yield* Effect.flip(CommitWitness.watched(witness)(store.insert(Notes, { id: "lost-outside", title: "x" })))
       // The server ran and committed it: only its answer was lost.
       assert.deepStrictEqual(yield* ids, ["before", "lost-outside"])
@@ -46,7 +46,7 @@ describe.skipIf(Pg.serverUrl === null)("a one-row insert whose answer is lost (P
       // Under a tracer the insert takes the client's path (with its spans): the same outcome.
       const { tracer } = yield* recordingTracer
       const traced = CommitWitness.make()
-      proxy.loseAnswerTo("lost-traced")
+      proxy.arm()
       const viaClient = yield* Effect.flip(
         CommitWitness.watched(traced)(Effect.withTracer(store.insert(Notes, { id: "lost-traced", title: "t" }), tracer))
       )
@@ -56,7 +56,7 @@ describe.skipIf(Pg.serverUrl === null)("a one-row insert whose answer is lost (P
 
       // Inside a transaction nothing commits without the COMMIT, which the lost connection cannot send.
       const inner = CommitWitness.make()
-      proxy.loseAnswerTo("lost-inside")
+      proxy.arm()
       const inside = yield* Effect.flip(CommitWitness.watched(inner)(store.transaction(store.insert(Notes, { id: "lost-inside", title: "y" }))))
       assert.strictEqual(inside._tag, "StoreUnavailable")
       assert.isFalse(inner.committed)

@@ -11,6 +11,8 @@ export const cuttingProxy = (target: URL, ...markers: ReadonlyArray<string>) =>
   Effect.acquireRelease(
     Effect.async<{
       readonly port: number
+      /** `target` through the proxy. */
+      readonly url: string
       readonly server: net.Server
       readonly arm: () => void
       /** Every chunk the clients sent, as latin1 text (protocol bytes kept one to one). */
@@ -36,8 +38,13 @@ export const cuttingProxy = (target: URL, ...markers: ReadonlyArray<string>) =>
           }
         })
       })
-      server.listen(0, "127.0.0.1", () =>
-        resume(Effect.succeed({ port: (server.address() as net.AddressInfo).port, server, arm: () => void (armed = true), sent })))
+      server.listen(0, "127.0.0.1", () => {
+        const port = (server.address() as net.AddressInfo).port
+        const via = new URL(target)
+        via.hostname = "127.0.0.1"
+        via.port = String(port)
+        resume(Effect.succeed({ port, url: via.toString(), server, arm: () => void (armed = true), sent }))
+      })
     }),
     ({ server }) => Effect.sync(() => server.close())
   )
