@@ -99,11 +99,18 @@ for (const tier of tiers) {
         const store = yield* Store.Store
         const registry = yield* CostRegistry
         const ledger = () => store.count(CostEvents)
-        /** Polls (on the real clock) until the ledger holds `n` rows: the pruning runs in the background. */
-        const ledgerHolds = (n: number) =>
-          TestServices.provideLive(ledger().pipe(
-            Effect.repeat({ until: (count) => count === n, schedule: Schedule.spaced("5 millis") }),
-            Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error(`the ledger never held ${n} rows`) })
+        /**
+         * Polls (on the real clock) until the ledger holds `n` rows and acme's attribution totals
+         * `total`: the pruning runs in the background, and its deletes reach the attribution as change
+         * events delivered after their commit, so the count can be reached a moment before the total.
+         */
+        const ledgerHolds = (n: number, total: number | null) =>
+          TestServices.provideLive(Effect.zip(ledger(), registry.tenant("acme")).pipe(
+            Effect.repeat({
+              until: ([count, tenant]) => count === n && (tenant?.total ?? null) === total,
+              schedule: Schedule.spaced("5 millis")
+            }),
+            Effect.timeoutFail({ duration: "10 seconds", onTimeout: () => new Error(`the ledger never held ${n} rows totalling ${total}`) })
           ))
         yield* spend("acme", 10) // hour 0 of day 0
         yield* spend("acme", 2, "emails")
@@ -111,12 +118,12 @@ for (const tier of tiers) {
         yield* spend("acme", 5) // hour 1 of day 0
         yield* TestClock.adjust("23 hours") // day 1: the day window no longer holds day 0
         yield* spend("acme", 7)
-        yield* ledgerHolds(1)
+        yield* ledgerHolds(1, 7)
         const acme = yield* registry.tenant("acme")
         assert.deepStrictEqual([acme?.total, acme?.byUnit], [7, { tokens: 7 }])
         assert.deepStrictEqual((yield* registry.budget("daily", "acme"))?.spent, 7)
         yield* TestClock.adjust("1 day")
-        yield* ledgerHolds(0)
+        yield* ledgerHolds(0, null)
         assert.isNull(yield* registry.tenant("acme"))
       }).pipe(Effect.provide(stack(tier.client(), windowed))))
 
