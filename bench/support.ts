@@ -8,7 +8,7 @@ import { Layer } from "effect"
 import { spawn } from "node:child_process"
 import type * as http from "node:http"
 import { request as httpRequest } from "node:http"
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as ChangeTap from "../src/kernel/ChangeTap.js"
@@ -71,6 +71,30 @@ export const cpuOf = (pid: number) => {
 export const ownCpu = () => {
   const used = process.cpuUsage()
   return (used.user + used.system) / 1000
+}
+
+/**
+ * CPU milliseconds the local PostgreSQL server has used: every live `postgres` process, plus what
+ * the postmaster collected of its children that exited (backends of closed connections).
+ */
+export const postgresCpu = () => {
+  let total = 0
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      if (!stat.includes("(postgres)")) continue
+      const fields = stat.split(") ")[1]!.split(" ")
+      total += Number(fields[11]) + Number(fields[12])
+      // The postmaster (parent not postgres): its children's exited time.
+      if (fields[1] === "1" || !readFileSync(`/proc/${fields[1]}/stat`, "utf8").includes("(postgres)")) {
+        total += Number(fields[13]) + Number(fields[14])
+      }
+    } catch {
+      // A process that exited meanwhile.
+    }
+  }
+  return total * 10
 }
 
 /** Posts an rpc message's JSON over `agent`; resolves with whether the call answered success. */

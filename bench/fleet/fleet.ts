@@ -16,7 +16,8 @@
  *   goes whatever else runs.
  * The load generator is raw `node:http` with a keep-alive agent posting the rpc message's JSON (the
  * typed rpc client cost ~2 ms of CPU per call, as much as a third of a replica's, on the same two cores).
- * `FW_BENCH_WRITES` sets the writes per run (default 2,000); `FW_BENCH_ONLY=paced` runs only the
+ * `FW_BENCH_WRITES` sets the writes per run (default 2,000), `FW_BENCH_WARM` the writes that warm each
+ * fleet up first (default 4,000); `FW_BENCH_ONLY=paced` runs only the
  * paced and role runs (history on), `FW_BENCH_ONLY=saturated` only the saturated run with history on
  * (with `FW_BENCH_PROF`: a profile of saturation alone); `FW_BENCH_PROF=<dir>` runs the replicas under `--cpu-prof`
  * (profiles written to `<dir>` when they exit; summarise with `bench/profileSummary.ts`), sampled every
@@ -34,7 +35,7 @@ import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import { PgClient } from "@effect/sql-pg"
 import { Docs } from "../../test/fleet/app.js"
 import * as Fleet from "../../test/fleet/support.js"
-import { cpuOf, ownCpu, perSecond, postRpc, table } from "../support.js"
+import { cpuOf, ownCpu, perSecond, postgresCpu, postRpc, table } from "../support.js"
 
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const WRITES = Number(process.env.FW_BENCH_WRITES ?? 2_000)
@@ -45,6 +46,7 @@ const ONLY_SATURATED = process.env.FW_BENCH_ONLY === "saturated"
 const PROF = process.env.FW_BENCH_PROF
 const TRACE = process.env.FW_BENCH_TRACE === "1"
 const IN_FLIGHT = 48
+const WARM = Number(process.env.FW_BENCH_WARM ?? 4_000)
 
 const freshDb = async () => {
   const name = `fw_bench_f_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
@@ -164,6 +166,8 @@ interface Run {
   readonly call: Array<number>
   readonly replicaCpu: ReadonlyArray<number>
   readonly clientCpu: number
+  /** The PostgreSQL server's CPU per write during the run (all its processes). */
+  readonly serverCpu: number
   readonly failed: number
   /** Statements per write sent by each replica, by name or text. */
   readonly statements: ReadonlyArray<Record<string, number>>
@@ -179,6 +183,7 @@ const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: n
     const queriesBefore = yield* Effect.all(replicas.map(queriesOf))
     const replicasBefore = replicas.map((replica) => cpuOf(replica.child.pid!))
     const clientBefore = ownCpu()
+    const serverBefore = postgresCpu()
     const call: Array<number> = []
     let failed = 0
     let transportErrors = 0
@@ -220,6 +225,7 @@ const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: n
     const seconds = (performance.now() - started) / 1000
     const replicaCpu = replicas.map((replica, i) => (cpuOf(replica.child.pid!) - replicasBefore[i]!) / writes)
     const clientCpu = (ownCpu() - clientBefore) / writes
+    const serverCpu = (postgresCpu() - serverBefore) / writes
     const local: Array<number> = []
     const remote: Array<number> = []
     const received: Array<ReadonlyArray<Received>> = []
@@ -247,7 +253,7 @@ const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: n
     const statements = replicas.map((_, i) => perWrite(queriesBefore[i]!, queriesAfter[i]!, writes))
     for (const list of [local, remote, commitToRemote, call]) list.sort((a, b) => a - b)
     if (transportErrors > 0) console.log(`(${prefix}: ${transportErrors} transport errors, sent again)`)
-    return { perSecond: writes / seconds, local, remote, commitToRemote, call, replicaCpu, clientCpu, failed, statements } satisfies Run
+    return { perSecond: writes / seconds, local, remote, commitToRemote, call, replicaCpu, clientCpu, serverCpu, failed, statements } satisfies Run
   })
 
 /** Three replicas on a fresh database, history on or off, warmed up. */
@@ -263,8 +269,9 @@ const fleet = (history: boolean) =>
       ),
       { concurrency: "unbounded" }
     )
-    // Warm up every replica's pool and caches.
-    yield* drive(replicas, "warm", 300, undefined, (i) => i % 3)
+    // Warm up every replica's pool, caches and V8's optimised code: with 300 writes a third of a
+    // short run's replica CPU was the optimising compiler still at work (a served app runs warm).
+    yield* drive(replicas, "warm", WARM, undefined, (i) => i % 3)
     return replicas
   })
 
@@ -311,10 +318,12 @@ const raw = Effect.scoped(Effect.gen(function*() {
   const done = children.map((child) => lineOf(child, /DONE ([\d.]+)/))
   yield* Effect.promise(() => Promise.all(children.map((child) => lineOf(child, /READY/))))
   const started = performance.now()
+  const serverBefore = postgresCpu()
   for (const child of children) child.stdin!.write("go\n")
   const cpu = yield* Effect.promise(() => Promise.all(done))
   const seconds = (performance.now() - started) / 1000
-  return { perSecond: WRITES / seconds, cpu: cpu.reduce((sum, match) => sum + Number(match[1]), 0) / WRITES }
+  const serverCpu = (postgresCpu() - serverBefore) / WRITES
+  return { perSecond: WRITES / seconds, cpu: cpu.reduce((sum, match) => sum + Number(match[1]), 0) / WRITES, serverCpu }
 }))
 
 const ms = (n: number) => `${n.toFixed(1)} ms`
@@ -345,6 +354,7 @@ export const main = Effect.gen(function*() {
         { what: "rpc writes/s", value: perSecond(run.perSecond) },
         { what: "CPU per write: replicas (all three)", value: cpu(sum(run.replicaCpu)) },
         { what: "CPU per write: each replica", value: run.replicaCpu.map(cpu).join(" / ") },
+        { what: "CPU per write: PostgreSQL server", value: cpu(run.serverCpu) },
         { what: "write → event p50 / p99: writing / other replicas", value: `${p(run.local)}; ${p(run.remote)}` },
       ])
       statementsTable("saturated, history on", run.statements)
@@ -365,6 +375,7 @@ export const main = Effect.gen(function*() {
       row("history on, saturated: write → event, other replicas p50 / p99", p(on.remote)),
       row("history on, saturated: commit on writer → event on others p50 / p99", p(on.commitToRemote)),
       row("CPU per write: raw pg processes (all three)", cpu(rawRun.cpu)),
+      row("CPU per write: PostgreSQL server, raw pg / history off / on", `${cpu(rawRun.serverCpu)} / ${cpu(off.serverCpu)} / ${cpu(on.serverCpu)}`),
       row("CPU per write: replicas (all three), history off / on", `${cpu(sum(off.replicaCpu))} / ${cpu(sum(on.replicaCpu))}`),
       row("outbox reads per write (all three), history off / on", `${reads(off.statements).toFixed(2)} / ${reads(on.statements).toFixed(2)}`),
       row("CPU per write: load generator (raw http), history off / on", `${cpu(off.clientCpu)} / ${cpu(on.clientCpu)}`)
@@ -384,6 +395,7 @@ export const main = Effect.gen(function*() {
         "call p50 / p99": p(run.call),
         "CPU/write: replicas (3)": cpu(sum(run.replicaCpu)),
         "CPU/write: generator": cpu(run.clientCpu),
+        "CPU/write: PostgreSQL": cpu(run.serverCpu),
         failed: String(run.failed),
         "outbox reads/write (3)": reads(run.statements).toFixed(2)
       })
