@@ -22,6 +22,9 @@
  *   a clash (no `ON CONFLICT DO NOTHING`);
  * - the connection fails before the answer: the outcome is unknown (`CommitUnknown`), as for a
  *   COMMIT cut off.
+ *
+ * `composeBatch` writes several such inserts of one table as one statement (group commit, see
+ * `PgFusedInsert`): each row's parts read from a CTE of that row alone.
  */
 
 /** One stager's part of the fused statement. */
@@ -89,6 +92,16 @@ const shapeOf = (insert: string, offset: number, parts: ReadonlyArray<Part>): Sh
   return { text, columns }
 }
 
+/** The parts' keys as one string; `undefined` when a part has none (its text is built per write). */
+export const keysOf = (parts: ReadonlyArray<Part>): string | undefined => {
+  let keys = ""
+  for (const part of parts) {
+    if (part.key === undefined) return undefined
+    keys += `${part.key}\u0000`
+  }
+  return keys
+}
+
 /**
  * The fused statement of a row's `insert` (an `INSERT … ON CONFLICT ("id") DO NOTHING RETURNING
  * "id"` whose placeholders are `$1`…`$n` for `values`) and `parts`. It answers one row when the
@@ -97,14 +110,7 @@ const shapeOf = (insert: string, offset: number, parts: ReadonlyArray<Part>): Sh
 export const compose = (insert: string, values: ReadonlyArray<unknown>, parts: ReadonlyArray<Part>): Fused => {
   const parameters = values.slice()
   for (const part of parts) for (const value of part.values) parameters.push(value)
-  let keys: string | undefined = ""
-  for (const part of parts) {
-    if (part.key === undefined) {
-      keys = undefined
-      break
-    }
-    keys += `${part.key}\u0000`
-  }
+  const keys = keysOf(parts)
   let shape: Shape | undefined
   if (keys !== undefined) {
     let byKeys = shapes.get(insert)
@@ -123,6 +129,97 @@ export const compose = (insert: string, values: ReadonlyArray<unknown>, parts: R
     if (column !== undefined) returning.push({ column, part: parts[i]! })
   }
   return { text: shape.text, reused: keys !== undefined, parameters, returning }
+}
+
+/** One row of a batch (see `composeBatch`): its insert's values and its stagers' parts. */
+export interface BatchRow {
+  readonly values: ReadonlyArray<unknown>
+  readonly parts: ReadonlyArray<Part>
+}
+
+/** A batch's statement, and per row the column saying it was inserted and its parts' result columns. */
+export interface FusedBatch {
+  readonly text: string
+  readonly parameters: ReadonlyArray<unknown>
+  readonly rows: ReadonlyArray<{
+    /** The result column holding the row's id when it was inserted, null when its id was taken. */
+    readonly inserted: string
+    readonly returning: ReadonlyArray<{ readonly column: string; readonly part: Part }>
+  }>
+}
+
+interface BatchShape {
+  readonly text: string
+  /** Per row: its `inserted` column and each part's result column (undefined: no `onResult`). */
+  readonly columns: ReadonlyArray<ReadonlyArray<string | undefined>>
+}
+
+const batchShapes = new Map<string, BatchShape>()
+/** Batch texts kept at most (one per table, part keys and batch size in use). */
+const batchShapesKept = 256
+
+/**
+ * The fused statement of several one-row inserts of one table whose parts have the same keys, as
+ * ONE statement and so one transaction and one commit (group commit): `insert` inserts the rows
+ * with placeholders `$1`… for every row's values in turn, `ON CONFLICT ("id") DO NOTHING RETURNING
+ * "id"`; `idIndex` is the position of the id among a row's values. Each row gets a CTE of its own
+ * (its id when inserted, else nothing) and its parts read from it exactly as in `compose`, so a
+ * taken id writes none of that row's parts and the others' go on. The rows' ids must differ. The
+ * answer is one row: per row its id (null when taken) and its parts' `RETURNING` as JSON.
+ */
+export const composeBatch = (
+  insert: string,
+  idIndex: number,
+  rows: ReadonlyArray<BatchRow>,
+  keys: string
+): FusedBatch => {
+  const width = rows[0]!.values.length
+  const key = `${insert}\u0000${keys}\u0000${rows.length}`
+  let shape = batchShapes.get(key)
+  if (shape === undefined) {
+    let at = width * rows.length
+    const ctes = [`"row" AS (${insert})`]
+    const selected: Array<string> = []
+    const columns: Array<Array<string | undefined>> = []
+    for (let r = 0; r < rows.length; r++) {
+      const mine = `r${r}`
+      ctes.push(`"${mine}" AS (SELECT "id" FROM "row" WHERE "id" = $${r * width + idIndex + 1})`)
+      selected.push(`(SELECT "id" FROM "${mine}") AS "${mine}"`)
+      const rowColumns: Array<string | undefined> = [mine]
+      for (let i = 0; i < rows[r]!.parts.length; i++) {
+        const part = rows[r]!.parts[i]!
+        const name = `${mine}p${i}`
+        const first = at
+        ctes.push(`"${name}" AS (${part.statement(`"${mine}"`, (index) => `$${first + index + 1}`)})`)
+        at += part.values.length
+        if (part.onResult === undefined) {
+          rowColumns.push(undefined)
+        } else {
+          rowColumns.push(name)
+          selected.push(`(SELECT to_jsonb("${name}") FROM "${name}" LIMIT 1) AS "${name}"`)
+        }
+      }
+      columns.push(rowColumns)
+    }
+    if (batchShapes.size >= batchShapesKept) batchShapes.clear()
+    batchShapes.set(key, shape = { text: `WITH ${ctes.join(", ")} SELECT ${selected.join(", ")}`, columns })
+  }
+  const parameters: Array<unknown> = []
+  for (const row of rows) for (const value of row.values) parameters.push(value)
+  for (const row of rows) for (const part of row.parts) for (const value of part.values) parameters.push(value)
+  return {
+    text: shape.text,
+    parameters,
+    rows: rows.map((row, r) => {
+      const columns = shape.columns[r]!
+      const returning: Array<{ readonly column: string; readonly part: Part }> = []
+      for (let i = 0; i < row.parts.length; i++) {
+        const column = columns[i + 1]
+        if (column !== undefined) returning.push({ column, part: row.parts[i]! })
+      }
+      return { inserted: columns[0]!, returning }
+    })
+  }
 }
 
 /**

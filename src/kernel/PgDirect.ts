@@ -79,6 +79,8 @@ export interface Direct {
     answer: (error: SqlError | undefined, rows: ReadonlyArray<Record<string, unknown>>, context: C) => void,
     context: C
   ) => boolean
+  /** Whether `fiber`'s statements run on a reserved connection (outside a transaction, nothing in the way). */
+  readonly reserved: (fiber: Fiber.RuntimeFiber<unknown, unknown>) => boolean
   /** A statement of the client's, compiled and run directly when `now` would, else through the client. */
   readonly statement: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
   /** `text` directly when `now` allows it, else `fallback` (the same statement through the client). */
@@ -426,6 +428,7 @@ export const make = (
     return {
       now,
       send,
+      reserved: (fiber) => connectionFor(fiber) === outside,
       transaction,
       statement: <A extends object>(statement: Statement.Statement<A>) =>
         Effect.withFiberRuntime<ReadonlyArray<A>, SqlError>((fiber) => {

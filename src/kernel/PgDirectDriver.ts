@@ -34,6 +34,9 @@ export interface Points {
 export interface PgDirectDriver {
   /** A point statement (text built once per table), directly when that changes nothing, else through the client. */
   readonly point: <A extends object>(text: string, parameters: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<A>, SqlError>
+  /** See `PgDirect.Direct`. */
+  readonly send: PgDirect.Direct["send"]
+  readonly reserved: PgDirect.Direct["reserved"]
   /** A built statement, the same way. */
   readonly run: <A extends object>(statement: Statement.Statement<A>) => Effect.Effect<ReadonlyArray<A>, SqlError>
   /** `body` in a transaction on an idle reserved connection (see `PgDirect`), else the client's. */
@@ -158,6 +161,8 @@ export const make = (
 
     return {
       point,
+      send: pgDirect.send,
+      reserved: pgDirect.reserved,
       run: (statement) => pgDirect.statement(statement),
       transaction: (body) => pgDirect.transaction(body, sql.withTransaction(body)),
       operations

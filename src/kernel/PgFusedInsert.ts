@@ -2,6 +2,17 @@
  * `Driver.insertFusedNow` on PostgreSQL: a one-row insert and its stagers' parts as one
  * autocommitted statement (see `FusedStage`), run straight on a reserved connection (see
  * `PgDirect`), else through the client's pool — one round trip either way.
+ *
+ * Group commit: the fused inserts of one table (and the same stagers) a process sends at once
+ * share a lane with at most `lanesInFlight` statements on the server; the inserts that arrive
+ * while those run wait, and the next statement carries every one waiting (`FusedStage.composeBatch`):
+ * one round trip, one execution of a prepared statement, one transaction and one WAL flush for all
+ * of them. An
+ * insert that finds the lane free is sent at once, alone, so a quiet process adds no wait. Each
+ * row still answers for itself: a taken id is its own `DuplicateRow`. A batch is one transaction,
+ * so a row the server refuses (a clashing history version, a deadlock) refuses the batch: every
+ * row of it is then written again alone, in a transaction, as a refused single insert is; and a
+ * connection lost before the answer leaves every row of the batch `CommitUnknown`.
  */
 import { Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -14,49 +25,220 @@ import * as PgDirect from "./PgDirect.js"
 import * as SqlFailure from "./SqlFailure.js"
 import type * as Table from "./Table.js"
 
-/** What the fused insert needs of the driver: the table's one-row insert and its parameters. */
+/** What the fused insert needs of the driver: the table's row inserts and their parameters. */
 export interface RowInsert {
   /** `INSERT … VALUES ($1, …) ON CONFLICT ("id") DO NOTHING RETURNING "id"`. */
   readonly text: (table: Table.Any) => string
+  /** The same for `rows` rows: placeholders for each row's values in turn. */
+  readonly many: (table: Table.Any, rows: number) => string
+  /** Where the id is among a row's values. */
+  readonly idIndex: (table: Table.Any) => number
   readonly values: (table: Table.Any, row: Driver.Encoded) => ReadonlyArray<unknown>
+}
+
+/** The connections the fused insert runs on (see `PgDirectDriver`). */
+export interface Connections {
+  /** A point statement: on a reserved connection, else through the client's pool. */
+  readonly point: <A extends object>(text: string, parameters: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<A>, SqlError>
+  /** Whether `fiber`'s statements outside a transaction run on the reserved connections. */
+  readonly reserved: (fiber: Fiber.RuntimeFiber<unknown, unknown>) => boolean
+  readonly send: PgDirect.Direct["send"]
 }
 
 type Outcome = undefined | DuplicateRow | CommitUnknown | FusedStage.Refused
 
 /**
- * `insertFusedNow` running its statement with `point` (a point statement of `PgDirectDriver`:
- * on a reserved connection, else through the client's pool).
+ * Statements of one lane on the server at once. Two: while one commits (its WAL flush), the next
+ * gathers the inserts that arrive; more would send smaller batches and pay the round trips again.
  */
-export const make = (
-  point: <A extends object>(text: string, parameters: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<A>, SqlError>,
-  row: RowInsert
-) =>
-(
-  table: Table.Any,
-  encoded: Driver.Encoded,
-  parts: ReadonlyArray<FusedStage.Part>,
-  fiber: Fiber.RuntimeFiber<unknown, unknown>
-): Driver.NotNow | Driver.Later<Outcome> => {
-  // A statement transformer sees the client's statements: take the transaction as before.
-  if (Option.isSome(fiber.getFiberRef(Statement.currentTransformer))) return Driver.NotNow
-  const fused = FusedStage.compose(row.text(table), row.values(table, encoded), parts)
-  // Planning the CTE costs the server more than running it: a text built once is prepared by name.
-  if (fused.reused) PgDirect.prepare(fused.text)
-  const statement = point<Readonly<Record<string, unknown>>>(fused.text, fused.parameters)
-  return new Driver.Later(Effect.match(statement, {
-    onFailure: (error): Outcome =>
-      SqlFailure.refusedByServer(error)
-        ? FusedStage.Refused
-        : new CommitUnknown({ message: `the connection failed during a one-statement write: ${error.message}` }),
-    onSuccess: (rows): Outcome => {
-      const first = rows[0]
-      // ON CONFLICT DO NOTHING: a taken id inserts nothing, so no part wrote either.
-      if (first === undefined) return new DuplicateRow({ table: table.name, id: encoded.id as string })
-      for (const { column, part } of fused.returning) {
-        const returned = first[column]
-        if (Predicate.isRecord(returned)) part.onResult!(returned)
-      }
-      return undefined
+const lanesInFlight = 2
+/** Rows one statement carries at most (its text is prepared once per size). */
+const batchRows = 32
+/** PostgreSQL's most parameters in one statement. */
+const parametersMost = 65_535
+
+/** A fused insert waiting in its lane. */
+interface Waiting {
+  readonly table: Table.Any
+  readonly id: string
+  readonly row: FusedStage.BatchRow
+  readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
+  readonly resume: (outcome: Outcome | typeof notSent) => void
+}
+
+/** The fused inserts of one table and part keys. */
+interface Lane {
+  readonly keys: string
+  inFlight: number
+  waiting: Array<Waiting>
+}
+
+/** The lane's statement could not go on a reserved connection: each row takes the single path. */
+const notSent: unique symbol = Symbol("notSent")
+
+const failedOutcome = (error: SqlError): Outcome =>
+  SqlFailure.refusedByServer(error)
+    ? FusedStage.Refused
+    : new CommitUnknown({ message: `the connection failed during a one-statement write: ${error.message}` })
+
+const byId = (a: Waiting, b: Waiting) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0
+
+/** `insertFusedNow` on `connections`. */
+export const make = (connections: Connections, row: RowInsert) => {
+  const lanes = new Map<string, Lane>()
+
+  /** One row, one statement: as the batch of one it is, text shared with every single write. */
+  const composeOne = (table: Table.Any, values: ReadonlyArray<unknown>, parts: ReadonlyArray<FusedStage.Part>) => {
+    const fused = FusedStage.compose(row.text(table), values, parts)
+    // Planning the CTE costs the server more than running it: a text built once is prepared by name.
+    if (fused.reused) PgDirect.prepare(fused.text)
+    return fused
+  }
+
+  const answerOne = (fused: FusedStage.Fused, table: Table.Any, id: string) =>
+  (error: SqlError | undefined, rows: ReadonlyArray<Readonly<Record<string, unknown>>>): Outcome => {
+    if (error !== undefined) return failedOutcome(error)
+    const first = rows[0]
+    // ON CONFLICT DO NOTHING: a taken id inserts nothing, so no part wrote either.
+    if (first === undefined) return new DuplicateRow({ table: table.name, id })
+    for (const { column, part } of fused.returning) {
+      const returned = first[column]
+      if (Predicate.isRecord(returned)) part.onResult!(returned)
     }
-  }))
+    return undefined
+  }
+
+  /** The single path: the row's statement through `point` (a reserved connection, else the pool). */
+  const single = (table: Table.Any, values: ReadonlyArray<unknown>, parts: ReadonlyArray<FusedStage.Part>, id: string) => {
+    const fused = composeOne(table, values, parts)
+    const answer = answerOne(fused, table, id)
+    return Effect.match(connections.point<Readonly<Record<string, unknown>>>(fused.text, fused.parameters), {
+      onFailure: (error) => answer(error, []),
+      onSuccess: (rows) => answer(undefined, rows)
+    })
+  }
+
+  /** The next statement's rows: the first waiting, in order, with distinct ids, within the limits. */
+  const take = (lane: Lane): Array<Waiting> => {
+    const first = lane.waiting[0]!
+    const perRow = first.row.values.length + first.row.parts.reduce((n, part) => n + part.values.length, 0)
+    const most = Math.max(1, Math.min(batchRows, Math.floor(parametersMost / Math.max(1, perRow))))
+    if (lane.waiting.length === 1) {
+      lane.waiting = []
+      return [first]
+    }
+    const batch: Array<Waiting> = []
+    const ids = new Set<string>()
+    const left: Array<Waiting> = []
+    for (const waiting of lane.waiting) {
+      if (batch.length < most && !ids.has(waiting.id)) {
+        ids.add(waiting.id)
+        batch.push(waiting)
+      } else {
+        left.push(waiting)
+      }
+    }
+    lane.waiting = left
+    return batch
+  }
+
+  const settled = (lane: Lane) => {
+    lane.inFlight--
+    pump(lane)
+  }
+
+  const sendOne = (lane: Lane, waiting: Waiting) => {
+    const fused = composeOne(waiting.table, waiting.row.values, waiting.row.parts)
+    const answer = answerOne(fused, waiting.table, waiting.id)
+    const sent = connections.send(waiting.fiber, fused.text, fused.parameters, (error, rows) => {
+      settled(lane)
+      waiting.resume(answer(error, rows))
+    }, undefined)
+    if (!sent) {
+      settled(lane)
+      waiting.resume(notSent)
+    }
+  }
+
+  const sendBatch = (lane: Lane, batch: Array<Waiting>) => {
+    // One order for every batch of the table: two batches taking the same ids' locks cannot deadlock.
+    batch.sort(byId)
+    const table = batch[0]!.table
+    const fused = FusedStage.composeBatch(row.many(table, batch.length), row.idIndex(table), batch.map((w) => w.row), lane.keys)
+    PgDirect.prepare(fused.text)
+    const sent = connections.send(batch[0]!.fiber, fused.text, fused.parameters, (error, rows) => {
+      settled(lane)
+      const first = rows[0]
+      for (let i = 0; i < batch.length; i++) {
+        const waiting = batch[i]!
+        if (error !== undefined || first === undefined) {
+          waiting.resume(error !== undefined ? failedOutcome(error) : FusedStage.Refused)
+          continue
+        }
+        const written = fused.rows[i]!
+        if (first[written.inserted] === null || first[written.inserted] === undefined) {
+          waiting.resume(new DuplicateRow({ table: table.name, id: waiting.id }))
+          continue
+        }
+        for (const { column, part } of written.returning) {
+          const returned = first[column]
+          if (Predicate.isRecord(returned)) part.onResult!(returned)
+        }
+        waiting.resume(undefined)
+      }
+    }, undefined)
+    if (!sent) {
+      settled(lane)
+      for (const waiting of batch) waiting.resume(notSent)
+    }
+  }
+
+  /** Sends the lane's waiting rows while it has room on the server. */
+  const pump = (lane: Lane) => {
+    while (lane.inFlight < lanesInFlight && lane.waiting.length > 0) {
+      const batch = take(lane)
+      lane.inFlight++
+      if (batch.length === 1) sendOne(lane, batch[0]!)
+      else sendBatch(lane, batch)
+    }
+  }
+
+  return (
+    table: Table.Any,
+    encoded: Driver.Encoded,
+    parts: ReadonlyArray<FusedStage.Part>,
+    fiber: Fiber.RuntimeFiber<unknown, unknown>
+  ): Driver.NotNow | Driver.Later<Outcome> => {
+    // A statement transformer sees the client's statements: take the transaction as before.
+    if (Option.isSome(fiber.getFiberRef(Statement.currentTransformer))) return Driver.NotNow
+    const values = row.values(table, encoded)
+    const id = encoded.id as string
+    const keys = FusedStage.keysOf(parts)
+    // Texts built per write, and statements the client runs (a tracer's spans), go alone.
+    if (keys === undefined || !connections.reserved(fiber)) return new Driver.Later(single(table, values, parts, id))
+    const laneKey = `${row.text(table)}\u0000${keys}`
+    let lane = lanes.get(laneKey)
+    if (lane === undefined) lanes.set(laneKey, lane = { keys, inFlight: 0, waiting: [] })
+    const mine = lane
+    return new Driver.Later(
+      Effect.flatMap(
+        Effect.async<Outcome | typeof notSent>((resume) => {
+          const waiting: Waiting = {
+            table,
+            id,
+            row: { values, parts },
+            fiber,
+            resume: (outcome) => resume(Effect.succeed(outcome))
+          }
+          mine.waiting.push(waiting)
+          pump(mine)
+          // Awaited uninterruptibly by the store; should that change, a row not yet sent leaves its lane.
+          return Effect.sync(() => {
+            mine.waiting = mine.waiting.filter((other) => other !== waiting)
+          })
+        }),
+        (outcome) => outcome === notSent ? single(table, values, parts, id) : Effect.succeed(outcome)
+      )
+    )
+  }
 }

@@ -190,6 +190,18 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
     return statements
   }
 
+  /** `pointOf(table).insert` for `rows` rows (a batch of fused inserts, see `PgFusedInsert`). */
+  const insertOfMany = (table: Table.Any, rows: number) => {
+    const columns = mappingOf(table).columns
+    const tuples: Array<string> = []
+    for (let r = 0; r < rows; r++) {
+      tuples.push(`(${columns.map((_, i) => placeholder(r * columns.length + i + 1)).join(", ")})`)
+    }
+    return `INSERT INTO ${quote(table.name)} (${columns.map((column) => quote(column.name)).join(", ")}) VALUES ${
+      tuples.join(", ")
+    } ON CONFLICT ("id") DO NOTHING RETURNING "id"`
+  }
+
   /** The parameters of `pointOf(table).insert` for `row`, in column order. */
   const valuesOf = (table: Table.Any, row: Driver.Encoded): Array<unknown> => {
     const columns = mappingOf(table).columns
@@ -304,7 +316,12 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
 
   /** A one-row insert and its stagers' parts in one statement (see `PgFusedInsert`). */
   const fusedOperations: Pick<Driver.Driver, "insertFusedNow"> = pgDirect === undefined ? {} : {
-    insertFusedNow: PgFusedInsert.make(pgDirect.point, { text: (table) => pointOf(table).insert, values: valuesOf })
+    insertFusedNow: PgFusedInsert.make(pgDirect, {
+      text: (table) => pointOf(table).insert,
+      many: insertOfMany,
+      idIndex: (table) => mappingOf(table).columns.findIndex((column) => column.name === "id"),
+      values: valuesOf
+    })
   }
 
   const rowsOf = (table: Table.Any) => (rows: ReadonlyArray<Readonly<Record<string, unknown>>>) => {
