@@ -8,7 +8,7 @@ import { Layer } from "effect"
 import { spawn } from "node:child_process"
 import type * as http from "node:http"
 import { request as httpRequest } from "node:http"
-import { readdirSync, readFileSync } from "node:fs"
+import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as ChangeTap from "../src/kernel/ChangeTap.js"
@@ -74,27 +74,31 @@ export const ownCpu = () => {
 }
 
 /**
- * CPU milliseconds the local PostgreSQL server has used: every live `postgres` process, plus what
- * the postmaster collected of its children that exited (backends of closed connections).
+ * CPU milliseconds used so far by the local PostgreSQL server's processes that work for the
+ * database at `url`: its backends (the sampling connection's own included, a few queries) and the
+ * server's background processes (WAL writer, checkpointer, autovacuum), by pid. Other databases'
+ * backends (another benchmark or test run on the same server) are left out. `serverCpuSince` turns
+ * two samples into the time used between them.
  */
-export const postgresCpu = () => {
-  let total = 0
-  for (const entry of readdirSync("/proc")) {
-    if (!/^\d+$/.test(entry)) continue
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
-      if (!stat.includes("(postgres)")) continue
-      const fields = stat.split(") ")[1]!.split(" ")
-      total += Number(fields[11]) + Number(fields[12])
-      // The postmaster (parent not postgres): its children's exited time.
-      if (fields[1] === "1" || !readFileSync(`/proc/${fields[1]}/stat`, "utf8").includes("(postgres)")) {
-        total += Number(fields[13]) + Number(fields[14])
-      }
-    } catch {
-      // A process that exited meanwhile.
-    }
+export const serverCpu = async (url: string): Promise<ReadonlyMap<number, number>> => {
+  const { default: pg } = await import("pg")
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ pid: number }>(
+      `SELECT pid FROM pg_stat_activity WHERE datname = current_database() OR backend_type <> 'client backend'`
+    )
+    return new Map(rows.map(({ pid }) => [pid, cpuOf(pid)] as const).filter(([, cpu]) => !Number.isNaN(cpu)))
+  } finally {
+    await client.end()
   }
-  return total * 10
+}
+
+/** The server's CPU between two `serverCpu` samples (a backend that exited meanwhile is left out). */
+export const serverCpuSince = (before: ReadonlyMap<number, number>, after: ReadonlyMap<number, number>) => {
+  let total = 0
+  for (const [pid, cpu] of after) total += cpu - (before.get(pid) ?? 0)
+  return total
 }
 
 /** Posts an rpc message's JSON over `agent`; resolves with whether the call answered success. */

@@ -35,7 +35,7 @@ import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import { PgClient } from "@effect/sql-pg"
 import { Docs } from "../../test/fleet/app.js"
 import * as Fleet from "../../test/fleet/support.js"
-import { cpuOf, ownCpu, perSecond, postgresCpu, postRpc, table } from "../support.js"
+import { cpuOf, ownCpu, perSecond, postRpc, serverCpu, serverCpuSince, table } from "../support.js"
 
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const WRITES = Number(process.env.FW_BENCH_WRITES ?? 2_000)
@@ -47,6 +47,9 @@ const PROF = process.env.FW_BENCH_PROF
 const TRACE = process.env.FW_BENCH_TRACE === "1"
 const IN_FLIGHT = 48
 const WARM = Number(process.env.FW_BENCH_WARM ?? 4_000)
+
+/** The database of the fleet being driven: the server's CPU is counted for its backends only. */
+let benchDatabase = pgUrl
 
 const freshDb = async () => {
   const name = `fw_bench_f_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
@@ -183,7 +186,7 @@ const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: n
     const queriesBefore = yield* Effect.all(replicas.map(queriesOf))
     const replicasBefore = replicas.map((replica) => cpuOf(replica.child.pid!))
     const clientBefore = ownCpu()
-    const serverBefore = postgresCpu()
+    const serverBefore = yield* Effect.promise(() => serverCpu(benchDatabase))
     const call: Array<number> = []
     let failed = 0
     let transportErrors = 0
@@ -225,7 +228,7 @@ const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: n
     const seconds = (performance.now() - started) / 1000
     const replicaCpu = replicas.map((replica, i) => (cpuOf(replica.child.pid!) - replicasBefore[i]!) / writes)
     const clientCpu = (ownCpu() - clientBefore) / writes
-    const serverCpu = (postgresCpu() - serverBefore) / writes
+    const serverAfter = yield* Effect.promise(() => serverCpu(benchDatabase))
     const local: Array<number> = []
     const remote: Array<number> = []
     const received: Array<ReadonlyArray<Received>> = []
@@ -253,13 +256,25 @@ const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: n
     const statements = replicas.map((_, i) => perWrite(queriesBefore[i]!, queriesAfter[i]!, writes))
     for (const list of [local, remote, commitToRemote, call]) list.sort((a, b) => a - b)
     if (transportErrors > 0) console.log(`(${prefix}: ${transportErrors} transport errors, sent again)`)
-    return { perSecond: writes / seconds, local, remote, commitToRemote, call, replicaCpu, clientCpu, serverCpu, failed, statements } satisfies Run
+    return {
+      perSecond: writes / seconds,
+      local,
+      remote,
+      commitToRemote,
+      call,
+      replicaCpu,
+      clientCpu,
+      serverCpu: serverCpuSince(serverBefore, serverAfter) / writes,
+      failed,
+      statements
+    } satisfies Run
   })
 
 /** Three replicas on a fresh database, history on or off, warmed up. */
 const fleet = (history: boolean) =>
   Effect.gen(function*() {
     const db = yield* Effect.acquireRelease(Effect.promise(freshDb), (db) => Effect.promise(db.drop))
+    benchDatabase = db.url
     yield* SchemaDiffer.apply([Docs, RowHistory]).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(db.url) })), Effect.orDie)
     const env: Record<string, string> = history ? { FW_COUNT_QUERIES: "1" } : { FW_HISTORY: "off", FW_COUNT_QUERIES: "1" }
     if (TRACE) env.FW_TRACE_DELIVERY = "1"
@@ -318,12 +333,17 @@ const raw = Effect.scoped(Effect.gen(function*() {
   const done = children.map((child) => lineOf(child, /DONE ([\d.]+)/))
   yield* Effect.promise(() => Promise.all(children.map((child) => lineOf(child, /READY/))))
   const started = performance.now()
-  const serverBefore = postgresCpu()
+  const serverBefore = yield* Effect.promise(() => serverCpu(db.url))
   for (const child of children) child.stdin!.write("go\n")
   const cpu = yield* Effect.promise(() => Promise.all(done))
   const seconds = (performance.now() - started) / 1000
-  const serverCpu = (postgresCpu() - serverBefore) / WRITES
-  return { perSecond: WRITES / seconds, cpu: cpu.reduce((sum, match) => sum + Number(match[1]), 0) / WRITES, serverCpu }
+  const serverAfter = yield* Effect.promise(() => serverCpu(db.url))
+  for (const child of children) child.stdin!.write("end\n")
+  return {
+    perSecond: WRITES / seconds,
+    cpu: cpu.reduce((sum, match) => sum + Number(match[1]), 0) / WRITES,
+    serverCpu: serverCpuSince(serverBefore, serverAfter) / WRITES
+  }
 }))
 
 const ms = (n: number) => `${n.toFixed(1)} ms`

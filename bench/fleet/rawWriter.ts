@@ -1,7 +1,8 @@
 /**
  * One process of the fleet benchmark's raw `pg` peer: a pool of 16 inserting its share of the rows
  * (every third, from `FW_RAW_FIRST`) with 16 in flight. Prints `READY` once its connections are
- * open, starts on a line on stdin, and prints `DONE <cpu ms>` (its own CPU time while inserting).
+ * open, starts on a line on stdin, and prints `DONE <cpu ms>` (its own CPU time while inserting);
+ * closes its connections on the next line (the bench reads their backends' CPU before).
  */
 import pg from "pg"
 import { createInterface } from "node:readline"
@@ -14,7 +15,9 @@ const inFlight = 16
 const pool = new pg.Pool({ connectionString: url, max: inFlight }).on("error", () => undefined)
 await Promise.all(Array.from({ length: inFlight }, () => pool.query("SELECT 1")))
 console.log("READY")
-await new Promise<void>((resolve) => createInterface({ input: process.stdin }).once("line", () => resolve()))
+const lines = createInterface({ input: process.stdin })
+const nextLine = () => new Promise<void>((resolve) => lines.once("line", () => resolve()))
+await nextLine()
 const before = process.cpuUsage()
 let next = first
 await Promise.all(Array.from({ length: inFlight }, async () => {
@@ -26,4 +29,6 @@ await Promise.all(Array.from({ length: inFlight }, async () => {
 }))
 const used = process.cpuUsage(before)
 console.log(`DONE ${(used.user + used.system) / 1000}`)
+await nextLine()
 await pool.end()
+lines.close()
