@@ -227,7 +227,7 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
       )
       const fused = proxy.sent.slice(sentBefore).filter((chunk) => chunk.includes(`WITH "row"`) || /fw_prepared_\d+/.test(chunk))
       assert.deepStrictEqual(fused.filter((chunk) => !/fw_prepared_\d+/.test(chunk)), [], "no write took the client's unnamed path")
-      // Two sent at once (the lane's room), the rest together as the first answers came back.
+      // The first sent at once (the lane was free), the rest together as answers came back.
       assert.isAtMost(fused.length, 6, `statements: ${fused.length}`)
       assert.isTrue(fused.some((chunk) => chunk.includes(`"r1" AS (SELECT "id" FROM "row"`)), "a statement of several rows")
       for (const id of writes) {
