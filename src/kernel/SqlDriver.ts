@@ -190,16 +190,24 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
     return statements
   }
 
-  /** `pointOf(table).insert` for `rows` rows (a batch of fused inserts, see `PgFusedInsert`). */
+  /** `pointOf(table).insert` for `rows` rows (a batch of fused inserts, see `PgFusedInsert`), by size. */
+  const manySql = new WeakMap<Table.Any, Map<number, string>>()
   const insertOfMany = (table: Table.Any, rows: number) => {
-    const columns = mappingOf(table).columns
-    const tuples: Array<string> = []
-    for (let r = 0; r < rows; r++) {
-      tuples.push(`(${columns.map((_, i) => placeholder(r * columns.length + i + 1)).join(", ")})`)
+    let bySize = manySql.get(table)
+    if (bySize === undefined) manySql.set(table, bySize = new Map())
+    let text = bySize.get(rows)
+    if (text === undefined) {
+      const columns = mappingOf(table).columns
+      const tuples: Array<string> = []
+      for (let r = 0; r < rows; r++) {
+        tuples.push(`(${columns.map((_, i) => placeholder(r * columns.length + i + 1)).join(", ")})`)
+      }
+      text = `INSERT INTO ${quote(table.name)} (${columns.map((column) => quote(column.name)).join(", ")}) VALUES ${
+        tuples.join(", ")
+      } ON CONFLICT ("id") DO NOTHING RETURNING "id"`
+      bySize.set(rows, text)
     }
-    return `INSERT INTO ${quote(table.name)} (${columns.map((column) => quote(column.name)).join(", ")}) VALUES ${
-      tuples.join(", ")
-    } ON CONFLICT ("id") DO NOTHING RETURNING "id"`
+    return text
   }
 
   /** The parameters of `pointOf(table).insert` for `row`, in column order. */

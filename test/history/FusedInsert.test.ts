@@ -238,6 +238,26 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
       assert.deepStrictEqual(events.map((e) => e.id).sort(), writes, "each written row announced once (the two before too)")
     }), 60_000)
 
+  it.scopedLive("group commit: an insert waiting on another transaction's lock does not hold back the table's later inserts", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const { store } = yield* replica(url, false)
+      const admin = yield* Pg.connection(url)
+      const holder = yield* Pg.connection(url)
+      yield* Effect.promise(() => holder.query(`BEGIN; INSERT INTO docs (id, title) VALUES ('held', 'holder')`))
+      const waiting = yield* Effect.fork(store.insert(Docs, { id: "held", title: "mine" }))
+      oneStatement(yield* blocked(admin))
+      // One after another, as a caller would: each would wait for the held one if it kept the lane.
+      for (const id of ["l1", "l2", "l3", "l4", "l5"]) {
+        const written = yield* store.insert(Docs, { id, title: id }).pipe(Effect.timeout("10 seconds"))
+        assert.strictEqual(written.title, id)
+      }
+      assert.isTrue(Option.isNone(yield* Fiber.poll(waiting)), "the held insert still waits")
+      yield* Effect.promise(() => holder.query("ROLLBACK"))
+      assert.strictEqual((yield* Fiber.join(waiting)).title, "mine")
+      assert.deepStrictEqual(yield* versionsOf(store, "held"), ["1:insert:mine"])
+    }), 60_000)
+
   it.scopedLive("group commit, fleet scope: each write of a batch is its own outbox row, received once by the other replica", () =>
     Effect.gen(function*() {
       const url = yield* setUp
