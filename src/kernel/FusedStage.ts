@@ -69,16 +69,26 @@ const shapes = new Map<string, Map<string, Shape>>()
 /** Shapes kept per insert text at most (keys are few; a bound guards against unbounded ones). */
 const shapesKept = 64
 
-const shapeOf = (insert: string, offset: number, parts: ReadonlyArray<Part>): Shape => {
+/**
+ * Appends the CTEs of `parts` writing for the row of the CTE `row`, named `${prefix}${i}`, their
+ * placeholders numbered from `offset`, and the result columns of those with `onResult` to
+ * `selected`. Answers each part's result column (undefined: no `onResult`) and the next offset.
+ */
+const partsOf = (
+  parts: ReadonlyArray<Part>,
+  row: string,
+  prefix: string,
+  offset: number,
+  ctes: Array<string>,
+  selected: Array<string>
+) => {
   let at = offset
-  const ctes = [`"row" AS (${insert})`]
   const columns: Array<string | undefined> = []
-  const selected: Array<string> = []
   for (let i = 0; i < parts.length; i++) {
     const part = parts[i]!
-    const name = `p${i}`
+    const name = `${prefix}${i}`
     const first = at
-    ctes.push(`"${name}" AS (${part.statement(`"row"`, (index) => `$${first + index + 1}`)})`)
+    ctes.push(`"${name}" AS (${part.statement(`"${row}"`, (index) => `$${first + index + 1}`)})`)
     at += part.values.length
     if (part.onResult === undefined) {
       columns.push(undefined)
@@ -87,6 +97,13 @@ const shapeOf = (insert: string, offset: number, parts: ReadonlyArray<Part>): Sh
       selected.push(`(SELECT to_jsonb("${name}") FROM "${name}" LIMIT 1) AS "${name}"`)
     }
   }
+  return { columns, at }
+}
+
+const shapeOf = (insert: string, offset: number, parts: ReadonlyArray<Part>): Shape => {
+  const ctes = [`"row" AS (${insert})`]
+  const selected: Array<string> = []
+  const { columns } = partsOf(parts, "row", "p", offset, ctes, selected)
   // Data-modifying CTEs run to completion whether the final SELECT reads them or not.
   const text = `WITH ${ctes.join(", ")} SELECT ${selected.length === 0 ? `"row"."id"` : selected.join(", ")} FROM "row"`
   return { text, columns }
@@ -185,21 +202,9 @@ export const composeBatch = (
       const mine = `r${r}`
       ctes.push(`"${mine}" AS (SELECT "id" FROM "row" WHERE "id" = $${r * width + idIndex + 1})`)
       selected.push(`(SELECT "id" FROM "${mine}") AS "${mine}"`)
-      const rowColumns: Array<string | undefined> = [mine]
-      for (let i = 0; i < rows[r]!.parts.length; i++) {
-        const part = rows[r]!.parts[i]!
-        const name = `${mine}p${i}`
-        const first = at
-        ctes.push(`"${name}" AS (${part.statement(`"${mine}"`, (index) => `$${first + index + 1}`)})`)
-        at += part.values.length
-        if (part.onResult === undefined) {
-          rowColumns.push(undefined)
-        } else {
-          rowColumns.push(name)
-          selected.push(`(SELECT to_jsonb("${name}") FROM "${name}" LIMIT 1) AS "${name}"`)
-        }
-      }
-      columns.push(rowColumns)
+      const written = partsOf(rows[r]!.parts, mine, `${mine}p`, at, ctes, selected)
+      at = written.at
+      columns.push([mine, ...written.columns])
     }
     if (batchShapes.size >= batchShapesKept) batchShapes.clear()
     batchShapes.set(key, shape = { text: `WITH ${ctes.join(", ")} SELECT ${selected.join(", ")}`, columns })
