@@ -8,7 +8,8 @@
  * it runs wait, and the next statement carries every one waiting (`FusedStage.composeBatch`): one
  * round trip, one execution of a prepared statement, one transaction and one WAL flush for all of
  * them. An insert that finds the lane free is sent at once, alone, so a quiet process adds no
- * wait. Each row still answers for itself: a taken id is its own `DuplicateRow`. A batch is one
+ * wait. A table with triggers of its own keeps one statement per insert (see `triggersText`).
+ * Each row still answers for itself: a taken id is its own `DuplicateRow`. A batch is one
  * transaction, so a row the server refuses (a clashing history version, a deadlock) refuses the
  * batch: every row of it is then written again alone, in a transaction, as a refused single insert
  * is; and a connection lost before the answer leaves every row of the batch `CommitUnknown`.
@@ -79,7 +80,27 @@ interface Lane {
   readonly keys: string
   inFlight: number
   waiting: Array<Waiting>
+  /**
+   * Whether its inserts go together: once the table is known to have no triggers. `undefined`
+   * until the first lookup answers: inserts wait in the lane for it.
+   */
+  grouped: boolean | undefined
+  /** When the table's triggers were last looked up (`Date.now()`), 0 never; and whether a lookup is under way. */
+  checkedAt: number
+  checking: boolean
 }
+
+/**
+ * Whether the table `$1` has triggers of its own. Rows written together hold their locks together:
+ * a trigger that updates rows shared by many writes (an incremental aggregate's group counters)
+ * would then lock several of them in one transaction, in row order, and deadlock with other
+ * transactions locking them in another order, where one-row inserts never held two. Such tables
+ * keep one statement per insert.
+ */
+const triggersText =
+  `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND NOT tgisinternal) AS "triggers"`
+/** How often a lane looks its table's triggers up again (a trigger made later is seen within this). */
+const triggersRecheckMs = 30_000
 
 /** The lane's statement could not go on a reserved connection: each row takes the single path. */
 const notSent: unique symbol = Symbol("notSent")
@@ -220,9 +241,29 @@ export const make = (connections: Connections, row: RowInsert) => {
     }
   }
 
+  /** Looks the lane's table's triggers up, in the background, when not done within `triggersRecheckMs`. */
+  const checkTriggers = (lane: Lane, table: Table.Any, fiber: Fiber.RuntimeFiber<unknown, unknown>) => {
+    if (lane.checking || Date.now() - lane.checkedAt < triggersRecheckMs) return
+    lane.checking = true
+    const checked = (grouped: boolean) => {
+      lane.checking = false
+      lane.checkedAt = Date.now()
+      lane.grouped = grouped
+      if (grouped) return pump(lane)
+      // Those that waited for the first lookup go alone.
+      const waiting = lane.waiting
+      lane.waiting = []
+      for (const one of waiting) one.resume(notSent)
+    }
+    const sent = connections.send(fiber, triggersText, [`"${table.name.replaceAll(`"`, `""`)}"`], (error, rows) => {
+      checked(error === undefined && rows[0]?.triggers === false)
+    }, undefined)
+    if (!sent) checked(false)
+  }
+
   /** Sends the lane's waiting rows while it has room on the server. */
   const pump = (lane: Lane) => {
-    while (lane.inFlight < lanesInFlight && lane.waiting.length > 0) {
+    while (lane.grouped === true && lane.inFlight < lanesInFlight && lane.waiting.length > 0) {
       const batch = take(lane)
       if (batch.length === 1) sendOne(lane, batch[0]!)
       else sendBatch(lane, batch)
@@ -244,11 +285,17 @@ export const make = (connections: Connections, row: RowInsert) => {
     if (keys === undefined || !connections.reserved(fiber)) return new Driver.Later(single(table, values, parts, id))
     const laneKey = `${row.text(table)}\u0000${keys}`
     let lane = lanes.get(laneKey)
-    if (lane === undefined) lanes.set(laneKey, lane = { keys, inFlight: 0, waiting: [] })
+    if (lane === undefined) {
+      lanes.set(laneKey, lane = { keys, inFlight: 0, waiting: [], grouped: undefined, checkedAt: 0, checking: false })
+    }
+    checkTriggers(lane, table, fiber)
+    if (lane.grouped === false) return new Driver.Later(single(table, values, parts, id))
     const mine = lane
     return new Driver.Later(
       Effect.flatMap(
         Effect.async<Outcome | typeof notSent>((resume) => {
+          // The lookup may have answered since (triggers found): alone then.
+          if (mine.grouped === false) return resume(Effect.succeed(notSent))
           const waiting: Waiting = {
             table,
             id,

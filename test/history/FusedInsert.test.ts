@@ -238,6 +238,27 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
       assert.deepStrictEqual(events.map((e) => e.id).sort(), writes, "each written row announced once (the two before too)")
     }), 60_000)
 
+  it.scopedLive("group commit: a table with triggers of its own keeps one statement per insert", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      // A trigger that updates a row shared by every write (as an incremental aggregate's does):
+      // rows written together would lock several such rows in one transaction.
+      const admin = yield* Pg.connection(url)
+      yield* Effect.promise(() =>
+        admin.query(`CREATE TABLE tally (n int); INSERT INTO tally VALUES (0);
+          CREATE FUNCTION count_docs() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN UPDATE tally SET n = n + 1; RETURN NEW; END $$;
+          CREATE TRIGGER docs_tally AFTER INSERT ON docs FOR EACH ROW EXECUTE FUNCTION count_docs()`)
+      )
+      const proxy = yield* cuttingProxy(new URL(url))
+      const { store } = yield* replica(proxy.url, false)
+      const writes = ids(20, "t")
+      assert.deepStrictEqual(yield* burst(store, writes), writes.map((id) => `${id}:ok`))
+      const fused = proxy.sent.filter((chunk) => chunk.includes(`WITH "row"`) || /fw_prepared_\d+/.test(chunk))
+      assert.strictEqual(fused.length, writes.length, "one statement per insert")
+      assert.isFalse(fused.some((chunk) => chunk.includes(`"r1" AS`)))
+      assert.strictEqual((yield* Effect.promise(() => admin.query(`SELECT n FROM tally`))).rows[0].n, writes.length)
+    }), 60_000)
+
   it.scopedLive("group commit: an insert waiting on another transaction's lock does not hold back the table's later inserts", () =>
     Effect.gen(function*() {
       const url = yield* setUp
