@@ -8,7 +8,7 @@
  * it runs wait, and the next statement carries every one waiting (`FusedStage.composeBatch`): one
  * round trip, one execution of a prepared statement, one transaction and one WAL flush for all of
  * them. An insert that finds the lane free is sent at once, alone, so a quiet process adds no
- * wait. A table with triggers of its own keeps one statement per insert (see `triggersText`).
+ * wait. A table with triggers on insert keeps one statement per insert (see `triggersText`).
  * Each row still answers for itself: a taken id is its own `DuplicateRow`. A batch is one
  * transaction, so a row the server refuses (a clashing history version, a deadlock) refuses the
  * batch: every row of it is then written again alone, in a transaction, as a refused single insert
@@ -91,14 +91,15 @@ interface Lane {
 }
 
 /**
- * Whether the table `$1` has triggers of its own. Rows written together hold their locks together:
- * a trigger that updates rows shared by many writes (an incremental aggregate's group counters)
- * would then lock several of them in one transaction, in row order, and deadlock with other
+ * Whether the table `$1` has triggers that fire on INSERT (`tgtype` bit 2), a foreign key's check
+ * included. Rows written together hold their locks together: a trigger that updates rows shared by
+ * many writes (an incremental aggregate's group counters), or a foreign key's check locking parent
+ * rows, would then lock several of them in one transaction, in row order, and deadlock with other
  * transactions locking them in another order, where one-row inserts never held two. Such tables
  * keep one statement per insert.
  */
 const triggersText =
-  `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND NOT tgisinternal) AS "triggers"`
+  `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND (tgtype & 4) <> 0) AS "triggers"`
 /** How often a lane looks its table's triggers up again (a trigger made later is seen within this). */
 const triggersRecheckMs = 30_000
 

@@ -238,7 +238,7 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
       assert.deepStrictEqual(events.map((e) => e.id).sort(), writes, "each written row announced once (the two before too)")
     }), 60_000)
 
-  it.scopedLive("group commit: a table with triggers of its own keeps one statement per insert", () =>
+  it.scopedLive("group commit: a table with a trigger on insert keeps one statement per insert", () =>
     Effect.gen(function*() {
       const url = yield* setUp
       // A trigger that updates a row shared by every write (as an incremental aggregate's does):
@@ -257,6 +257,23 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
       assert.strictEqual(fused.length, writes.length, "one statement per insert")
       assert.isFalse(fused.some((chunk) => chunk.includes(`"r1" AS`)))
       assert.strictEqual((yield* Effect.promise(() => admin.query(`SELECT n FROM tally`))).rows[0].n, writes.length)
+    }), 60_000)
+
+  it.scopedLive("group commit: a table with a foreign key keeps one statement per insert (its check locks the parent rows)", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const admin = yield* Pg.connection(url)
+      yield* Effect.promise(() =>
+        admin.query(`CREATE TABLE titles (title text PRIMARY KEY);
+          INSERT INTO titles SELECT 't-k' || lpad(g::text, 2, '0') FROM generate_series(0, 19) g;
+          ALTER TABLE docs ADD CONSTRAINT docs_title FOREIGN KEY (title) REFERENCES titles (title)`)
+      )
+      const proxy = yield* cuttingProxy(new URL(url))
+      const { store } = yield* replica(proxy.url, false)
+      const writes = ids(20, "k")
+      assert.deepStrictEqual(yield* burst(store, writes), writes.map((id) => `${id}:ok`))
+      const fused = proxy.sent.filter((chunk) => chunk.includes(`WITH "row"`) || /fw_prepared_\d+/.test(chunk))
+      assert.strictEqual(fused.length, writes.length, "one statement per insert")
     }), 60_000)
 
   it.scopedLive("group commit: an insert waiting on another transaction's lock does not hold back the table's later inserts", () =>
