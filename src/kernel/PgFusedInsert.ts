@@ -29,8 +29,11 @@ import type * as Table from "./Table.js"
 export interface RowInsert {
   /** `INSERT … VALUES ($1, …) ON CONFLICT ("id") DO NOTHING RETURNING "id"`. */
   readonly text: (table: Table.Any) => string
-  /** The same for `rows` rows: placeholders for each row's values in turn. */
-  readonly many: (table: Table.Any, rows: number) => string
+  /**
+   * The same for `rows` rows: placeholders for each row's values in turn, and the statement's
+   * `lock_timeout` set to `lockTimeoutMs` (for its own transaction) before the first row is written.
+   */
+  readonly many: (table: Table.Any, rows: number, lockTimeoutMs: number) => string
   /** Where the id is among a row's values. */
   readonly idIndex: (table: Table.Any) => number
   readonly values: (table: Table.Any, row: Driver.Encoded) => ReadonlyArray<unknown>
@@ -65,12 +68,43 @@ const slowMs = 20
 const batchRows = 32
 /** PostgreSQL's most parameters in one statement. */
 const parametersMost = 65_535
+/**
+ * The most bytes of values one statement carries (estimated: a string's length, a buffer's size,
+ * 8 for anything else). Each row's data travels about three times (the row, its history version,
+ * its outbox change), and PostgreSQL refuses a message over 1 GB by closing the connection: rows
+ * that each write fine alone must not add up to that (review: 32 rows of 12 MB answered
+ * `CommitUnknown`, unwritten). A row larger than this goes alone.
+ */
+const batchBytes = 4 * 1024 * 1024
+/**
+ * How long a statement of several rows waits for another transaction's row lock before the server
+ * cancels it (`55P03`; its rows are then written one by one). It holds its own rows' locks while it
+ * waits: a transaction inserting some of the same ids in another order would otherwise deadlock
+ * with it, and be the one aborted where one-row inserts would have let it commit (review). Far
+ * below `deadlock_timeout` (1 s by default), so the batch gives way before the deadlock is looked
+ * for; and the batch's other rows wait this long for a lock that is not theirs, not until it is
+ * released.
+ */
+const batchLockTimeoutMs = 50
+
+/** The estimated bytes of a row's values and its parts' (see `batchBytes`). */
+const bytesOf = (row: FusedStage.BatchRow): number => {
+  let bytes = 0
+  const add = (value: unknown) => {
+    bytes += typeof value === "string" ? value.length : value instanceof Uint8Array ? value.byteLength : 8
+  }
+  for (const value of row.values) add(value)
+  for (const part of row.parts) for (const value of part.values) add(value)
+  return bytes
+}
 
 /** A fused insert waiting in its lane. */
 interface Waiting {
   readonly table: Table.Any
   readonly id: string
   readonly row: FusedStage.BatchRow
+  /** `bytesOf(row)`. */
+  readonly bytes: number
   readonly fiber: Fiber.RuntimeFiber<unknown, unknown>
   readonly resume: (outcome: Outcome | typeof notSent) => void
 }
@@ -160,10 +194,13 @@ export const make = (connections: Connections, row: RowInsert) => {
     const batch: Array<Waiting> = []
     const ids = new Set<string>()
     const left: Array<Waiting> = []
+    let bytes = 0
     for (const waiting of lane.waiting) {
-      if (batch.length < most && !ids.has(waiting.id)) {
+      const fits = batch.length === 0 || (batch.length < most && bytes + waiting.bytes <= batchBytes)
+      if (fits && !ids.has(waiting.id)) {
         ids.add(waiting.id)
         batch.push(waiting)
+        bytes += waiting.bytes
       } else {
         left.push(waiting)
       }
@@ -213,7 +250,7 @@ export const make = (connections: Connections, row: RowInsert) => {
     // One order for every batch of the table: two batches taking the same ids' locks cannot deadlock.
     batch.sort(byId)
     const table = batch[0]!.table
-    const fused = FusedStage.composeBatch(row.many(table, batch.length), row.idIndex(table), batch.map((w) => w.row), lane.keys)
+    const fused = FusedStage.composeBatch(row.many(table, batch.length, batchLockTimeoutMs), row.idIndex(table), batch.map((w) => w.row), lane.keys)
     PgDirect.prepare(fused.text)
     const sent = connections.send(batch[0]!.fiber, fused.text, fused.parameters, (error, rows) => {
       release()
@@ -297,10 +334,12 @@ export const make = (connections: Connections, row: RowInsert) => {
         Effect.async<Outcome | typeof notSent>((resume) => {
           // The lookup may have answered since (triggers found): alone then.
           if (mine.grouped === false) return resume(Effect.succeed(notSent))
+          const row = { values, parts }
           const waiting: Waiting = {
             table,
             id,
-            row: { values, parts },
+            row,
+            bytes: bytesOf(row),
             fiber,
             resume: (outcome) => resume(Effect.succeed(outcome))
           }

@@ -6,7 +6,7 @@
  */
 import { FetchHttpClient } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Option, Schema } from "effect"
+import { Deferred, Effect, Fiber, Layer, Option, Schema } from "effect"
 import type pg from "pg"
 import { rowAsOf, rowHistory, rowHistoryPlugin, RowHistory } from "../../src/history/index.js"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
@@ -273,6 +273,57 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
           ALTER TABLE docs ADD CONSTRAINT docs_title FOREIGN KEY (title) REFERENCES titles (title)`)
       )
       assert.strictEqual(yield* statementsOfBurst(url, "k", 20), 20, "one statement per insert")
+    }), 60_000)
+
+  it.scopedLive("group commit: large rows are not put together past the byte budget (a statement over 1 GB is refused by closing the connection)", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const proxy = yield* cuttingProxy(new URL(url))
+      const { store } = yield* replica(proxy.url, true)
+      const big = "x".repeat(1_500_000)
+      const writes = ids(8, "b")
+      const outcomes = yield* Effect.all(
+        writes.map((id) => store.insert(Docs, { id, title: `${id}${big}` }).pipe(Effect.match({ onFailure: (e) => e._tag, onSuccess: () => "ok" }))),
+        { concurrency: "unbounded" }
+      )
+      assert.deepStrictEqual(outcomes, writes.map(() => "ok"))
+      // Each row travels three times (row, version, outbox change): 4.5 MB, over the 4 MiB budget alone.
+      const statements = proxy.sent.filter((chunk) => chunk.includes(`WITH "row"`) || /fw_prepared_\d+/.test(chunk))
+      assert.strictEqual(statements.length, writes.length, "one statement per large row")
+      assert.strictEqual((yield* store.find(Docs)).length, writes.length)
+    }), 60_000)
+
+  it.scopedLive("group commit: a batch waiting on a lock gives way, so a transaction inserting some of its ids in another order commits as with one-row inserts", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const { store } = yield* replica(url, false)
+      yield* store.insert(Docs, { id: "warm", title: "w" })
+      // Another writer's uncommitted insert of "m".
+      const holder = yield* Pg.connection(url)
+      yield* Effect.promise(() => holder.query(`BEGIN; INSERT INTO docs (id, title) VALUES ('m', 'held')`))
+      // The app's transaction inserts "z", then later "a" (a taken id is fine for it).
+      const started = yield* Deferred.make<void>()
+      const go = yield* Deferred.make<void>()
+      const transaction = yield* Effect.fork(store.transaction(Effect.gen(function*() {
+        yield* store.insert(Docs, { id: "z", title: "tx" })
+        yield* Deferred.succeed(started, undefined)
+        yield* Deferred.await(go)
+        return yield* store.insert(Docs, { id: "a", title: "tx" }).pipe(
+          Effect.as("inserted"),
+          Effect.catchTag("DuplicateRow", () => Effect.succeed("taken"))
+        )
+      })).pipe(Effect.either))
+      yield* Deferred.await(started)
+      // One-row inserts of a, m and z from other callers ("p" first, alone: a, m, z go together, in
+      // id order, and wait on "m" holding "a").
+      const others = yield* Effect.fork(burst(store, ["p", "a", "m", "z"]))
+      yield* Effect.sleep("300 millis")
+      yield* Deferred.succeed(go, undefined)
+      yield* Effect.sleep("300 millis")
+      yield* Effect.promise(() => holder.query("ROLLBACK"))
+      const outcome = yield* Fiber.join(transaction)
+      assert.deepStrictEqual(outcome._tag === "Right" ? outcome.right : outcome.left._tag, "taken")
+      assert.deepStrictEqual(yield* Fiber.join(others), ["p:ok", "a:ok", "m:ok", "z:DuplicateRow"])
     }), 60_000)
 
   it.scopedLive("group commit: an insert waiting on another transaction's lock does not hold back the table's later inserts", () =>
