@@ -171,8 +171,13 @@ describe("IdP metadata", () => {
       // The IdP rotates its key: only the refreshing SP sees it.
       off.serve(metadataOf([Idp.rotatedIdpKeys.cert]))
       on.serve(metadataOf([Idp.rotatedIdpKeys.cert]))
-      yield* TestClock.adjust("3 hours")
-      yield* fetched(on, 4)
+      // An hour at a time, each refresh's fetch awaited: the fetch is real I/O, and a refresh
+      // schedules its next run only once it is done; advancing three hours at once passed the
+      // second and third while the first was still fetching (CI saw 3 fetches instead of 4).
+      for (const count of [2, 3, 4]) {
+        yield* TestClock.adjust("1 hour")
+        yield* fetched(on, count)
+      }
       assert.deepStrictEqual([off.fetches(), on.fetches()], [1, 4])
       assert.strictEqual((yield* logIn(withRefresh, Idp.rotatedIdpKeys)).status, 302)
       assert.strictEqual((yield* logIn(withoutRefresh, Idp.rotatedIdpKeys)).status, 401)
