@@ -179,14 +179,13 @@ const batchShapesKept = 256
  * The fused statement of several one-row inserts of one table whose parts have the same keys, as
  * ONE statement and so one transaction and one commit (group commit): `insert` inserts the rows
  * with placeholders `$1`… for every row's values in turn, `ON CONFLICT ("id") DO NOTHING RETURNING
- * "id"`; `idIndex` is the position of the id among a row's values. Each row gets a CTE of its own
+ * "id"`; the id comes first among a row's values. Each row gets a CTE of its own
  * (its id when inserted, else nothing) and its parts read from it exactly as in `compose`, so a
  * taken id writes none of that row's parts and the others' go on. The rows' ids must differ. The
  * answer is one row: per row its id (null when taken) and its parts' `RETURNING` as JSON.
  */
 export const composeBatch = (
   insert: string,
-  idIndex: number,
   rows: ReadonlyArray<BatchRow>,
   keys: string
 ): FusedBatch => {
@@ -200,7 +199,7 @@ export const composeBatch = (
     const columns: Array<Array<string | undefined>> = []
     for (let r = 0; r < rows.length; r++) {
       const mine = `r${r}`
-      ctes.push(`"${mine}" AS (SELECT "id" FROM "row" WHERE "id" = $${r * width + idIndex + 1})`)
+      ctes.push(`"${mine}" AS (SELECT "id" FROM "row" WHERE "id" = $${r * width + 1})`)
       selected.push(`(SELECT "id" FROM "${mine}") AS "${mine}"`)
       const written = partsOf(rows[r]!.parts, mine, `${mine}p`, at, ctes, selected)
       at = written.at

@@ -18,6 +18,7 @@ import { Statement } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Fiber } from "effect"
 import { Effect, Option, Predicate } from "effect"
+import * as Columns from "./Columns.js"
 import * as Driver from "./Driver.js"
 import { CommitUnknown, DuplicateRow } from "./Errors.js"
 import * as FusedStage from "./FusedStage.js"
@@ -29,13 +30,7 @@ import type * as Table from "./Table.js"
 export interface RowInsert {
   /** `INSERT … VALUES ($1, …) ON CONFLICT ("id") DO NOTHING RETURNING "id"`. */
   readonly text: (table: Table.Any) => string
-  /**
-   * The same for `rows` rows: placeholders for each row's values in turn, and the statement's
-   * `lock_timeout` set to `lockTimeoutMs` (for its own transaction) before the first row is written.
-   */
-  readonly many: (table: Table.Any, rows: number, lockTimeoutMs: number) => string
-  /** Where the id is among a row's values. */
-  readonly idIndex: (table: Table.Any) => number
+  /** Its parameters for `row`: the table's columns (`Columns.of`) in order, the id first. */
   readonly values: (table: Table.Any, row: Driver.Encoded) => ReadonlyArray<unknown>
 }
 
@@ -86,6 +81,38 @@ const batchBytes = 4 * 1024 * 1024
  * released.
  */
 const batchLockTimeoutMs = 50
+
+const quote = (identifier: string) => `"${identifier.replaceAll(`"`, `""`)}"`
+
+/**
+ * The one-row insert for `rows` rows of `table` (placeholders for each row's values in turn, in
+ * `Columns.of` order, the id first), by size. The first row's id is written as the side effect of
+ * `set_config('lock_timeout', …, true)` then the id: the setting holds for the statement's own
+ * transaction (see `batchLockTimeoutMs`), from before its first row takes a lock.
+ */
+const manyTexts = new WeakMap<Table.Any, Map<number, string>>()
+const insertOfMany = (table: Table.Any, rows: number): string => {
+  let bySize = manyTexts.get(table)
+  if (bySize === undefined) manyTexts.set(table, bySize = new Map())
+  let text = bySize.get(rows)
+  if (text === undefined) {
+    const names = Columns.of(table).map((column) => quote(column.name))
+    const tuples: Array<string> = []
+    for (let r = 0; r < rows; r++) {
+      const first = r * names.length
+      tuples.push(`(${
+        names.map((_, i) =>
+          r === 0 && i === 0
+            ? `CASE WHEN set_config('lock_timeout', '${batchLockTimeoutMs}ms', true) IS NOT NULL THEN $1 END`
+            : `$${first + i + 1}`
+        ).join(", ")
+      })`)
+    }
+    text = `INSERT INTO ${quote(table.name)} (${names.join(", ")}) VALUES ${tuples.join(", ")} ON CONFLICT ("id") DO NOTHING RETURNING "id"`
+    bySize.set(rows, text)
+  }
+  return text
+}
 
 /** The estimated bytes of a row's values and its parts' (see `batchBytes`). */
 const bytesOf = (row: FusedStage.BatchRow): number => {
@@ -250,7 +277,7 @@ export const make = (connections: Connections, row: RowInsert) => {
     // One order for every batch of the table: two batches taking the same ids' locks cannot deadlock.
     batch.sort(byId)
     const table = batch[0]!.table
-    const fused = FusedStage.composeBatch(row.many(table, batch.length, batchLockTimeoutMs), row.idIndex(table), batch.map((w) => w.row), lane.keys)
+    const fused = FusedStage.composeBatch(insertOfMany(table, batch.length), batch.map((w) => w.row), lane.keys)
     PgDirect.prepare(fused.text)
     const sent = connections.send(batch[0]!.fiber, fused.text, fused.parameters, (error, rows) => {
       release()

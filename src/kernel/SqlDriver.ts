@@ -190,39 +190,6 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
     return statements
   }
 
-  /**
-   * `pointOf(table).insert` for `rows` rows (a batch of fused inserts, see `PgFusedInsert`), by
-   * size. The first row's id (a text column) is written as `set_config('lock_timeout', …, true)`'s
-   * side effect then the id: the setting holds for the statement's own transaction, from before its
-   * first row takes a lock.
-   */
-  const manySql = new WeakMap<Table.Any, Map<string, string>>()
-  const insertOfMany = (table: Table.Any, rows: number, lockTimeoutMs: number) => {
-    let bySize = manySql.get(table)
-    if (bySize === undefined) manySql.set(table, bySize = new Map())
-    const key = `${rows}:${lockTimeoutMs}`
-    let text = bySize.get(key)
-    if (text === undefined) {
-      const columns = mappingOf(table).columns
-      const timeout = `${Math.max(1, Math.floor(lockTimeoutMs))}ms`
-      const tuples: Array<string> = []
-      for (let r = 0; r < rows; r++) {
-        tuples.push(`(${
-          columns.map((column, i) =>
-            r === 0 && column.name === "id"
-              ? `CASE WHEN set_config('lock_timeout', '${timeout}', true) IS NOT NULL THEN ${placeholder(i + 1)} END`
-              : placeholder(r * columns.length + i + 1)
-          ).join(", ")
-        })`)
-      }
-      text = `INSERT INTO ${quote(table.name)} (${columns.map((column) => quote(column.name)).join(", ")}) VALUES ${
-        tuples.join(", ")
-      } ON CONFLICT ("id") DO NOTHING RETURNING "id"`
-      bySize.set(key, text)
-    }
-    return text
-  }
-
   /** The parameters of `pointOf(table).insert` for `row`, in column order. */
   const valuesOf = (table: Table.Any, row: Driver.Encoded): Array<unknown> => {
     const columns = mappingOf(table).columns
@@ -337,12 +304,7 @@ export const make: Effect.Effect<Driver.Driver, never, SqlClient.SqlClient | Sco
 
   /** A one-row insert and its stagers' parts in one statement (see `PgFusedInsert`). */
   const fusedOperations: Pick<Driver.Driver, "insertFusedNow"> = pgDirect === undefined ? {} : {
-    insertFusedNow: PgFusedInsert.make(pgDirect, {
-      text: (table) => pointOf(table).insert,
-      many: insertOfMany,
-      idIndex: (table) => mappingOf(table).columns.findIndex((column) => column.name === "id"),
-      values: valuesOf
-    })
+    insertFusedNow: PgFusedInsert.make(pgDirect, { text: (table) => pointOf(table).insert, values: valuesOf })
   }
 
   const rowsOf = (table: Table.Any) => (rows: ReadonlyArray<Readonly<Record<string, unknown>>>) => {

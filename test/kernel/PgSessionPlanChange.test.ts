@@ -15,14 +15,20 @@ import * as Pg from "../support/Pg.js"
 const read: PgSession.Prepared = { name: "fw_test_read", text: "SELECT id, v FROM plan_change WHERE id = $1" }
 const echo: PgSession.Prepared = { name: "fw_test_echo", text: "SELECT $1::text AS echo" }
 
+/** A fresh database with the table `plan_change` (row 1 → 10), an admin connection and a session on it. */
+const setUp = Effect.gen(function*() {
+  const url = yield* Pg.freshDatabase
+  const admin = yield* Pg.connection(url)
+  yield* Effect.promise(() => admin.query("CREATE TABLE plan_change (id int PRIMARY KEY, v int); INSERT INTO plan_change VALUES (1, 10)"))
+  const context = yield* Layer.build(PgClient.layer({ url: Redacted.make(url) }))
+  const session = yield* PgSession.make(Context.get(context, PgClient.PgClient))
+  return { admin, session }
+})
+
 describe.skipIf(Pg.serverUrl === null)("PgSession after a schema change (PostgreSQL)", () => {
   it.scopedLive("a statement whose result type changed answers again, prepared afresh on a fresh connection", () =>
     Effect.gen(function*() {
-      const url = yield* Pg.freshDatabase
-      const admin = yield* Pg.connection(url)
-      yield* Effect.promise(() => admin.query("CREATE TABLE plan_change (id int PRIMARY KEY, v int); INSERT INTO plan_change VALUES (1, 10)"))
-      const context = yield* Layer.build(PgClient.layer({ url: Redacted.make(url) }))
-      const session = yield* PgSession.make(Context.get(context, PgClient.PgClient))
+      const { admin, session } = yield* setUp
       const run = session.run<{ id: number; v: unknown }>(read, [1])
       assert.deepStrictEqual(yield* run, [{ id: 1, v: 10 }])
       yield* Effect.promise(() => admin.query("ALTER TABLE plan_change ALTER COLUMN v TYPE text"))
@@ -35,11 +41,7 @@ describe.skipIf(Pg.serverUrl === null)("PgSession after a schema change (Postgre
 
   it.scopedLive("a statement queued behind the refused one on the same connection runs there, not failed by the connection's replacement", () =>
     Effect.gen(function*() {
-      const url = yield* Pg.freshDatabase
-      const admin = yield* Pg.connection(url)
-      yield* Effect.promise(() => admin.query("CREATE TABLE plan_change (id int PRIMARY KEY, v int); INSERT INTO plan_change VALUES (1, 10)"))
-      const context = yield* Layer.build(PgClient.layer({ url: Redacted.make(url) }))
-      const session = yield* PgSession.make(Context.get(context, PgClient.PgClient))
+      const { admin, session } = yield* setUp
       assert.deepStrictEqual(yield* session.run(read, [1]), [{ id: 1, v: 10 }])
       yield* Effect.promise(() => admin.query("ALTER TABLE plan_change ALTER COLUMN v TYPE text"))
       // Sent together (as the fleet tap's outbox read and its announcement are): the echo waits on
