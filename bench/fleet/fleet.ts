@@ -17,7 +17,8 @@
  * The load generator is raw `node:http` with a keep-alive agent posting the rpc message's JSON (the
  * typed rpc client cost ~2 ms of CPU per call, as much as a third of a replica's, on the same two cores).
  * `FW_BENCH_WRITES` sets the writes per run (default 2,000), `FW_BENCH_WARM` the writes that warm each
- * fleet up first (default 4,000); `FW_BENCH_ONLY=paced` runs only the
+ * fleet, and the raw peer, up first (default 20,000: with 4,000 the replicas still used 0.46 ms of
+ * CPU per write where they settle at 0.24, and the raw peer ran 9,700 inserts/s against 17,500); `FW_BENCH_ONLY=paced` runs only the
  * paced and role runs (history on), `FW_BENCH_ONLY=saturated` only the saturated run with history on
  * (with `FW_BENCH_PROF`: a profile of saturation alone); `FW_BENCH_PROF=<dir>` runs the replicas under `--cpu-prof`
  * (profiles written to `<dir>` when they exit; summarise with `bench/profileSummary.ts`), sampled every
@@ -46,7 +47,7 @@ const ONLY_SATURATED = process.env.FW_BENCH_ONLY === "saturated"
 const PROF = process.env.FW_BENCH_PROF
 const TRACE = process.env.FW_BENCH_TRACE === "1"
 const IN_FLIGHT = 48
-const WARM = Number(process.env.FW_BENCH_WARM ?? 4_000)
+const WARM = Number(process.env.FW_BENCH_WARM ?? 20_000)
 
 /** The database of the fleet being driven: the server's CPU is counted for its backends only. */
 let benchDatabase = pgUrl
@@ -284,8 +285,8 @@ const fleet = (history: boolean) =>
       ),
       { concurrency: "unbounded" }
     )
-    // Warm up every replica's pool, caches and V8's optimised code: with 300 writes a third of a
-    // short run's replica CPU was the optimising compiler still at work (a served app runs warm).
+    // Warm up every replica's pool, caches and V8's optimised code, as the raw peer is: a served
+    // app runs warm, and a short warm-up left much of a run's CPU to the optimising compiler.
     yield* drive(replicas, "warm", WARM, undefined, (i) => i % 3)
     return replicas
   })
@@ -312,7 +313,7 @@ const raw = Effect.scoped(Effect.gen(function*() {
     Effect.acquireRelease(
       Effect.sync(() =>
         spawn(process.execPath, ["--import", "tsx", writer], {
-          env: { ...process.env, DATABASE_URL: db.url, FW_RAW_FIRST: String(first), FW_BENCH_WRITES: String(WRITES) },
+          env: { ...process.env, DATABASE_URL: db.url, FW_RAW_FIRST: String(first), FW_BENCH_WRITES: String(WRITES), FW_BENCH_WARM: String(WARM) },
           stdio: ["pipe", "pipe", "inherit"]
         })
       ),

@@ -1,8 +1,9 @@
 /**
  * One process of the fleet benchmark's raw `pg` peer: a pool of 16 inserting its share of the rows
- * (every third, from `FW_RAW_FIRST`) with 16 in flight. Prints `READY` once its connections are
- * open, starts on a line on stdin, and prints `DONE <cpu ms>` (its own CPU time while inserting);
- * closes its connections on the next line (the bench reads their backends' CPU before).
+ * (every third, from `FW_RAW_FIRST`) with 16 in flight. Prints `READY` once warmed up (its share
+ * of `FW_BENCH_WARM` rows inserted first, as each fleet is warmed up), starts on a line on stdin,
+ * prints `DONE <cpu ms>` (its own CPU time while inserting), and closes its connections on the
+ * next line (the bench reads their backends' CPU before).
  */
 import pg from "pg"
 import { createInterface } from "node:readline"
@@ -10,23 +11,29 @@ import { createInterface } from "node:readline"
 const url = process.env.DATABASE_URL!
 const first = Number(process.env.FW_RAW_FIRST ?? 0)
 const writes = Number(process.env.FW_BENCH_WRITES ?? 3_000)
+const warm = Number(process.env.FW_BENCH_WARM ?? 0)
 const inFlight = 16
 
 const pool = new pg.Pool({ connectionString: url, max: inFlight }).on("error", () => undefined)
-await Promise.all(Array.from({ length: inFlight }, () => pool.query("SELECT 1")))
+/** Inserts every third of `count` rows named `${prefix}-i`, from `first`, 16 in flight. */
+const insert = (prefix: string, count: number) => {
+  let next = first
+  return Promise.all(Array.from({ length: inFlight }, async () => {
+    while (next < count) {
+      const i = next
+      next += 3
+      await pool.query(`INSERT INTO docs (id, title) VALUES ($1, $2)`, [`${prefix}-${i}`, `t${i}`])
+    }
+  }))
+}
+// Warmed up as the fleets are (V8's optimised code, the pool's connections): the same steady state.
+await insert("warm", warm)
 console.log("READY")
 const lines = createInterface({ input: process.stdin })
 const nextLine = () => new Promise<void>((resolve) => lines.once("line", () => resolve()))
 await nextLine()
 const before = process.cpuUsage()
-let next = first
-await Promise.all(Array.from({ length: inFlight }, async () => {
-  while (next < writes) {
-    const i = next
-    next += 3
-    await pool.query(`INSERT INTO docs (id, title) VALUES ($1, $2)`, [`w-${i}`, `t${i}`])
-  }
-}))
+await insert("w", writes)
 const used = process.cpuUsage(before)
 console.log(`DONE ${(used.user + used.system) / 1000}`)
 await nextLine()
