@@ -376,6 +376,7 @@ export const main = Effect.gen(function*() {
         { what: "CPU per write: replicas (all three)", value: cpu(sum(run.replicaCpu)) },
         { what: "CPU per write: each replica", value: run.replicaCpu.map(cpu).join(" / ") },
         { what: "CPU per write: PostgreSQL server", value: cpu(run.serverCpu) },
+        { what: "CPU per write: load generator", value: cpu(run.clientCpu) },
         { what: "write → event p50 / p99: writing / other replicas", value: `${p(run.local)}; ${p(run.remote)}` },
       ])
       statementsTable("saturated, history on", run.statements)

@@ -175,4 +175,50 @@ describe.skipIf(Pg.serverUrl === null)("ChangeTap fleet outbox read", () => {
       )
       assert.deepStrictEqual(yield* take(received, 1), ["after"])
     }))
+
+  it.scopedLive("on a large outbox never analyzed, a read with changes to deliver examines those, not the outbox", () =>
+    Effect.gen(function*() {
+      // A fleet at a few thousand writes per second fills its outbox faster than autovacuum first
+      // analyzes it (a minute or more): planned on guesses, the read walked the outbox in id order
+      // from its first row, filtering, on every read (50–80 ms each at 100,000 rows; the fleet
+      // bench's server then spent most of its time there).
+      const url = yield* Pg.freshDatabase
+      yield* Layer.build(ChangeTap.layerFleet({ pollMs: 60_000 }).pipe(
+        Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 }))
+      ))
+      const writer = yield* connection(url)
+      yield* Effect.promise(() => writer.query("ALTER TABLE _fw_change_outbox SET (autovacuum_enabled = false)"))
+      yield* Effect.promise(() => writer.query("SET synchronous_commit = off"))
+      // Rows the size of a real change (its row, provenance), a few writes per transaction.
+      const bulk = (from: number, rows: number) =>
+        Effect.promise(() =>
+          writer.query(
+            `DO $$ BEGIN FOR g IN ${from}..${from + rows - 1} LOOP
+               INSERT INTO _fw_change_outbox (origin, changes)
+               SELECT 'elsewhere', jsonb_build_array(jsonb_build_object('table', 'notes', 'op', 'insert', 'id', 'bulk-' || g,
+                 'tenantId', null, 'before', null, 'after', jsonb_build_object('id', 'bulk-' || g, 'title', repeat('t', 120)),
+                 'at', 1764300000000, 'ref', md5(g::text),
+                 'provenance', jsonb_build_object('traceId', md5(g::text), 'subjectId', null, 'procedure', 'notes.create')));
+               IF g % 7 = 0 THEN COMMIT; END IF;
+             END LOOP; END $$`
+          )
+        )
+      yield* bulk(1, 60_000)
+      const snapshot = (yield* Effect.promise(() => writer.query<{ snap: string }>("SELECT pg_current_snapshot()::text AS snap"))).rows[0]!.snap
+      // What committed since that snapshot: the next read's work.
+      yield* bulk(60_001, 300)
+      yield* Effect.promise(() => writer.query(`PREPARE outbox_read AS ${FleetTap.pageText(500)}`))
+      for (const mode of ["force_custom_plan", "force_generic_plan"]) {
+        yield* Effect.promise(() => writer.query(`SET plan_cache_mode = ${mode}`))
+        const plan = yield* Effect.promise(() =>
+          writer.query<{ "QUERY PLAN": ReadonlyArray<{ Plan: Record<string, unknown> }> }>(
+            `EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE outbox_read('reader', '${snapshot}', '0')`
+          )
+        )
+        const root = plan.rows[0]!["QUERY PLAN"][0]!.Plan
+        assert.strictEqual(Number(root["Actual Rows"]), 300, `the read found what committed since (${mode})`)
+        const work = examined(root)
+        assert.isBelow(work, 1_000, `the read examined ${work} outbox rows for 300 to deliver (${mode})`)
+      }
+    }))
 })
