@@ -61,6 +61,9 @@ const blocked = (admin: pg.Client) =>
 const versionsOf = (store: Store.StoreShape, id: string) =>
   Effect.map(rowHistory(store, Docs, id, null), (versions) => versions.map((v) => `${v.version}:${v.op}:${v.data?.title ?? "-"}`))
 
+/** Text only a statement of several rows has: the rows' values for a set-form part (see `FusedStage.composeBatch`). */
+const severalRows = `) AS v("id", `
+
 const oneStatement = (text: string) => {
   assert.match(text, /^WITH "row" AS \(INSERT INTO "docs"/, "the row's insert opens the statement")
   assert.include(text, `INSERT INTO "_fw_row_history"`, "the version is written in the same statement")
@@ -239,7 +242,7 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
       assert.deepStrictEqual(fused.filter((chunk) => !/fw_prepared_\d+/.test(chunk)), [], "no write took the client's unnamed path")
       // The first sent at once (the lane was free), the rest together as answers came back.
       assert.isAtMost(fused.length, 6, `statements: ${fused.length}`)
-      assert.isTrue(fused.some((chunk) => chunk.includes(`"r1" AS (SELECT "id" FROM "row"`)), "a statement of several rows")
+      assert.isTrue(fused.some((chunk) => chunk.includes(severalRows)), "a statement of several rows")
       for (const id of writes) {
         assert.deepStrictEqual(yield* versionsOf(store, id), [`1:insert:${id === "c05" || id === "c31" ? "before" : `t-${id}`}`])
       }
@@ -392,7 +395,7 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
     Effect.gen(function*() {
       const url = yield* setUp
       // A statement of several rows (its text, sent the first time on a connection).
-      const proxy = yield* cuttingProxy(new URL(url), `"r1" AS (SELECT`)
+      const proxy = yield* cuttingProxy(new URL(url), severalRows)
       const { events, store } = yield* replica(proxy.url, true)
       proxy.arm()
       const writes = ids(20, "u")
