@@ -197,7 +197,10 @@ export interface Plugin {
    * when every stager gives one, a one-row insert outside a transaction commits with its staging
    * in one round trip (no tracer, no statement transformer). `null`: nothing to write for this
    * change; `undefined`: take the transaction. Only with `onStage` or `onStageStatements`, which do
-   * the work everywhere else (updates, deletes, transactions, several rows, other tiers).
+   * the work everywhere else (updates, deletes, transactions, several rows, other tiers). Inserts
+   * sent together are one statement (group commit): a part is written once per row there, unless it
+   * gives a set form (`FusedStage.Part.statementForRows`), written once for all the rows — about half
+   * the server's CPU per row.
    */
   readonly onStageFused?: (change: PendingChange) => FusedStage.Part | null | undefined
   /**

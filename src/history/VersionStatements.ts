@@ -30,8 +30,9 @@ export const dataOf = (excludeColumns: ExcludeColumns, change: Change) => {
 /**
  * The INSERT of one version, as `recordsOf` would make it: the next version after the row's newest
  * (read in the same statement) and its record, `changedAt` never running backwards. `p` names the
- * placeholders of the change's values; `from` joins what the version is written for (nothing, or
- * the fused statement's inserted row).
+ * change's values (placeholders, or a relation's columns); `from` is what the version is written
+ * for: nothing, the fused statement's inserted row, or a batch's inserted rows with their values
+ * (one version per row; the newest version is read per row, hence `LATERAL`).
  */
 const versionInsert = (
   p: {
@@ -45,13 +46,13 @@ const versionInsert = (
     readonly subject: string
     readonly procedure: string
   },
-  from: string
+  from: string | undefined
 ) =>
   `INSERT INTO "${RowHistory.name}"
   ("id", "tableName", "rowId", "version", "op", "data", "changedAt", "tenantId", "traceId", "subjectId", "procedure")
   SELECT ${p.table}::text || ':' || ${p.id}::text || ':' || lpad(head.version::text, 10, '0'), ${p.table}, ${p.id}, head.version,
     ${p.op}, ${p.data}::jsonb, GREATEST(${p.at}::double precision, head.at), ${p.tenant}, ${p.trace}, ${p.subject}, ${p.procedure}
-  FROM ${from}(SELECT coalesce(max("version"), 0) + 1 AS version, coalesce(max("changedAt"), ${p.at}::double precision) AS at
+  FROM ${from === undefined ? "" : `${from}, LATERAL `}(SELECT coalesce(max("version"), 0) + 1 AS version, coalesce(max("changedAt"), ${p.at}::double precision) AS at
     FROM "${RowHistory.name}" WHERE "tableName" = ${p.table} AND "rowId" = ${p.id}) head`
 
 /**
@@ -69,7 +70,7 @@ const versionStatement = `${
     trace: "$7",
     subject: "$8",
     procedure: "$9"
-  }, "")
+  }, undefined)
 } ON CONFLICT ("id") DO NOTHING RETURNING "id"`
 
 /** The parameters of `versionInsert` for `change`, in its order. */
@@ -91,26 +92,34 @@ const versionValues = (excludeColumns: ExcludeColumns, change: Change): Readonly
 }
 
 /**
- * The version of an inserted row as a part of the fused one-statement insert (see `FusedStage`).
- * No `ON CONFLICT` here: the statement's snapshot predates its wait on the row's lock, so after a
- * concurrent delete and re-insert of the id its version may clash; the clash fails the statement,
- * and the store writes the row again in a transaction, where the version is read afresh.
+ * The fused version insert for `from` (one inserted row, or a batch's rows with their values as
+ * text columns: every value is cast where its column is not text), values by `value`.
+ */
+const versionFused = (from: string, value: (index: number) => string) =>
+  versionInsert({
+    table: value(0),
+    id: value(1),
+    op: value(2),
+    data: value(3),
+    at: value(4),
+    tenant: value(5),
+    trace: value(6),
+    subject: value(7),
+    procedure: value(8)
+  }, from)
+
+/**
+ * The version of an inserted row as a part of the fused one-statement insert (see `FusedStage`),
+ * with its set form: one insert writes the versions of a whole batch. No `ON CONFLICT` here: the
+ * statement's snapshot predates its wait on the row's lock, so after a concurrent delete and
+ * re-insert of the id its version may clash; the clash fails the statement, and the store writes
+ * the row (every row of a batch) again in a transaction, where the version is read afresh.
  */
 export const versionPart = (excludeColumns: ExcludeColumns, change: Change): FusedStage.Part => ({
   key: "history:version",
   values: versionValues(excludeColumns, change),
-  statement: (row, value) =>
-    versionInsert({
-      table: value(0),
-      id: value(1),
-      op: value(2),
-      data: value(3),
-      at: value(4),
-      tenant: value(5),
-      trace: value(6),
-      subject: value(7),
-      procedure: value(8)
-    }, `${row}, `)
+  statement: versionFused,
+  statementForRows: versionFused
 })
 
 export const stageOne = (connection: Connection, excludeColumns: ExcludeColumns, change: Change): Effect.Effect<void, StoreError> =>

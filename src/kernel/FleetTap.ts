@@ -10,6 +10,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
 import { Effect, Queue, Schedule } from "effect"
 import * as DdlLock from "./DdlLock.js"
+import * as FusedStage from "./FusedStage.js"
 import * as Delivery from "./Delivery.js"
 import type { ChangeTapShape, PendingChange } from "./Delivery.js"
 import { StoreUnavailable } from "./Errors.js"
@@ -96,6 +97,10 @@ export const pageText = (limit: number) => `SELECT s.snap, o.id, o.xid, o.origin
           AND id + 0 > $3::bigint
         ORDER BY _fw_change_outbox.id + 0 LIMIT ${Math.max(1, Math.floor(limit))}
       ) o ON true`
+
+/** The outbox row of a fused insert for each row of `from`: the origin and changes are `value(0)` and `value(1)`. */
+const outboxInsert = (from: string, value: (index: number) => string) =>
+  `INSERT INTO _fw_change_outbox (origin, changes) SELECT ${value(0)}::text, ${value(1)}::jsonb FROM ${from}`
 
 /**
  * Sleeps on the real timer: the coalescing window bounds a latency of a few milliseconds, and
@@ -359,10 +364,12 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
         return {
           key: "fleet:outbox",
           values: [origin, JSON.stringify(changes)],
-          statement: (row, value) =>
-            `INSERT INTO _fw_change_outbox (origin, changes) SELECT ${value(0)}::text, ${
-              value(1)
-            }::jsonb FROM ${row} RETURNING id::text AS id, xid::text AS xid`,
+          statement: (row, value) => `${outboxInsert(row, value)} RETURNING id::text AS id, xid::text AS xid`,
+          // A fused insert's changes are its one change, whose id is the row's: it names the row
+          // each outbox row was written for (the RETURNING of `INSERT … SELECT` cannot read the
+          // rows it selects from).
+          statementForRows: (rows, value) =>
+            `${outboxInsert(rows, value)} RETURNING id::text AS id, xid::text AS xid, changes->0->>'id' AS "${FusedStage.rowIdColumn}"`,
           onResult: (returned) => {
             const id = String(returned.id)
             staged.set(changes, { id, xid: BigInt(String(returned.xid)) })

@@ -282,22 +282,15 @@ export const make = (connections: Connections, row: RowInsert) => {
     const sent = connections.send(batch[0]!.fiber, fused.text, fused.parameters, (error, rows) => {
       release()
       const first = rows[0]
+      // Every inserted row's parts learn their results before any row resumes.
+      const inserted = error === undefined && first !== undefined ? fused.answer(first) : undefined
       for (let i = 0; i < batch.length; i++) {
         const waiting = batch[i]!
-        if (error !== undefined || first === undefined) {
+        if (inserted === undefined) {
           waiting.resume(error !== undefined ? failedOutcome(error) : FusedStage.Refused)
-          continue
+        } else {
+          waiting.resume(inserted[i] ? undefined : new DuplicateRow({ table: table.name, id: waiting.id }))
         }
-        const written = fused.rows[i]!
-        if (first[written.inserted] === null || first[written.inserted] === undefined) {
-          waiting.resume(new DuplicateRow({ table: table.name, id: waiting.id }))
-          continue
-        }
-        for (const { column, part } of written.returning) {
-          const returned = first[column]
-          if (Predicate.isRecord(returned)) part.onResult!(returned)
-        }
-        waiting.resume(undefined)
       }
     }, undefined)
     if (!sent) {

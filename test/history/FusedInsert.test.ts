@@ -8,9 +8,14 @@ import { FetchHttpClient } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Option, Schema } from "effect"
 import type pg from "pg"
+import * as Plugin from "../../src/app/Plugin.js"
 import { rowAsOf, rowHistory, rowHistoryPlugin, RowHistory } from "../../src/history/index.js"
+import type { Options } from "../../src/history/index.js"
+import { versionPart } from "../../src/history/VersionStatements.js"
 import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
 import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as FusedStage from "../../src/kernel/FusedStage.js"
+import * as Provenance from "../../src/kernel/Provenance.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import * as Store from "../../src/kernel/Store.js"
 import { defineTable } from "../../src/kernel/Table.js"
@@ -20,12 +25,31 @@ import { recordingTracer } from "../kernel/support/StoreSpans.js"
 import * as Pg from "../support/Pg.js"
 
 const Docs = defineTable("docs", { fields: { title: Schema.String } })
+/** Rows of several tenants, with optional, nullable and excluded (`secret`) columns. */
+const Notes = defineTable("notes", {
+  fields: {
+    tenantId: Schema.String,
+    title: Schema.String,
+    secret: Schema.optional(Schema.String),
+    score: Schema.NullOr(Schema.Number),
+    tags: Schema.optional(Schema.Array(Schema.String))
+  },
+  tenantField: "tenantId"
+})
 
-/** A store with row history on `url` (fleet or local scope), its events recorded. */
-const replica = (url: string, fleet: boolean) =>
+/**
+ * A store with row history on `url` (fleet or local scope), its events recorded; `history`: the
+ * history plugin's options, `plugins`: more plugins.
+ */
+const replica = (
+  url: string,
+  fleet: boolean,
+  options: { readonly history?: Options; readonly plugins?: ReadonlyArray<Plugin.Plugin> } = {}
+) =>
   Effect.gen(function*() {
+    const plugins = [rowHistoryPlugin(options.history), ...(options.plugins ?? [])]
     const context = yield* Layer.build(
-      Layer.scopedDiscard(PluginHost.start(rowHistoryPlugin())).pipe(
+      Layer.scopedDiscard(Effect.forEach(plugins, PluginHost.start, { discard: true })).pipe(
         Layer.provideMerge(Store.layerSql),
         Layer.provideMerge(fleet ? ChangeTap.layerFleet({ pollMs: 300 }) : ChangeTap.layerLocal),
         Layer.provideMerge(Pg.layerClient(url)),
@@ -40,7 +64,7 @@ const replica = (url: string, fleet: boolean) =>
 
 const setUp = Effect.gen(function*() {
   const url = yield* Pg.freshDatabase
-  yield* SchemaDiffer.apply([Docs, RowHistory]).pipe(Effect.provide(Pg.layerClient(url)))
+  yield* SchemaDiffer.apply([Docs, Notes, RowHistory]).pipe(Effect.provide(Pg.layerClient(url)))
   return url
 })
 
@@ -60,6 +84,16 @@ const blocked = (admin: pg.Client) =>
 
 const versionsOf = (store: Store.StoreShape, id: string) =>
   Effect.map(rowHistory(store, Docs, id, null), (versions) => versions.map((v) => `${v.version}:${v.op}:${v.data?.title ?? "-"}`))
+
+/** Text only a statement of several rows has: the rows' values for a set-form part (see `FusedStage.composeBatch`). */
+const severalRows = `) AS v("id", `
+
+/** The texts of the statements of several rows sent through `proxy` (each is parsed once, then sent by name). */
+const batchTexts = (sent: ReadonlyArray<string>) =>
+  // A Parse message carries its name and text, each ended by a NUL; a batch's insert sets its lock_timeout.
+  sent.join("").split("\u0000").filter((text) => text.startsWith(`WITH "row"`) && text.includes(`set_config('lock_timeout'`))
+
+const count = (text: string, of: string) => text.split(of).length - 1
 
 const oneStatement = (text: string) => {
   assert.match(text, /^WITH "row" AS \(INSERT INTO "docs"/, "the row's insert opens the statement")
@@ -239,7 +273,7 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
       assert.deepStrictEqual(fused.filter((chunk) => !/fw_prepared_\d+/.test(chunk)), [], "no write took the client's unnamed path")
       // The first sent at once (the lane was free), the rest together as answers came back.
       assert.isAtMost(fused.length, 6, `statements: ${fused.length}`)
-      assert.isTrue(fused.some((chunk) => chunk.includes(`"r1" AS (SELECT "id" FROM "row"`)), "a statement of several rows")
+      assert.isTrue(fused.some((chunk) => chunk.includes(severalRows)), "a statement of several rows")
       for (const id of writes) {
         assert.deepStrictEqual(yield* versionsOf(store, id), [`1:insert:${id === "c05" || id === "c31" ? "before" : `t-${id}`}`])
       }
@@ -392,7 +426,7 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
     Effect.gen(function*() {
       const url = yield* setUp
       // A statement of several rows (its text, sent the first time on a connection).
-      const proxy = yield* cuttingProxy(new URL(url), `"r1" AS (SELECT`)
+      const proxy = yield* cuttingProxy(new URL(url), severalRows)
       const { events, store } = yield* replica(proxy.url, true)
       proxy.arm()
       const writes = ids(20, "u")
@@ -426,6 +460,202 @@ describe.skipIf(Pg.serverUrl === null)("one-statement insert with row history (P
       yield* Effect.sleep("700 millis")
       assert.deepStrictEqual(events.map((e) => `${e.id}:${e.remote === true}`), ["before:false", "lost:false"])
       assert.deepStrictEqual(yield* versionsOf(store, "lost"), ["1:insert:answer lost"])
+    }), 60_000)
+  /** The content of the `i`th note: two tenants, `secret` (excluded from history) and `tags` sometimes absent, `score` sometimes null. */
+  const noteOf = (id: string, i: number) => ({
+    id,
+    tenantId: i % 2 === 0 ? "acme" : "globex",
+    title: `n${i}`,
+    ...(i % 3 === 0 ? {} : { secret: `s${i}` }),
+    score: i % 4 === 1 ? null : i * 1.5,
+    ...(i % 5 === 2 ? { tags: ["a", `t${i}`] } : {})
+  })
+
+  it.scopedLive("group commit, fleet scope, set form: a batch is one version insert and one outbox insert whatever its size; its versions and outbox rows are those one-by-one inserts write; a taken id writes neither", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const proxy = yield* cuttingProxy(new URL(url))
+      const { store } = yield* replica(proxy.url, true, { history: { excludeColumns: { notes: ["secret"] } } })
+      const n = 24
+      // One by one: each finds its lane free and goes alone.
+      for (let i = 0; i < n; i++) yield* store.insert(Notes, noteOf(`s${String(i).padStart(2, "0")}`, i))
+      assert.deepStrictEqual(batchTexts(proxy.sent), [], "one by one, no statement of several rows")
+      // The same notes at once, one id taken by a note written before.
+      yield* store.insert(Notes, { ...noteOf("b07", 99), title: "taken" })
+      const writes = ids(n, "b")
+      const outcomes = yield* Effect.all(
+        writes.map((id, i) =>
+          store.insert(Notes, noteOf(id, i)).pipe(Effect.match({ onFailure: (e) => `${id}:${e._tag}`, onSuccess: () => `${id}:ok` }))
+        ),
+        { concurrency: "unbounded" }
+      )
+      assert.deepStrictEqual(outcomes, writes.map((id) => id === "b07" ? `${id}:DuplicateRow` : `${id}:ok`))
+      const texts = batchTexts(proxy.sent)
+      assert.isAbove(texts.length, 0, "some statement of several rows")
+      for (const text of texts) {
+        assert.isAbove(count(text, `set_config('lock_timeout'`), 0)
+        assert.strictEqual(count(text, `INSERT INTO "_fw_row_history"`), 1, "one version insert for the batch")
+        assert.strictEqual(count(text, `INSERT INTO _fw_change_outbox`), 1, "one outbox insert for the batch")
+        assert.notInclude(text, `"r1" AS (SELECT`, "no CTE per row")
+      }
+
+      const admin = yield* Pg.connection(url)
+      const versions = (yield* Effect.promise(() =>
+        admin.query(`SELECT "id", "rowId", "version", "op", "data", "changedAt", "tenantId", "traceId", "subjectId", "procedure"
+          FROM "_fw_row_history" WHERE "tableName" = 'notes' ORDER BY "rowId", "version"`)
+      )).rows
+      const outbox = (yield* Effect.promise(() => admin.query(`SELECT changes FROM _fw_change_outbox ORDER BY id`))).rows
+        .map((r) => r.changes as Array<ChangeEvent>)
+      /** What a write recorded, without what differs between two writes of the same content (ids, times, refs). */
+      const versionOf = (id: string) =>
+        versions.filter((v) => v.rowId === id).map((v) => {
+          assert.strictEqual(v.id, `notes:${id}:${String(v.version).padStart(10, "0")}`)
+          assert.isNumber(v.changedAt)
+          const { id: _id, rowId: _rowId, changedAt: _at, ...rest } = v
+          return { ...rest, data: v.data === null ? null : { ...v.data, id: "-" } }
+        })
+      const changeOf = (id: string) =>
+        outbox.filter((changes) => changes.some((c) => c.id === id)).map((changes) =>
+          changes.map(({ at: _at, id: _id, ref, ...rest }) => {
+            assert.isString(ref)
+            return { ...rest, after: rest.after === null ? null : { ...rest.after, id: "-" } }
+          })
+        )
+      for (let i = 0; i < n; i++) {
+        const one = `s${String(i).padStart(2, "0")}`
+        const batched = writes[i]!
+        if (batched === "b07") {
+          assert.deepStrictEqual(versionOf(batched).map((v) => v.data?.title), ["taken"], "the taken id wrote no version")
+          assert.strictEqual(changeOf(batched).length, 1, "the taken id wrote no outbox row")
+          continue
+        }
+        assert.strictEqual(versionOf(one).length, 1)
+        assert.deepStrictEqual(versionOf(batched), versionOf(one), `version of ${batched}`)
+        assert.deepStrictEqual(changeOf(batched), changeOf(one), `outbox row of ${batched}`)
+        assert.notProperty(versionOf(batched)[0]!.data, "secret")
+      }
+      assert.strictEqual(outbox.length, 2 * n, "one outbox row per written note")
+    }), 60_000)
+
+  /**
+   * A plugin writing a row of its own table `name` for every inserted doc in the fused statement,
+   * with a set form or without one (per row), recording each result with the write it came for.
+   */
+  const auditPlugin = (name: string, set: boolean, results: Array<string>) =>
+    Plugin.definePlugin({
+      name,
+      permissions: ["store:write", "store:changes:read"],
+      // The transaction's staging: nothing to audit there in these tests.
+      onStage: () => Effect.void,
+      onStageFused: (change) => {
+        const statement = (returning: string) => (from: string, value: (index: number) => string) =>
+          `INSERT INTO ${name} (row_id, title) SELECT ${value(0)}::text, ${value(1)}::text FROM ${from} RETURNING ${returning}`
+        return {
+          key: name,
+          values: [change.id, String(change.after?.title)],
+          statement: statement(`row_id, title`),
+          ...(set ? { statementForRows: statement(`row_id, title, row_id AS "${FusedStage.rowIdColumn}"`) } : {}),
+          onResult: (returned) => void results.push(`${name}:${change.id}:${String(returned.row_id)}:${String(returned.title)}`)
+        }
+      }
+    })
+
+  it.scopedLive("group commit: a batch mixing set-form parts with a plugin's part without one writes the former once and the latter per row; each result reaches its own write; a taken id writes none of its parts", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const admin = yield* Pg.connection(url)
+      yield* Effect.promise(() =>
+        admin.query(`CREATE TABLE audit_set (row_id text, title text); CREATE TABLE audit_row (row_id text, title text)`)
+      )
+      const proxy = yield* cuttingProxy(new URL(url))
+      const results: Array<string> = []
+      const { store } = yield* replica(proxy.url, true, {
+        plugins: [auditPlugin("audit_set", true, results), auditPlugin("audit_row", false, results)]
+      })
+      yield* store.insert(Docs, { id: "m05", title: "before" })
+      const writes = ids(20, "m")
+      assert.deepStrictEqual(yield* burst(store, writes), writes.map((id) => id === "m05" ? `${id}:DuplicateRow` : `${id}:ok`))
+      const texts = batchTexts(proxy.sent)
+      assert.isAbove(texts.length, 0, "some statement of several rows")
+      for (const text of texts) {
+        const rows = count(text, `SELECT "id" FROM "row" WHERE "id" = `)
+        assert.isAbove(rows, 1, "a CTE per row, for the part without a set form")
+        assert.strictEqual(count(text, `INSERT INTO audit_row`), rows, "the part without a set form: per row")
+        assert.strictEqual(count(text, `INSERT INTO audit_set`), 1, "the plugin's set form: once")
+        assert.strictEqual(count(text, `INSERT INTO "_fw_row_history"`), 1)
+        assert.strictEqual(count(text, `INSERT INTO _fw_change_outbox`), 1)
+      }
+      const titleOf = (id: string) => id === "m05" ? "before" : `t-${id}`
+      for (const table of ["audit_set", "audit_row"]) {
+        const written = yield* Effect.promise(() => admin.query(`SELECT row_id, title FROM ${table} ORDER BY row_id`))
+        assert.deepStrictEqual(written.rows.map((r) => `${r.row_id}:${r.title}`), writes.map((id) => `${id}:${titleOf(id)}`), table)
+        assert.deepStrictEqual(
+          results.filter((r) => r.startsWith(`${table}:`)).sort(),
+          writes.map((id) => `${table}:${id}:${id}:${titleOf(id)}`),
+          `${table}: one result per write, its own`
+        )
+      }
+      for (const id of writes) assert.deepStrictEqual(yield* versionsOf(store, id), [`1:insert:${titleOf(id)}`])
+      const outbox = yield* Effect.promise(() => admin.query(`SELECT changes->0->>'id' AS id FROM _fw_change_outbox ORDER BY 1`))
+      assert.deepStrictEqual(outbox.rows.map((r) => r.id), writes)
+    }), 60_000)
+
+  it.scopedLive("set form, fleet scope: each outbox result of a batch names its own row (the store's onResult per write), a taken id none", () =>
+    Effect.gen(function*() {
+      const url = yield* setUp
+      const { tap } = yield* replica(url, true)
+      const admin = yield* Pg.connection(url)
+      yield* Effect.promise(() => admin.query(`INSERT INTO docs (id, title) VALUES ('o2', 'taken')`))
+      const writes = ["o0", "o1", "o2", "o3", "o4", "o5"]
+      const results = new Map<string, Readonly<Record<string, unknown>>>()
+      const rows = writes.map((id, r) => {
+        const change: ChangeEvent = {
+          table: "docs",
+          op: "insert",
+          id,
+          tenantId: null,
+          before: null,
+          after: { id, title: `t-${id}` },
+          at: 1_000 + r,
+          seq: 0,
+          provenance: Provenance.system,
+          ref: `ref-${id}`
+        }
+        const outbox = tap.fuse!([change])
+        return {
+          values: [id, `t-${id}`],
+          parts: [versionPart(undefined, change), {
+            ...outbox,
+            onResult: (returned: Readonly<Record<string, unknown>>) => {
+              assert.isFalse(results.has(id), `one result for ${id}`)
+              results.set(id, returned)
+              outbox.onResult!(returned)
+            }
+          }]
+        }
+      })
+      const insert = `INSERT INTO "docs" ("id", "title") VALUES ${
+        writes.map((_, r) => `($${2 * r + 1}, $${2 * r + 2})`).join(", ")
+      } ON CONFLICT ("id") DO NOTHING RETURNING "id"`
+      const batch = FusedStage.composeBatch(insert, rows, FusedStage.keysOf(rows[0]!.parts)!)
+      const answer = yield* Effect.promise(() => admin.query(batch.text, batch.parameters as Array<unknown>))
+      assert.deepStrictEqual(batch.answer(answer.rows[0]), writes.map((id) => id !== "o2"))
+      const outbox = yield* Effect.promise(() =>
+        admin.query(`SELECT id::text AS id, xid::text AS xid, changes->0->>'id' AS row FROM _fw_change_outbox`)
+      )
+      assert.strictEqual(outbox.rows.length, writes.length - 1)
+      assert.deepStrictEqual([...results.keys()].sort(), writes.filter((id) => id !== "o2"))
+      for (const row of outbox.rows) {
+        const returned = results.get(row.row)!
+        assert.deepStrictEqual([returned.id, returned.xid, returned[FusedStage.rowIdColumn]], [row.id, row.xid, row.row])
+      }
+      const versions = yield* Effect.promise(() =>
+        admin.query(`SELECT "rowId", "version", "data"->>'title' AS title, "changedAt" FROM "_fw_row_history" ORDER BY "rowId"`)
+      )
+      assert.deepStrictEqual(
+        versions.rows.map((v) => `${v.rowId}:${v.version}:${v.title}:${v.changedAt}`),
+        writes.flatMap((id, r) => id === "o2" ? [] : [`${id}:1:t-${id}:${1_000 + r}`])
+      )
     }), 60_000)
 })
 
