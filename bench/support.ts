@@ -11,6 +11,7 @@ import { request as httpRequest } from "node:http"
 import { readFileSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { Pool } from "undici"
 import * as ChangeTap from "../src/kernel/ChangeTap.js"
 import * as SchemaDiffer from "../src/kernel/SchemaDiffer.js"
 import * as Store from "../src/kernel/Store.js"
@@ -99,6 +100,40 @@ export const serverCpuSince = (before: ReadonlyMap<number, number>, after: Reado
   let total = 0
   for (const [pid, cpu] of after) total += cpu - (before.get(pid) ?? 0)
   return total
+}
+
+const success = Buffer.from(`"exit":{"_tag":"Success"`)
+
+/**
+ * A load generator's poster of rpc messages' JSON (`post(url, body)` resolves with whether the call
+ * answered success): keep-alive connections (`connections` per origin) driven through undici's
+ * `dispatch`, with no response stream per call. On the fleet bench's two shared cores node:http's
+ * client took 0.05–0.06 ms of CPU per call against 0.04 here, CPU the replicas then had.
+ */
+export const rpcPoster = (connections: number) => {
+  const pools = new Map<string, Pool>()
+  const headers = { "content-type": "application/json" }
+  return (url: string, body: string) =>
+    new Promise<boolean>((resolve, reject) => {
+      const at = new URL(url)
+      let pool = pools.get(at.origin)
+      if (pool === undefined) pools.set(at.origin, pool = new Pool(at.origin, { connections }))
+      let status = 0
+      const chunks: Array<Buffer> = []
+      pool.dispatch({ path: at.pathname, method: "POST", headers, body }, {
+        onConnect: () => undefined,
+        onError: reject,
+        onHeaders: (statusCode) => {
+          status = statusCode
+          return true
+        },
+        onData: (chunk) => {
+          chunks.push(chunk)
+          return true
+        },
+        onComplete: () => resolve(status === 200 && Buffer.concat(chunks).includes(success))
+      })
+    })
 }
 
 /** Posts an rpc message's JSON over `agent`; resolves with whether the call answered success. */

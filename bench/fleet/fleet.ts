@@ -14,8 +14,9 @@
  *   the other two's is the receiving role), of the load generator, and of the raw `pg` processes.
  *   On a shared machine throughput follows the CPU share a process gets: these say where the time
  *   goes whatever else runs.
- * The load generator is raw `node:http` with a keep-alive agent posting the rpc message's JSON (the
- * typed rpc client cost ~2 ms of CPU per call, as much as a third of a replica's, on the same two cores).
+ * The load generator posts the rpc message's JSON over keep-alive connections (`rpcPoster`: the
+ * typed rpc client cost ~2 ms of CPU per call, as much as a third of a replica's, on the same two
+ * cores; node:http's client 0.05–0.06 ms against 0.04).
  * `FW_BENCH_WRITES` sets the writes per run (default 2,000), `FW_BENCH_WARM` the writes that warm each
  * fleet, and the raw peer, up first (default 20,000: with 4,000 the replicas still used 0.46 ms of
  * CPU per write where they settle at 0.24, and the raw peer ran 9,700 inserts/s against 17,500); `FW_BENCH_ONLY=paced` runs only the
@@ -28,7 +29,6 @@
  */
 import { Effect, Redacted } from "effect"
 import { spawn } from "node:child_process"
-import * as http from "node:http"
 import * as path from "node:path"
 import pg from "pg"
 import { RowHistory } from "../../src/history/index.js"
@@ -36,7 +36,7 @@ import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import { PgClient } from "@effect/sql-pg"
 import { Docs } from "../../test/fleet/app.js"
 import * as Fleet from "../../test/fleet/support.js"
-import { cpuOf, ownCpu, perSecond, postRpc, serverCpu, serverCpuSince, table } from "../support.js"
+import { cpuOf, ownCpu, perSecond, rpcPoster, serverCpu, serverCpuSince, table } from "../support.js"
 
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const WRITES = Number(process.env.FW_BENCH_WRITES ?? 2_000)
@@ -71,11 +71,11 @@ const freshDb = async () => {
 
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN
 
-const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT })
+const postJson = rpcPoster(IN_FLIGHT)
 
 /** One rpc call over `POST /rpc` as raw JSON; resolves with whether it answered success. */
 const post = (url: string, tag: string, payload: unknown, id: number) =>
-  postRpc(agent, url, JSON.stringify({ _tag: "Request", id: String(id), tag, payload, headers: [] }))
+  postJson(url, JSON.stringify({ _tag: "Request", id: String(id), tag, payload, headers: [] }))
 
 /** The statements a replica has sent to PostgreSQL so far, by name or text (`GET /_queries`). */
 const queriesOf = (replica: Fleet.Replica) =>
