@@ -25,7 +25,17 @@ export interface Pending<A, E, R> {
   readonly then: (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<A, E, R>
 }
 
-const pendings = new WeakMap<object, Pending<unknown, unknown, unknown>>()
+/**
+ * Where an effect made by `later` keeps its `Pending`: a property of its own, not a `WeakMap` entry.
+ * An rpc call marks about six effects this way, each short-lived; in a `WeakMap` every entry of a
+ * new object took V8's ephemeron write barrier's slow path and the scavenger's ephemeron work
+ * (most of the 4 % of a fleet replica's CPU at saturation that `perf` put there).
+ */
+const pendingKey: unique symbol = Symbol.for("@fw/framework/Now/pending")
+interface Marked {
+  [pendingKey]?: Pending<unknown, unknown, unknown>
+}
+const pendingOf = (effect: unknown): Pending<unknown, unknown, unknown> | undefined => (effect as Marked)[pendingKey]
 
 /**
  * Marks `effect`, which waits for `fiber` and then is `then(exit)` of its exit, as such (see the
@@ -37,13 +47,13 @@ export const later = <A, E, R>(
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
   then: (exit: Exit.Exit<unknown, unknown>) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R> => {
-  pendings.set(effect, { fiber, then } as Pending<unknown, unknown, unknown>)
+  (effect as Marked)[pendingKey] = { fiber, then } as Pending<unknown, unknown, unknown>
   return effect
 }
 
 /** The fiber `effect` waits for and what it then is, when it was made by `later` (or from one by these combinators). */
 export const laterOf = <A, E, R>(effect: Effect.Effect<A, E, R>): Pending<A, E, R> | undefined =>
-  pendings.get(effect) as Pending<A, E, R> | undefined
+  pendingOf(effect) as Pending<A, E, R> | undefined
 
 /** `made` (the effect form of `self` continued), marked as waiting for `self`'s fiber when `self` is. */
 const continued = <A, E, R, B, E2, R2>(
@@ -51,7 +61,7 @@ const continued = <A, E, R, B, E2, R2>(
   made: Effect.Effect<B, E2, R2>,
   next: (self: Effect.Effect<A, E, R>) => Effect.Effect<B, E2, R2>
 ): Effect.Effect<B, E2, R2> => {
-  const pending = pendings.get(self) as Pending<A, E, R> | undefined
+  const pending = pendingOf(self) as Pending<A, E, R> | undefined
   return pending === undefined ? made : later(made, pending.fiber, (exit) => next(pending.then(exit)))
 }
 
