@@ -176,7 +176,9 @@ const byId = (a: Waiting, b: Waiting) => a.id < b.id ? -1 : a.id > b.id ? 1 : 0
 
 /** `insertFusedNow` on `connections`. */
 export const make = (connections: Connections, row: RowInsert) => {
-  const lanes = new Map<string, Lane>()
+  // By the table's insert text (built once per table), then the parts' keys: no per-write key
+  // string of the whole insert text to build and hash.
+  const lanes = new Map<string, Map<string, Lane>>()
 
   /** One row, one statement: as the batch of one it is, text shared with every single write. */
   const composeOne = (table: Table.Any, values: ReadonlyArray<unknown>, parts: ReadonlyArray<FusedStage.Part>) => {
@@ -341,10 +343,12 @@ export const make = (connections: Connections, row: RowInsert) => {
     const keys = FusedStage.keysOf(parts)
     // Texts built per write, and statements the client runs (a tracer's spans), go alone.
     if (keys === undefined || !connections.reserved(fiber)) return new Driver.Later(single(table, values, parts, id))
-    const laneKey = `${row.text(table)}\u0000${keys}`
-    let lane = lanes.get(laneKey)
+    const text = row.text(table)
+    let byKeys = lanes.get(text)
+    if (byKeys === undefined) lanes.set(text, byKeys = new Map())
+    let lane = byKeys.get(keys)
     if (lane === undefined) {
-      lanes.set(laneKey, lane = { keys, inFlight: 0, waiting: [], grouped: undefined, checkedAt: 0, checking: false })
+      byKeys.set(keys, lane = { keys, inFlight: 0, waiting: [], grouped: undefined, checkedAt: 0, checking: false })
     }
     checkTriggers(lane, table, fiber)
     if (lane.grouped === false) return new Driver.Later(single(table, values, parts, id))
