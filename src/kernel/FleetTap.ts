@@ -177,9 +177,21 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // Own outbox rows whose COMMIT had an unknown outcome, with their changes: delivered here if
     // they show up committed (own rows are read without their changes).
     const unknown = new Map<string, { readonly xid: bigint; readonly changes: ReadonlyArray<PendingChange> }>()
-    // The latest own rows read (bounded), for a CommitUnknown reported after its row was read.
-    const ownRead = new Set<string>()
+    // The latest own rows read, for a CommitUnknown reported after its row was read: the last
+    // 10,000 to 20,000, in two generations. (Evicting the oldest one by one, `delete` of a Set's
+    // first value, walked the holes earlier deletes left at its front: 12 µs per write at steady
+    // state, 3 % of a writing replica's CPU.)
     const ownReadKept = 10_000
+    let ownRead = new Set<string>()
+    let ownReadOlder = new Set<string>()
+    const rememberOwnRead = (id: string) => {
+      ownRead.add(id)
+      if (ownRead.size < ownReadKept) return
+      ownReadOlder = ownRead
+      ownRead = new Set()
+    }
+    /** Whether own row `id` was read; forgets it (it is then delivered by the caller). */
+    const takeOwnRead = (id: string) => ownRead.delete(id) || ownReadOlder.delete(id)
 
     type Row = {
       readonly snap: string
@@ -233,8 +245,7 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
             yield* delivery.publish(ownUnknown.changes)
           } else {
             // Possibly read before its writer learnt that the COMMIT's outcome is unknown.
-            ownRead.add(row.id)
-            if (ownRead.size > ownReadKept) ownRead.delete(ownRead.values().next().value!)
+            rememberOwnRead(row.id)
           }
         }
         if (changes.length > 0) yield* publishRemote(changes)
@@ -333,7 +344,7 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
           ]).pipe(Effect.orElseSucceed(() => []))
           const row = rows[0]
           if (row !== undefined) {
-            if (ownRead.delete(row.id)) return yield* delivery.publish(changes)
+            if (takeOwnRead(row.id)) return yield* delivery.publish(changes)
             unknown.set(row.id, { xid: BigInt(row.xid), changes })
             return yield* Queue.offer(wake, undefined)
           }
@@ -387,7 +398,7 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
             return floor === undefined ? Effect.void : findFused(changes, floor)
           }
           // Already read: it committed, and nothing delivered it here.
-          if (ownRead.delete(row.id)) return delivery.publish(changes)
+          if (takeOwnRead(row.id)) return delivery.publish(changes)
           unknown.set(row.id, { xid: row.xid, changes })
           return Queue.offer(wake, undefined)
         })
