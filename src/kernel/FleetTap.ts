@@ -75,16 +75,16 @@ const databaseNowMs = "(floor(extract(epoch FROM clock_timestamp()) * 1000))::bi
 /**
  * The catch-up read of one page of `limit` rows: `$1` the reader's origin (its own rows come
  * without their changes), `$2` the snapshot read up to, `$3` the id to read after. Exported for the
- * tests that explain its plan. It is prepared by name, and after five runs the server may keep a
- * generic plan, chosen without the parameters' values: with the page size a parameter and the id
- * bound indexable, that plan walked the outbox's primary key from its first row and filtered every
- * row (20,000 rows examined for 55 returned, 2.7 ms a read; 27 ms at 100,000 rows). The size is
- * therefore written in the text, and `id + 0` keeps the id bound off the index. The order is by
+ * tests that explain its plan. It is prepared by name on a session that plans it once, without the
+ * parameters' values (a generic plan: see `PgSession.Options`): with the page size a parameter and
+ * the id bound indexable, that plan walked the outbox's primary key from its first row and filtered
+ * every row (20,000 rows examined for 55 returned, 2.7 ms a read; 27 ms at 100,000 rows). The size
+ * is therefore written in the text, and `id + 0` keeps the id bound off the index. The order is by
  * `id + 0` too: ordered by `id`, an outbox not yet analyzed (a busy fleet's, for its first minute
  * or more) was planned on guesses as walking the primary key in order until the page filled, and
  * each read filtered the whole outbox (50–80 ms a read at 100,000 rows, most of the fleet bench's
- * server time). No index gives this order, so every plan starts from the transaction ids (the
- * `xid` index) and sorts what it found, whatever the values and statistics.
+ * server time). No index gives this order, so every plan starts from the transaction ids (the `xid`
+ * index) and sorts what it found, whatever the values and statistics.
  */
 export const pageText = (limit: number) => `SELECT s.snap, o.id, o.xid, o.origin, o.changes
       FROM (SELECT pg_current_snapshot()::text AS snap) s
@@ -137,9 +137,11 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // (and a read for an announcement), and every other replica heard of the commit that much later
     // (fleet bench, loaded box: announcements behind a read took 27–51 ms at the median against
     // 4–11 ms for the others, and over half of them were behind a read at 500–1,000 commits/s).
-    const session = yield* PgSession.make(pg)
+    // Both plan their statements once per connection: the page read's plan is the same whatever
+    // the values (see `pageText`), and an announcement's is trivial.
+    const session = yield* PgSession.make(pg, { plans: "generic" })
     // Opened on first use: a replica that never writes never opens it.
-    const announcer = yield* PgSession.make(pg)
+    const announcer = yield* PgSession.make(pg, { plans: "generic" })
     const origin = crypto.randomUUID()
     const readBatch = Math.max(1, options.readBatch ?? 500)
     // Replicas starting together on a fresh database would race on the DDL (PostgreSQL's

@@ -41,6 +41,25 @@ describe.skipIf(Pg.serverUrl === null)("PgSession (PostgreSQL)", () => {
       assert.isTrue(after._tag === "Right" && after.right.pid !== first.pid, "a fresh connection answers")
     }))
 
+  it.scopedLive("plans each run for its values by default; with plans: generic, once per connection", () =>
+    Effect.gen(function*() {
+      const url = yield* Pg.freshDatabase
+      const context = yield* Layer.build(PgClient.layer({ url: Redacted.make(url) }))
+      const pg = Context.get(context, PgClient.PgClient)
+      const plansStatement: PgSession.Prepared = {
+        name: "fw_test_plans",
+        text: "SELECT generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements WHERE name = $1"
+      }
+      const plansAfterRuns = (session: PgSession.PgSession) =>
+        Effect.gen(function*() {
+          for (let run = 0; run < 7; run++) yield* session.run(pidStatement, [String(run)])
+          const [plans] = yield* session.run<{ generic: number; custom: number }>(plansStatement, [pidStatement.name])
+          return plans
+        })
+      assert.deepStrictEqual(yield* plansAfterRuns(yield* PgSession.make(pg)), { generic: 0, custom: 7 })
+      assert.deepStrictEqual(yield* plansAfterRuns(yield* PgSession.make(pg, { plans: "generic" })), { generic: 7, custom: 0 })
+    }))
+
   it.scopedLive("under a tracer, statements go through the client, each with its span", () =>
     Effect.gen(function*() {
       const url = yield* Pg.freshDatabase
