@@ -3,7 +3,10 @@
  * PostgreSQL.
  * - committed writes per second through `POST /rpc` with 48 in flight across the three, row history
  *   on and off, against raw `pg` inserts of the same rows with 48 in flight from three processes
- *   (a pool of 16 each) in the same run;
+ *   (a pool of 16 each) in the same run: `FW_BENCH_ROUNDS` rounds (default 3) of the three peers,
+ *   each warmed up once and kept running, each first in its round in turn; the ratios are the
+ *   medians of the rounds' (the shared machine's speed drifts by a fifth or more within a minute,
+ *   and peers measured a minute apart, each once, gave ratios scattered over ±0.04);
  * - write → change event latency on the writing replica and on the others (p50, p99), and the call
  *   round trip, at paced rates (`FW_BENCH_RATES`, default 250,500,1000 commits per second) where
  *   the box is not saturated: the figure then shows the framework's latency, not the queueing of
@@ -30,6 +33,7 @@
 import { Effect, Redacted } from "effect"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
+import { createInterface } from "node:readline"
 import pg from "pg"
 import { RowHistory } from "../../src/history/index.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
@@ -48,9 +52,13 @@ const PROF = process.env.FW_BENCH_PROF
 const TRACE = process.env.FW_BENCH_TRACE === "1"
 const IN_FLIGHT = 48
 const WARM = Number(process.env.FW_BENCH_WARM ?? 20_000)
+const ROUNDS = Math.max(1, Number(process.env.FW_BENCH_ROUNDS ?? 3))
 
-/** The database of the fleet being driven: the server's CPU is counted for its backends only. */
-let benchDatabase = pgUrl
+/** Three replicas and their database (the server's CPU is counted for its backends only). */
+interface Replicas {
+  readonly replicas: ReadonlyArray<Fleet.Replica>
+  readonly database: string
+}
 
 const freshDb = async () => {
   const name = `fw_bench_f_${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`
@@ -68,6 +76,13 @@ const freshDb = async () => {
   } }
 }
 
+
+/** The median of `values` (the mean of the middle two when they are even in number). */
+const median = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const half = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? sorted[half]! : (sorted[half - 1]! + sorted[half]!) / 2
+}
 
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))] ?? NaN
 
@@ -182,12 +197,12 @@ interface Run {
  * once, each sent at its due time when `rate` is given (a write is late only when `IN_FLIGHT` are
  * still unanswered). Returns when every replica received every change.
  */
-const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: number, rate: number | undefined, target: (i: number) => number) =>
+const drive = ({ database, replicas }: Replicas, prefix: string, writes: number, rate: number | undefined, target: (i: number) => number) =>
   Effect.gen(function*() {
     const queriesBefore = yield* Effect.all(replicas.map(queriesOf))
     const replicasBefore = replicas.map((replica) => cpuOf(replica.child.pid!))
     const clientBefore = ownCpu()
-    const serverBefore = yield* Effect.promise(() => serverCpu(benchDatabase))
+    const serverBefore = yield* Effect.promise(() => serverCpu(database))
     const call: Array<number> = []
     let failed = 0
     let transportErrors = 0
@@ -229,7 +244,7 @@ const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: n
     const seconds = (performance.now() - started) / 1000
     const replicaCpu = replicas.map((replica, i) => (cpuOf(replica.child.pid!) - replicasBefore[i]!) / writes)
     const clientCpu = (ownCpu() - clientBefore) / writes
-    const serverAfter = yield* Effect.promise(() => serverCpu(benchDatabase))
+    const serverAfter = yield* Effect.promise(() => serverCpu(database))
     const local: Array<number> = []
     const remote: Array<number> = []
     const received: Array<ReadonlyArray<Received>> = []
@@ -275,7 +290,6 @@ const drive = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, writes: n
 const fleet = (history: boolean) =>
   Effect.gen(function*() {
     const db = yield* Effect.acquireRelease(Effect.promise(freshDb), (db) => Effect.promise(db.drop))
-    benchDatabase = db.url
     yield* SchemaDiffer.apply([Docs, RowHistory]).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(db.url) })), Effect.orDie)
     const env: Record<string, string> = history ? { FW_COUNT_QUERIES: "1" } : { FW_HISTORY: "off", FW_COUNT_QUERIES: "1" }
     if (TRACE) env.FW_TRACE_DELIVERY = "1"
@@ -287,8 +301,9 @@ const fleet = (history: boolean) =>
     )
     // Warm up every replica's pool, caches and V8's optimised code, as the raw peer is: a served
     // app runs warm, and a short warm-up left much of a run's CPU to the optimising compiler.
-    yield* drive(replicas, "warm", WARM, undefined, (i) => i % 3)
-    return replicas
+    const warmed: Replicas = { replicas, database: db.url }
+    yield* drive(warmed, "warm", WARM, undefined, (i) => i % 3)
+    return warmed
   })
 
 /** A profiled replica writes its profile on a clean exit only: SIGTERM, then wait for it to go. */
@@ -304,8 +319,18 @@ const stopForProfile = (replicas: ReadonlyArray<Fleet.Replica>) =>
 
 const roundRobin = (i: number) => i % 3
 
-/** Raw pg inserts of the same rows, 48 in flight from three processes (a pool of 16 each). */
-const raw = Effect.scoped(Effect.gen(function*() {
+/** One run of the raw peer: inserts per second, and CPU per insert of its processes and of the server. */
+interface RawRun {
+  readonly perSecond: number
+  readonly cpu: number
+  readonly serverCpu: number
+}
+
+/**
+ * The raw pg peer, warmed up: three processes (a pool of 16 each, 48 in flight) that insert the
+ * same rows as the fleet on a database of their own, once per `run(prefix)`.
+ */
+const rawPeer = Effect.gen(function*() {
   const db = yield* Effect.acquireRelease(Effect.promise(freshDb), (db) => Effect.promise(db.drop))
   yield* SchemaDiffer.apply([Docs]).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(db.url) })), Effect.orDie)
   const writer = path.join(import.meta.dirname, "rawWriter.ts")
@@ -320,32 +345,51 @@ const raw = Effect.scoped(Effect.gen(function*() {
       (child) => Effect.sync(() => child.exitCode === null && child.kill("SIGKILL"))
     )
   ))
-  // Each child's output, line by line, as promises of the first line matching.
-  const lineOf = (child: (typeof children)[number], pattern: RegExp) =>
-    new Promise<RegExpExecArray>((resolve, reject) => {
-      let out = ""
-      child.stdout!.on("data", (chunk: Buffer) => {
-        out += chunk.toString()
-        const match = pattern.exec(out)
-        if (match !== null) resolve(match)
-      })
-      child.on("exit", (code) => reject(new Error(`raw writer exited (${code}): ${out}`)))
+  // Each child's output lines, handed to whoever waits for the next one.
+  const nextLines = children.map((child) => {
+    const lines: Array<string> = []
+    const waiting: Array<(line: string) => void> = []
+    let exited = false
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      const next = waiting.shift()
+      if (next === undefined) lines.push(line)
+      else next(line)
     })
-  const done = children.map((child) => lineOf(child, /DONE ([\d.]+)/))
-  yield* Effect.promise(() => Promise.all(children.map((child) => lineOf(child, /READY/))))
-  const started = performance.now()
-  const serverBefore = yield* Effect.promise(() => serverCpu(db.url))
-  for (const child of children) child.stdin!.write("go\n")
-  const cpu = yield* Effect.promise(() => Promise.all(done))
-  const seconds = (performance.now() - started) / 1000
-  const serverAfter = yield* Effect.promise(() => serverCpu(db.url))
-  for (const child of children) child.stdin!.write("end\n")
-  return {
-    perSecond: WRITES / seconds,
-    cpu: cpu.reduce((sum, match) => sum + Number(match[1]), 0) / WRITES,
-    serverCpu: serverCpuSince(serverBefore, serverAfter) / WRITES
-  }
-}))
+    child.on("exit", () => void (exited = true))
+    return () =>
+      new Promise<string>((resolve, reject) => {
+        const line = lines.shift()
+        if (line !== undefined) return resolve(line)
+        if (exited) return reject(new Error("raw writer exited"))
+        waiting.push(resolve)
+      })
+  })
+  const linesMatching = (pattern: RegExp) =>
+    Effect.promise(() =>
+      Promise.all(nextLines.map(async (next) => {
+        while (true) {
+          const match = pattern.exec(await next())
+          if (match !== null) return match
+        }
+      }))
+    )
+  yield* linesMatching(/^READY/)
+  yield* Effect.addFinalizer(() => Effect.sync(() => children.forEach((child) => child.stdin!.write("end\n"))))
+  return (prefix: string): Effect.Effect<RawRun> =>
+    Effect.gen(function*() {
+      const serverBefore = yield* Effect.promise(() => serverCpu(db.url))
+      const started = performance.now()
+      for (const child of children) child.stdin!.write(`go ${prefix}\n`)
+      const done = yield* linesMatching(/^DONE ([\d.]+)/)
+      const seconds = (performance.now() - started) / 1000
+      const serverAfter = yield* Effect.promise(() => serverCpu(db.url))
+      return {
+        perSecond: WRITES / seconds,
+        cpu: done.reduce((sum, match) => sum + Number(match[1]), 0) / WRITES,
+        serverCpu: serverCpuSince(serverBefore, serverAfter) / WRITES
+      }
+    })
+})
 
 const ms = (n: number) => `${n.toFixed(1)} ms`
 const cpu = (n: number) => `${n.toFixed(2)} ms`
@@ -369,8 +413,8 @@ export const main = Effect.gen(function*() {
   if (ONLY_SATURATED) {
     // History on, round robin, saturated, and nothing else: a profile of the replicas at saturation.
     return yield* Effect.scoped(Effect.gen(function*() {
-      const replicas = yield* fleet(true)
-      const run = yield* drive(replicas, "w", WRITES, undefined, roundRobin)
+      const fleetOn = yield* fleet(true)
+      const run = yield* drive(fleetOn, "w", WRITES, undefined, roundRobin)
       table(`fleet, saturated only, history on: ${WRITES} writes, ${IN_FLIGHT} in flight`, [
         { what: "rpc writes/s", value: perSecond(run.perSecond) },
         { what: "CPU per write: replicas (all three)", value: cpu(sum(run.replicaCpu)) },
@@ -380,34 +424,69 @@ export const main = Effect.gen(function*() {
         { what: "write → event p50 / p99: writing / other replicas", value: `${p(run.local)}; ${p(run.remote)}` },
       ])
       statementsTable("saturated, history on", run.statements)
-      yield* stopForProfile(replicas)
+      yield* stopForProfile(fleetOn.replicas)
     }))
   }
   if (!ONLY_PACED) {
-    const rawRun = yield* raw
-    const rawRate = rawRun.perSecond
-    const off = yield* Effect.scoped(Effect.flatMap(fleet(false), (replicas) => drive(replicas, "w", WRITES, undefined, roundRobin)))
-    const on = yield* Effect.scoped(Effect.flatMap(fleet(true), (replicas) => drive(replicas, "w", WRITES, undefined, roundRobin)))
-    const row = (what: string, value: string, ratio = "") => ({ what, value, "vs raw pg": ratio })
-    table(`fleet, saturated: ${WRITES} writes over POST /rpc, ${IN_FLIGHT} in flight across 3 replica processes (raw pg peer: 3 processes × 16)`, [
-      row("raw pg inserts/s", perSecond(rawRate), "1.00×"),
-      row("rpc writes/s, history off", perSecond(off.perSecond), `${(off.perSecond / rawRate).toFixed(2)}×`),
-      row("rpc writes/s, history on (sync)", perSecond(on.perSecond), `${(on.perSecond / rawRate).toFixed(2)}×`),
-      row("history on, saturated: write → event, writing replica p50 / p99", p(on.local)),
-      row("history on, saturated: write → event, other replicas p50 / p99", p(on.remote)),
-      row("history on, saturated: commit on writer → event on others p50 / p99", p(on.commitToRemote)),
-      row("CPU per write: raw pg processes (all three)", cpu(rawRun.cpu)),
-      row("CPU per write: PostgreSQL server, raw pg / history off / on", `${cpu(rawRun.serverCpu)} / ${cpu(off.serverCpu)} / ${cpu(on.serverCpu)}`),
-      row("CPU per write: replicas (all three), history off / on", `${cpu(sum(off.replicaCpu))} / ${cpu(sum(on.replicaCpu))}`),
-      row("outbox reads per write (all three), history off / on", `${reads(off.statements).toFixed(2)} / ${reads(on.statements).toFixed(2)}`),
-      row("CPU per write: load generator (raw http), history off / on", `${cpu(off.clientCpu)} / ${cpu(on.clientCpu)}`)
-    ])
+    yield* Effect.scoped(Effect.gen(function*() {
+      const runRaw = yield* rawPeer
+      const fleetOff = yield* fleet(false)
+      const fleetOn = yield* fleet(true)
+      const rounds: Array<{ readonly raw: RawRun; readonly off: Run; readonly on: Run }> = []
+      for (let round = 0; round < ROUNDS; round++) {
+        const prefix = `w${round}`
+        let raw: RawRun | undefined
+        let off: Run | undefined
+        let on: Run | undefined
+        const steps = [
+          Effect.map(runRaw(prefix), (run) => void (raw = run)),
+          Effect.map(drive(fleetOff, prefix, WRITES, undefined, roundRobin), (run) => void (off = run)),
+          Effect.map(drive(fleetOn, prefix, WRITES, undefined, roundRobin), (run) => void (on = run))
+        ]
+        // Each peer goes first, second and third in turn: the shared machine's speed drifts, and a
+        // drift during a round must not favour the same peer every round.
+        for (let step = 0; step < steps.length; step++) yield* steps[(step + round) % steps.length]!
+        rounds.push({ raw: raw!, off: off!, on: on! })
+      }
+      const ratio = (n: number) => `${n.toFixed(2)}×`
+      const offRatios = rounds.map(({ off, raw }) => off.perSecond / raw.perSecond)
+      const onRatios = rounds.map(({ on, raw }) => on.perSecond / raw.perSecond)
+      table(`fleet, saturated, by round (each peer first in turn): ${WRITES} writes per run`, rounds.map(({ off, on, raw }, round) => ({
+        round: String(round + 1),
+        "raw pg inserts/s": perSecond(raw.perSecond),
+        "history off writes/s": perSecond(off.perSecond),
+        "history on writes/s": perSecond(on.perSecond),
+        "off vs raw": ratio(offRatios[round]!),
+        "on vs raw": ratio(onRatios[round]!),
+        "CPU/write raw: client + server": `${cpu(raw.cpu)} + ${cpu(raw.serverCpu)}`,
+        "CPU/write on: replicas + server + generator": `${cpu(sum(on.replicaCpu))} + ${cpu(on.serverCpu)} + ${cpu(on.clientCpu)}`
+      })))
+      const pooled = (pick: (run: Run) => ReadonlyArray<number>) => rounds.flatMap(({ on }) => pick(on)).sort((a, b) => a - b)
+      const middle = (pick: (round: (typeof rounds)[number]) => number) => median(rounds.map(pick))
+      const row = (what: string, value: string, vsRaw = "") => ({ what, value, "vs raw pg": vsRaw })
+      table(`fleet, saturated: ${WRITES} writes over POST /rpc, ${IN_FLIGHT} in flight across 3 replica processes (raw pg peer: 3 processes × 16); medians of ${ROUNDS} rounds`, [
+        row("raw pg inserts/s", perSecond(middle(({ raw }) => raw.perSecond)), "1.00×"),
+        row("rpc writes/s, history off", perSecond(middle(({ off }) => off.perSecond)), ratio(median(offRatios))),
+        row("rpc writes/s, history on (sync)", perSecond(middle(({ on }) => on.perSecond)), ratio(median(onRatios))),
+        row("history on, saturated: write → event, writing replica p50 / p99", p(pooled((run) => run.local))),
+        row("history on, saturated: write → event, other replicas p50 / p99", p(pooled((run) => run.remote))),
+        row("history on, saturated: commit on writer → event on others p50 / p99", p(pooled((run) => run.commitToRemote))),
+        row("CPU per write: raw pg processes (all three)", cpu(middle(({ raw }) => raw.cpu))),
+        row(
+          "CPU per write: PostgreSQL server, raw pg / history off / on",
+          `${cpu(middle(({ raw }) => raw.serverCpu))} / ${cpu(middle(({ off }) => off.serverCpu))} / ${cpu(middle(({ on }) => on.serverCpu))}`
+        ),
+        row("CPU per write: replicas (all three), history off / on", `${cpu(middle(({ off }) => sum(off.replicaCpu)))} / ${cpu(middle(({ on }) => sum(on.replicaCpu)))}`),
+        row("outbox reads per write (all three), history off / on", `${middle(({ off }) => reads(off.statements)).toFixed(2)} / ${middle(({ on }) => reads(on.statements)).toFixed(2)}`),
+        row("CPU per write: load generator (raw http), history off / on", `${cpu(middle(({ off }) => off.clientCpu))} / ${cpu(middle(({ on }) => on.clientCpu))}`)
+      ])
+    }))
   }
   yield* Effect.scoped(Effect.gen(function*() {
-    const replicas = yield* fleet(true)
+    const fleetOn = yield* fleet(true)
     const rows: Array<Record<string, string>> = []
     for (const rate of RATES) {
-      const run = yield* drive(replicas, `r${rate}`, WRITES, rate, roundRobin)
+      const run = yield* drive(fleetOn, `r${rate}`, WRITES, rate, roundRobin)
       rows.push({
         "paced at": `${rate}/s`,
         achieved: `${perSecond(run.perSecond)}/s`,
@@ -423,7 +502,7 @@ export const main = Effect.gen(function*() {
       })
     }
     if (rows.length > 0) table(`fleet, paced, history on: ${WRITES} writes per rate, round robin over 3 replicas (write → event latency)`, rows)
-    const roles = yield* drive(replicas, "role", Math.min(WRITES, ROLE_RATE * 10), ROLE_RATE, () => 0)
+    const roles = yield* drive(fleetOn, "role", Math.min(WRITES, ROLE_RATE * 10), ROLE_RATE, () => 0)
     table(`fleet, CPU per write by role, history on: writes to replica 0 only at ${ROLE_RATE}/s`, [
       { role: "writing replica (rpc + store + outbox + own delivery)", "CPU per write": cpu(roles.replicaCpu[0]!) },
       { role: "receiving replica (NOTIFY + outbox read + delivery), each", "CPU per write": cpu((roles.replicaCpu[1]! + roles.replicaCpu[2]!) / 2) },
@@ -432,7 +511,7 @@ export const main = Effect.gen(function*() {
       { role: `latency at ${ROLE_RATE}/s: commit on writer → event on others p50 / p99`, "CPU per write": p(roles.commitToRemote) }
     ])
     statementsTable(`role run at ${ROLE_RATE}/s (replica 0 writes)`, roles.statements)
-    yield* stopForProfile(replicas)
+    yield* stopForProfile(fleetOn.replicas)
   }))
 })
 

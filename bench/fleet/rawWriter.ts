@@ -1,9 +1,10 @@
 /**
  * One process of the fleet benchmark's raw `pg` peer: a pool of 16 inserting its share of the rows
  * (every third, from `FW_RAW_FIRST`) with 16 in flight. Prints `READY` once warmed up (its share
- * of `FW_BENCH_WARM` rows inserted first, as each fleet is warmed up), starts on a line on stdin,
- * prints `DONE <cpu ms>` (its own CPU time while inserting), and closes its connections on the
- * next line (the bench reads their backends' CPU before).
+ * of `FW_BENCH_WARM` rows inserted first, as each fleet is warmed up); then for each line `go
+ * <prefix>` on stdin inserts its share of `FW_BENCH_WRITES` rows named `<prefix>-i` and prints
+ * `DONE <cpu ms>` (its own CPU time while inserting); closes its connections on `end` (the bench
+ * reads their backends' CPU before).
  */
 import pg from "pg"
 import { createInterface } from "node:readline"
@@ -30,12 +31,13 @@ const insert = (prefix: string, count: number) => {
 await insert("warm", warm)
 console.log("READY")
 const lines = createInterface({ input: process.stdin })
-const nextLine = () => new Promise<void>((resolve) => lines.once("line", () => resolve()))
-await nextLine()
-const before = process.cpuUsage()
-await insert("w", writes)
-const used = process.cpuUsage(before)
-console.log(`DONE ${(used.user + used.system) / 1000}`)
-await nextLine()
+for await (const line of lines) {
+  const [command, prefix = "w"] = line.trim().split(" ")
+  if (command !== "go") break
+  const before = process.cpuUsage()
+  await insert(prefix, writes)
+  const used = process.cpuUsage(before)
+  console.log(`DONE ${(used.user + used.system) / 1000}`)
+}
 await pool.end()
 lines.close()
