@@ -19,7 +19,7 @@
  *   goes whatever else runs.
  * The load generator posts the rpc message's JSON over keep-alive connections (`rpcPoster`: the
  * typed rpc client cost ~2 ms of CPU per call, as much as a third of a replica's, on the same two
- * cores; node:http's client 0.05–0.06 ms against 0.04).
+ * cores; undici's `dispatch` 0.058–0.065 ms against 0.035–0.05 on raw sockets).
  * `FW_BENCH_WRITES` sets the writes per run (default 2,000), `FW_BENCH_WARM` the writes that warm each
  * fleet, and the raw peer, up first (default 20,000: with 4,000 the replicas still used 0.46 ms of
  * CPU per write where they settle at 0.24, and the raw peer ran 9,700 inserts/s against 17,500); `FW_BENCH_ONLY=paced` runs only the
