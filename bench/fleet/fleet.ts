@@ -26,7 +26,9 @@
  * paced and role runs (history on), `FW_BENCH_ONLY=saturated` only the saturated run with history on
  * (with `FW_BENCH_PROF`: a profile of saturation alone); `FW_BENCH_PROF=<dir>` runs the replicas under `--cpu-prof`
  * (profiles written to `<dir>` when they exit; summarise with `bench/profileSummary.ts`), sampled every
- * `FW_BENCH_PROF_INTERVAL` microseconds (default 1000). `FW_BENCH_TRACE=1` prints, after each run,
+ * `FW_BENCH_PROF_INTERVAL` microseconds (default 1000); `FW_BENCH_NODE_ARGS` adds options to the
+ * replicas' `node` (space-separated, e.g. `--log-deopt --logfile=/tmp/v8-%p.log`); `FW_COALESCE_MS`
+ * sets their fleet tap's coalescing window. `FW_BENCH_TRACE=1` prints, after each run,
  * where the other replicas' write → event time went, per change (see `breakdown`), and each
  * replica's event-loop delay.
  */
@@ -49,6 +51,7 @@ const ROLE_RATE = Number(process.env.FW_BENCH_ROLE_RATE ?? 150)
 const ONLY_PACED = process.env.FW_BENCH_ONLY === "paced"
 const ONLY_SATURATED = process.env.FW_BENCH_ONLY === "saturated"
 const PROF = process.env.FW_BENCH_PROF
+const NODE_ARGS = (process.env.FW_BENCH_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
 const TRACE = process.env.FW_BENCH_TRACE === "1"
 const IN_FLIGHT = 48
 const WARM = Number(process.env.FW_BENCH_WARM ?? 20_000)
@@ -295,7 +298,7 @@ const fleet = (history: boolean) =>
     if (TRACE) env.FW_TRACE_DELIVERY = "1"
     const replicas = yield* Effect.all(
       [0, 1, 2].map((i) =>
-        Fleet.start(`b${i}`, db.url, env, PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${PROF}`, `--cpu-prof-interval=${process.env.FW_BENCH_PROF_INTERVAL ?? 1000}`])
+        Fleet.start(`b${i}`, db.url, env, [...NODE_ARGS, ...(PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${PROF}`, `--cpu-prof-interval=${process.env.FW_BENCH_PROF_INTERVAL ?? 1000}`])])
       ),
       { concurrency: "unbounded" }
     )

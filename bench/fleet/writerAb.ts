@@ -10,7 +10,9 @@
  * `npx tsx bench/fleet/writerAb.ts [app.mjs …]`: the bundles to compare (made with
  * `Fleet.bundleApp`, or esbuild of another checkout's `test/fleet/app.ts`); without arguments, this
  * checkout's harness app alone. `FW_AB_WARM` warm-up writes (default 3,000: V8 is still compiling
- * the write path after a few hundred).
+ * the write path after a few hundred); `FW_AB_NODE_ARGS` adds options to each replica's `node`
+ * (space-separated, e.g. `--heap-prof --heap-prof-dir=/tmp/heap`; the replica is then stopped
+ * cleanly after each run, so that it writes what it recorded).
  */
 import { Effect, Redacted } from "effect"
 import * as http from "node:http"
@@ -28,6 +30,7 @@ const WARM = Number(process.env.FW_AB_WARM ?? 3_000)
 const ROUNDS = Number(process.env.FW_AB_ROUNDS ?? 3)
 const IN_FLIGHT = Number(process.env.FW_AB_IN_FLIGHT ?? 16)
 const PROF = process.env.FW_AB_PROF
+const NODE_ARGS = (process.env.FW_AB_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT })
 
@@ -85,7 +88,10 @@ const main = Effect.gen(function*() {
   for (let round = 0; round < ROUNDS; round++) {
     for (let a = 0; a < apps.length; a++) {
       yield* Effect.scoped(Effect.gen(function*() {
-        const { child, url } = yield* Fleet.spawnApp(`ab${a}`, apps[a]!, { DATABASE_URL: dbUrl, FW_POLL_MS: "1000" }, PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${PROF}/${a}`])
+        const { child, url } = yield* Fleet.spawnApp(`ab${a}`, apps[a]!, { DATABASE_URL: dbUrl, FW_POLL_MS: "1000" }, [
+          ...NODE_ARGS,
+          ...(PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${PROF}/${a}`])
+        ])
         yield* Effect.promise(() => drive(url, `warm${round}x${a}`, WARM))
         const before = cpuOf(child.pid!)
         const clientBefore = ownCpu()
@@ -97,7 +103,7 @@ const main = Effect.gen(function*() {
         rates[a]!.push(WRITES / seconds)
         if (failed > 0) console.log(`(${apps[a]}: ${failed} failed)`)
         // A profiled replica writes its profile on a clean exit only.
-        if (PROF !== undefined) yield* Effect.promise(() => new Promise<void>((resolve) => {
+        if (PROF !== undefined || NODE_ARGS.length > 0) yield* Effect.promise(() => new Promise<void>((resolve) => {
           child.once("exit", () => resolve())
           child.kill("SIGTERM")
         }))

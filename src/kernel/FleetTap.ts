@@ -38,12 +38,15 @@ export interface FleetOptions {
   /** Most outbox rows one catch-up read returns (default 500); a longer backlog is read in pages. */
   readonly readBatch?: number
   /**
-   * Coalescing window (default 5 ms): after an announcement starts this replica waits this long
+   * Coalescing window (default 10 ms): after an announcement starts this replica waits this long
    * before sending the next one, and after a catch-up read starts it waits this long before
    * starting the next (one that took longer is followed at once), so that under load a
    * notification and a read each cover the commits of a window instead of one commit each. The
    * first commit after a quiet spell is announced and read at once; under load a change reaches the
-   * other replicas up to twice this later. 0 reads and announces back to back.
+   * other replicas up to twice this later. 0 reads and announces back to back. Each replica's
+   * reads and announcements cost the same whatever they carry: at saturation, three replicas on
+   * two cores spent about a tenth of the machine on them with a 5 ms window (see
+   * docs/performance.md).
    */
   readonly coalesceMs?: number
 }
@@ -101,6 +104,27 @@ export const pageText = (limit: number) => `SELECT s.snap, o.id, o.xid, o.origin
 /** The outbox row of a fused insert for each row of `from`: the origin and changes are `value(0)` and `value(1)`. */
 const outboxInsert = (from: string, value: (index: number) => string) =>
   `INSERT INTO _fw_change_outbox (origin, changes) SELECT ${value(0)}::text, ${value(1)}::jsonb FROM ${from}`
+
+/**
+ * What the tap knows of a write's outbox row: `Staged`, its id and transaction once its statement
+ * answered; `Fused`, before that, the highest own id answered when its fused statement was built
+ * (the floor `findFused` searches above).
+ */
+type Tracked =
+  | { readonly _tag: "Staged"; readonly id: string; readonly xid: bigint }
+  | { readonly _tag: "Fused"; readonly floor: bigint }
+
+/**
+ * Where a write's `Tracked` lives: a property of its changes array, which lives exactly as long as
+ * the write. Not a `WeakMap` keyed by the array: each entry for a new object takes V8's ephemeron
+ * write barrier's slow path and the scavenger's ephemeron work, as `Now` found (two per write here).
+ */
+const trackedKey: unique symbol = Symbol.for("@fw/framework/FleetTap/tracked")
+interface Carrier {
+  [trackedKey]?: Tracked
+}
+const track = (changes: ReadonlyArray<PendingChange>, tracked: Tracked) => void ((changes as Carrier)[trackedKey] = tracked)
+const trackedOf = (changes: ReadonlyArray<PendingChange>): Tracked | undefined => (changes as Carrier)[trackedKey]
 
 /**
  * Sleeps on the real timer: the coalescing window bounds a latency of a few milliseconds, and
@@ -174,8 +198,6 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     let seen = first!.snap
     // Rows read that were not visible in `seen` (a page read after it): skipped when read again.
     const read = new Map<string, bigint>()
-    // The outbox row of each transaction this replica staged (dropped with its changes array).
-    const staged = new WeakMap<ReadonlyArray<PendingChange>, { readonly id: string; readonly xid: bigint }>()
     // Own outbox rows whose COMMIT had an unknown outcome, with their changes: delivered here if
     // they show up committed (own rows are read without their changes).
     const unknown = new Map<string, { readonly xid: bigint; readonly changes: ReadonlyArray<PendingChange> }>()
@@ -264,7 +286,7 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
 
     // Notifications only wake the reader; many arriving during one read, or within the coalescing
     // window after it, cost one more read.
-    const coalesceMs = Math.max(0, options.coalesceMs ?? 5)
+    const coalesceMs = Math.max(0, options.coalesceMs ?? 10)
     // The window counts from the start of a read or an announcement, not from its end: one that
     // took the whole window (a loaded box, a long page) is followed at once by the next, which
     // covers what committed meanwhile; waiting a full window after it added its length to every
@@ -325,7 +347,6 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // far is below the id of every statement built after it (sequence order): a lower bound that
     // lets a write whose answer was lost find its row by its change's ref.
     let highestStaged = 0n
-    const fusedFloor = new WeakMap<ReadonlyArray<PendingChange>, bigint>()
     const tapScope = yield* Effect.scope
     const byRefText = `SELECT id::text AS id, xid::text AS xid FROM _fw_change_outbox
       WHERE id > $1::bigint AND origin = $2 AND changes->0->>'ref' = $3 LIMIT 1`
@@ -368,12 +389,12 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
             VALUES (${origin}, ${JSON.stringify(changes)}) RETURNING id::text AS id, xid::text AS xid`
           const [row] = yield* (direct === undefined ? statement : direct.statement(statement))
           if (row !== undefined) {
-            staged.set(changes, { id: row.id, xid: BigInt(row.xid) })
+            track(changes, { _tag: "Staged", id: row.id, xid: BigInt(row.xid) })
             if (BigInt(row.id) > highestStaged) highestStaged = BigInt(row.id)
           }
         }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
       fuse: (changes) => {
-        fusedFloor.set(changes, highestStaged)
+        track(changes, { _tag: "Fused", floor: highestStaged })
         return {
           key: "fleet:outbox",
           values: [origin, JSON.stringify(changes)],
@@ -385,8 +406,9 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
             `${outboxInsert(rows, value)} RETURNING id::text AS id, xid::text AS xid, changes->0->>'id' AS "${FusedStage.rowIdColumn}"`,
           onResult: (returned) => {
             const id = String(returned.id)
-            staged.set(changes, { id, xid: BigInt(String(returned.xid)) })
-            if (BigInt(id) > highestStaged) highestStaged = BigInt(id)
+            track(changes, { _tag: "Staged", id, xid: BigInt(String(returned.xid)) })
+            const number = BigInt(id)
+            if (number > highestStaged) highestStaged = number
           }
         }
       },
@@ -394,11 +416,9 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
       publish: (changes) => Effect.zipRight(delivery.publish(changes), Queue.offer(announce, undefined)),
       commitUnknown: (changes) =>
         Effect.suspend(() => {
-          const row = staged.get(changes)
-          if (row === undefined) {
-            const floor = fusedFloor.get(changes)
-            return floor === undefined ? Effect.void : findFused(changes, floor)
-          }
+          const row = trackedOf(changes)
+          if (row === undefined) return Effect.void
+          if (row._tag === "Fused") return findFused(changes, row.floor)
           // Already read: it committed, and nothing delivered it here.
           if (takeOwnRead(row.id)) return delivery.publish(changes)
           unknown.set(row.id, { xid: row.xid, changes })

@@ -2,7 +2,8 @@
  * How the fleet's test apps run as a replica process: served over HTTP on `127.0.0.1` (a free
  * port) on the PostgreSQL at `url` with the fleet change scope, connections named after
  * `FW_REPLICA`. Prints `PORT <n>` once the replica answers HTTP (printed earlier, a first request
- * could reach the socket before its routes and hang).
+ * could reach the socket before its routes and hang). `FW_COALESCE_MS` sets the fleet tap's
+ * coalescing window (the benchmark's way to weigh it).
  */
 import { FetchHttpClient, HttpServer } from "@effect/platform"
 import { NodeRuntime } from "@effect/platform-node"
@@ -53,7 +54,11 @@ export const launch = (options: Options): void => {
     Layer.provide(Server.layer(options.app, options.routes === undefined ? { announce: false } : { routes: options.routes, announce: false })),
     Layer.provideMerge(NodeServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
     Layer.provide(Store.layerSql.pipe(
-      Layer.provideMerge(ChangeTap.layerFleet({ pollMs: options.pollMs, listenCheckMs: 1_000 })),
+      Layer.provideMerge(ChangeTap.layerFleet({
+        pollMs: options.pollMs,
+        listenCheckMs: 1_000,
+        ...(process.env.FW_COALESCE_MS === undefined ? {} : { coalesceMs: Number(process.env.FW_COALESCE_MS) })
+      })),
       Layer.provideMerge(PgClient.layer({
         url: Redacted.make(options.url),
         maxConnections: options.maxConnections,
