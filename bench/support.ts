@@ -102,6 +102,9 @@ export const serverCpuSince = (before: ReadonlyMap<number, number>, after: Reado
   return total
 }
 
+/** Options for a child `node`, space-separated in the environment variable `name` (none when unset). */
+export const nodeArgsFrom = (name: string): ReadonlyArray<string> => (process.env[name] ?? "").split(" ").filter((arg) => arg !== "")
+
 const success = Buffer.from(`"exit":{"_tag":"Success"`)
 
 /** One kept-alive connection of `rpcPoster`, with at most one call in flight. */

@@ -42,7 +42,7 @@ import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import { PgClient } from "@effect/sql-pg"
 import { Docs } from "../../test/fleet/app.js"
 import * as Fleet from "../../test/fleet/support.js"
-import { cpuOf, ownCpu, perSecond, rpcPoster, serverCpu, serverCpuSince, table } from "../support.js"
+import { cpuOf, nodeArgsFrom, ownCpu, perSecond, rpcPoster, serverCpu, serverCpuSince, table } from "../support.js"
 
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const WRITES = Number(process.env.FW_BENCH_WRITES ?? 2_000)
@@ -51,7 +51,7 @@ const ROLE_RATE = Number(process.env.FW_BENCH_ROLE_RATE ?? 150)
 const ONLY_PACED = process.env.FW_BENCH_ONLY === "paced"
 const ONLY_SATURATED = process.env.FW_BENCH_ONLY === "saturated"
 const PROF = process.env.FW_BENCH_PROF
-const NODE_ARGS = (process.env.FW_BENCH_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
+const NODE_ARGS = nodeArgsFrom("FW_BENCH_NODE_ARGS")
 const TRACE = process.env.FW_BENCH_TRACE === "1"
 const IN_FLIGHT = 48
 const WARM = Number(process.env.FW_BENCH_WARM ?? 20_000)

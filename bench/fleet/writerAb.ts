@@ -22,7 +22,7 @@ import { RowHistory } from "../../src/history/index.js"
 import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
 import { Docs } from "../../test/fleet/app.js"
 import * as Fleet from "../../test/fleet/support.js"
-import { cpuOf, ownCpu, postRpc, table } from "../support.js"
+import { cpuOf, nodeArgsFrom, ownCpu, postRpc, table } from "../support.js"
 
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"
 const WRITES = Number(process.env.FW_AB_WRITES ?? 6_000)
@@ -30,7 +30,7 @@ const WARM = Number(process.env.FW_AB_WARM ?? 3_000)
 const ROUNDS = Number(process.env.FW_AB_ROUNDS ?? 3)
 const IN_FLIGHT = Number(process.env.FW_AB_IN_FLIGHT ?? 16)
 const PROF = process.env.FW_AB_PROF
-const NODE_ARGS = (process.env.FW_AB_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
+const NODE_ARGS = nodeArgsFrom("FW_AB_NODE_ARGS")
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT })
 

@@ -347,6 +347,12 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
     // far is below the id of every statement built after it (sequence order): a lower bound that
     // lets a write whose answer was lost find its row by its change's ref.
     let highestStaged = 0n
+    /** Records that `changes` were written as own outbox row `id` of transaction `xid`. */
+    const staged = (changes: ReadonlyArray<PendingChange>, id: string, xid: string) => {
+      track(changes, { _tag: "Staged", id, xid: BigInt(xid) })
+      const number = BigInt(id)
+      if (number > highestStaged) highestStaged = number
+    }
     const tapScope = yield* Effect.scope
     const byRefText = `SELECT id::text AS id, xid::text AS xid FROM _fw_change_outbox
       WHERE id > $1::bigint AND origin = $2 AND changes->0->>'ref' = $3 LIMIT 1`
@@ -388,10 +394,7 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
           const statement = pg<{ readonly id: string; readonly xid: string }>`INSERT INTO _fw_change_outbox (origin, changes)
             VALUES (${origin}, ${JSON.stringify(changes)}) RETURNING id::text AS id, xid::text AS xid`
           const [row] = yield* (direct === undefined ? statement : direct.statement(statement))
-          if (row !== undefined) {
-            track(changes, { _tag: "Staged", id: row.id, xid: BigInt(row.xid) })
-            if (BigInt(row.id) > highestStaged) highestStaged = BigInt(row.id)
-          }
+          if (row !== undefined) staged(changes, row.id, row.xid)
         }).pipe(Effect.mapError((error) => new StoreUnavailable({ message: `change outbox: ${error.message}` }))),
       fuse: (changes) => {
         track(changes, { _tag: "Fused", floor: highestStaged })
@@ -404,12 +407,7 @@ export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, 
           // rows it selects from).
           statementForRows: (rows, value) =>
             `${outboxInsert(rows, value)} RETURNING id::text AS id, xid::text AS xid, changes->0->>'id' AS "${FusedStage.rowIdColumn}"`,
-          onResult: (returned) => {
-            const id = String(returned.id)
-            track(changes, { _tag: "Staged", id, xid: BigInt(String(returned.xid)) })
-            const number = BigInt(id)
-            if (number > highestStaged) highestStaged = number
-          }
+          onResult: (returned) => staged(changes, String(returned.id), String(returned.xid))
         }
       },
       ...delivery,
