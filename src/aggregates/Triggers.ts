@@ -10,7 +10,10 @@
  * in), that one group is rescanned (`MIN`/`MAX` over the group: an index on the group columns and
  * the value column makes it a lookup). On PostgreSQL the upsert takes the group row's lock until
  * commit, and the rescan, a later statement of the trigger function, reads a fresh snapshot, so
- * concurrent writers of one group stay exact.
+ * concurrent writers of one group stay exact. A row moving between groups locks the two group rows
+ * in the order of their ids, not old before new: two rows moving between the same groups in
+ * opposite directions at once took them in opposite orders and deadlocked (one write failed
+ * `40P01`, each time PostgreSQL's deadlock check ran, after a second's wait).
  *
  * A group's key (and its id) is the JSON array of its values as the database writes it
  * (`json_array` / `jsonb_build_array`); the full rebuild computes it with the same expression, so
@@ -154,8 +157,11 @@ const statements = (dialect: Dialect, shape: Shape, version: string): ReadonlyAr
     `CREATE OR REPLACE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $fw$
 BEGIN
   IF TG_OP = 'UPDATE' AND NOT (${distinct || "false"}) THEN RETURN NULL; END IF;
-  IF TG_OP <> 'INSERT' THEN ${remove}; END IF;
-  IF TG_OP <> 'DELETE' THEN ${add}; END IF;
+  IF TG_OP = 'INSERT' THEN ${add};
+  ELSIF TG_OP = 'DELETE' THEN ${remove};
+  ELSIF ${idExpression(dialect, shape, "NEW.")} < ${idExpression(dialect, shape, "OLD.")} THEN ${add}; ${remove};
+  ELSE ${remove}; ${add};
+  END IF;
   ${rescanBlock}
   RETURN NULL;
 END $fw$`,

@@ -191,5 +191,33 @@ if (Pg.serverUrl !== null) {
         assert.isAbove(rows.length, 0)
         yield* check(s, aggregates, rows, "concurrent writers")
       }))
+
+    it.scoped("rows moved between two groups in opposite directions at once: no deadlock, counts exact", () =>
+      Effect.gen(function*() {
+        const ctx = yield* base({ name: "pg", client: () => Pg.layerFreshClient })
+        const store = Context.get(ctx, Store)
+        const aggregates = incrementalAggregates()
+        const s = yield* scheduler("pg", ctx as Context.Context<Store | ChangeTap.ChangeTap | SqlClient.SqlClient>, aggregates)
+        yield* s.booted
+        // Each move's trigger leaves the row's old group and enters its new one, locking both group
+        // rows: a move a → b and a move b → a at the same moment must not take them in opposite orders.
+        const perSide = 24
+        const rows = new Map<string, OrderRow>()
+        for (let i = 0; i < 2 * perSide; i++) {
+          const row: OrderRow = { id: `m${i}`, g: i < perSide ? "a" : "b", h: false, x: i }
+          rows.set(row.id, row)
+          yield* store.insert(Orders, row)
+        }
+        const failures: Array<string> = []
+        for (let round = 0; round < 6; round++) {
+          yield* Effect.forEach([...rows.values()], (row) => {
+            const g = row.g === "a" ? "b" : "a"
+            rows.set(row.id, { ...row, g })
+            return store.update(Orders, row.id, { g }).pipe(Effect.catchAll((error) => Effect.sync(() => void failures.push(error.message))))
+          }, { concurrency: "unbounded", discard: true })
+        }
+        assert.deepStrictEqual(failures, [])
+        yield* check(s, aggregates, rows.values(), "opposite moves")
+      }))
   })
 }
