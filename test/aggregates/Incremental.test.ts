@@ -174,13 +174,18 @@ for (const tier of tiers) {
 
 if (Pg.serverUrl !== null) {
   describe("incremental aggregates: postgresql, concurrent writers", () => {
+    /** A fresh database's store and a booted scheduler of every incremental aggregate. */
+    const booted = Effect.gen(function*() {
+      const ctx = yield* base({ name: "pg", client: () => Pg.layerFreshClient })
+      const aggregates = incrementalAggregates()
+      const s = yield* scheduler("pg", ctx as Context.Context<Store | ChangeTap.ChangeTap | SqlClient.SqlClient>, aggregates)
+      yield* s.booted
+      return { aggregates, s, store: Context.get(ctx, Store) }
+    })
+
     it.scoped("eight writers on the same groups: no lost update, extremes exact", () =>
       Effect.gen(function*() {
-        const ctx = yield* base({ name: "pg", client: () => Pg.layerFreshClient })
-        const store = Context.get(ctx, Store)
-        const aggregates = incrementalAggregates()
-        const s = yield* scheduler("pg", ctx as Context.Context<Store | ChangeTap.ChangeTap | SqlClient.SqlClient>, aggregates)
-        yield* s.booted
+        const { aggregates, s, store } = yield* booted
         // Eight writers with their own ids (o<1000w+n>), on the same six groups.
         yield* Effect.forEach([0, 1, 2, 3, 4, 5, 6, 7], (w) =>
           Effect.gen(function*() {
@@ -194,11 +199,7 @@ if (Pg.serverUrl !== null) {
 
     it.scoped("rows moved between two groups in opposite directions at once: no deadlock, counts exact", () =>
       Effect.gen(function*() {
-        const ctx = yield* base({ name: "pg", client: () => Pg.layerFreshClient })
-        const store = Context.get(ctx, Store)
-        const aggregates = incrementalAggregates()
-        const s = yield* scheduler("pg", ctx as Context.Context<Store | ChangeTap.ChangeTap | SqlClient.SqlClient>, aggregates)
-        yield* s.booted
+        const { aggregates, s, store } = yield* booted
         // Each move's trigger leaves the row's old group and enters its new one, locking both group
         // rows: a move a → b and a move b → a at the same moment must not take them in opposite orders.
         const perSide = 24
