@@ -24,6 +24,41 @@ module.exports = {
       to: { path: "^src/", pathNot: "^src/kernel/" }
     },
     {
+      name: "pg-client-only-in-its-driver",
+      severity: "error",
+      comment: "Only kernel/drivers/pg/ loads PostgreSQL's client packages (an optional peer); elsewhere they are named in types only.",
+      from: { path: "^src/", pathNot: "^src/kernel/drivers/pg/" },
+      to: { path: "^node_modules/(pg|@effect/sql-pg)/", dependencyTypesNot: ["type-only"] }
+    },
+    {
+      name: "sqlite-client-only-in-its-driver",
+      severity: "error",
+      comment: "Only kernel/drivers/sqlite/ loads SQLite's client packages; elsewhere they are named in types only.",
+      from: { path: "^src/", pathNot: "^src/kernel/drivers/sqlite/" },
+      to: { path: "^node_modules/(better-sqlite3|@effect/sql-sqlite-node)/", dependencyTypesNot: ["type-only"] }
+    },
+    {
+      name: "drivers-below-changes",
+      severity: "error",
+      comment: "A driver runs statements; change delivery (kernel/changes/) is built on the drivers, never the other way.",
+      from: { path: "^src/kernel/drivers/" },
+      to: { path: "^src/kernel/changes/" }
+    },
+    {
+      name: "tiers-apart",
+      severity: "error",
+      comment: "One tier's driver knows nothing of another's; drivers/sql/ is what SQLite's and PostgreSQL's share (and dispatches to them).",
+      from: { path: "^src/kernel/drivers/(memory|sqlite|pg)/" },
+      to: { path: "^src/kernel/drivers/", pathNot: "^src/kernel/drivers/($1|sql)/" }
+    },
+    {
+      name: "tier-insides-in-the-kernel",
+      severity: "error",
+      comment: "Outside the kernel, the tiers are reached through the Store (and drivers/sql/ for the SQL failure reading), never a tier's insides.",
+      from: { path: "^src/", pathNot: "^src/kernel/" },
+      to: { path: "^src/kernel/drivers/(memory|sqlite|pg)/" }
+    },
+    {
       name: "app-only-on-kernel",
       severity: "error",
       comment: "app (definitions and the procedure runtime) builds on the kernel only.",

@@ -14,10 +14,10 @@ import { requireScope } from "../src/app/Guard.js"
 import { query } from "../src/app/Procedure.js"
 import * as NodeServer from "../src/server/NodeServer.js"
 import * as Server from "../src/server/Server.js"
-import * as ChangeTap from "../src/kernel/ChangeTap.js"
-import * as Store from "../src/kernel/Store.js"
+import * as ChangeTap from "../src/kernel/changes/ChangeTap.js"
+import * as Store from "../src/kernel/store/Store.js"
 import * as Subject from "../src/kernel/Subject.js"
-import { defineTable } from "../src/kernel/Table.js"
+import { defineTable } from "../src/kernel/schema/Table.js"
 
 const Items = defineTable("items", { fields: { tenantId: Schema.String, name: Schema.String, price: Schema.Number }, tenantField: "tenantId" })
 const Input = Schema.Struct({ id: Schema.String })

@@ -12,10 +12,10 @@ import { readFileSync } from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import * as ChangeTap from "../src/kernel/ChangeTap.js"
-import * as SchemaDiffer from "../src/kernel/SchemaDiffer.js"
-import * as Store from "../src/kernel/Store.js"
-import type * as Table from "../src/kernel/Table.js"
+import * as ChangeTap from "../src/kernel/changes/ChangeTap.js"
+import * as SchemaDiffer from "../src/kernel/schema/SchemaDiffer.js"
+import * as Store from "../src/kernel/store/Store.js"
+import type * as Table from "../src/kernel/schema/Table.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 

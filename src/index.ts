@@ -4,16 +4,16 @@
  * plugins, the procedure runtime), the server that serves them, and the client. Areas have their
  * own entries: `@fw/framework/auth`, `/http`, `/saml`, `/history`.
  */
-export * as ChangeEvent from "./kernel/ChangeEvent.js"
-export * as ChangeTap from "./kernel/ChangeTap.js"
+export * as ChangeEvent from "./kernel/changes/ChangeEvent.js"
+export * as ChangeTap from "./kernel/changes/ChangeTap.js"
 export * as KernelErrors from "./kernel/Errors.js"
-export * as Provenance from "./kernel/Provenance.js"
-export * as SchemaDiffer from "./kernel/SchemaDiffer.js"
-export * as Store from "./kernel/Store.js"
+export * as Provenance from "./kernel/changes/Provenance.js"
+export * as SchemaDiffer from "./kernel/schema/SchemaDiffer.js"
+export * as Store from "./kernel/store/Store.js"
 export * as Subject from "./kernel/Subject.js"
 export * as Telemetry from "./kernel/Telemetry.js"
-export * as Table from "./kernel/Table.js"
-export { defineTable } from "./kernel/Table.js"
+export * as Table from "./kernel/schema/Table.js"
+export { defineTable } from "./kernel/schema/Table.js"
 
 export * as App from "./app/App.js"
 export { defineApp } from "./app/App.js"

@@ -4,7 +4,7 @@
  * recomputation. `FW_SOAK_STEPS` and `FW_SOAK_TIERS` (comma list) shrink it.
  */
 import { Context, Effect } from "effect"
-import { Store } from "../../src/kernel/Store.js"
+import { Store } from "../../src/kernel/store/Store.js"
 import { check, incrementalAggregates, random, step } from "../../test/aggregates/randomized.js"
 import type { OrderRow } from "../../test/aggregates/randomized.js"
 import { appTables } from "../../test/aggregates/tables.js"

@@ -8,9 +8,9 @@ import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { query } from "../../src/app/Procedure.js"
 import { flagsPlugin } from "../../src/flags/index.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 
 const Items = defineTable("items", { fields: { tenantId: Schema.String, name: Schema.String, price: Schema.Number }, tenantField: "tenantId" })
 const subject = Subject.make({ type: "user", id: "bench", tenantId: "t1" })

@@ -6,8 +6,8 @@ import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { createServer } from "node:http"
 import * as Server from "../../src/server/Server.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import { app, seed } from "./gatedApp.js"
 
 const Main = Layer.mergeAll(

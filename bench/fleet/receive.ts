@@ -19,7 +19,7 @@ import { Effect, Layer, Queue, Redacted } from "effect"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
 import pg from "pg"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
 import { cpuOf, ownCpu, table } from "../support.js"
 
 const pgUrl = process.env.FW_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test"

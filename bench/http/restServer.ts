@@ -9,8 +9,8 @@ import { Effect, Layer, Tracer } from "effect"
 import { createServer } from "node:http"
 import * as NodeServer from "../../src/server/NodeServer.js"
 import * as Server from "../../src/server/Server.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import { app, bare } from "./restApp.js"
 
 const passThrough = Effect.runSync(Effect.map(Effect.tracer, (native) => Tracer.make({ span: (...args) => native.span(...args), context: native.context })))

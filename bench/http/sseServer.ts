@@ -23,9 +23,9 @@ import { mutation, query } from "../../src/app/Procedure.js"
 import * as NodeServer from "../../src/server/NodeServer.js"
 import * as Server from "../../src/server/Server.js"
 import * as Sse from "../../src/http/Sse.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Store from "../../src/kernel/store/Store.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 
 const Ticks = defineTable("ticks", { fields: { n: Schema.Number } })
 const FloorTicks = defineTable("floorTicks", { fields: { n: Schema.Number } })

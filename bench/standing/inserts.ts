@@ -16,8 +16,8 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import * as PluginHost from "../../src/server/PluginHost.js"
-import * as Store from "../../src/kernel/Store.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import * as Store from "../../src/kernel/store/Store.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 import {
   CostEvents,
   defineCostBudget,

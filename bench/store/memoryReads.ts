@@ -13,7 +13,7 @@
  * `npx tsx bench/store/memoryReads.ts`
  */
 import { Effect, ManagedRuntime, Option } from "effect"
-import * as Store from "../../src/kernel/Store.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import { itemsTable, memoryTier } from "./shared.js"
 
 const Items = itemsTable("bench_memory_read_items")

@@ -12,7 +12,7 @@ import { Effect, type Layer, ManagedRuntime } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import * as Store from "../../src/kernel/Store.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import { itemsTable, memoryTier, rawItemsDdl, sqlTier } from "./shared.js"
 
 const Items = itemsTable("bench_point_items")

@@ -5,10 +5,10 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { Effect, Layer, Queue, Schema } from "effect"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
-import * as Store from "../../src/kernel/Store.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as SchemaDiffer from "../../src/kernel/schema/SchemaDiffer.js"
+import * as Store from "../../src/kernel/store/Store.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 import { scratchDatabase } from "../pgDatabase.js"
 
 /** An items table (tenant-scoped: every read and write checks the tenant) named `name`. */

@@ -20,7 +20,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import pg from "pg"
-import * as Store from "../../src/kernel/Store.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import { itemsTable, memoryTier, rawItemsDdl, sqlTier, withPgDatabase } from "./shared.js"
 
 const Items = itemsTable("bench_single_items")

@@ -7,8 +7,8 @@
  */
 import type { Effect } from "effect"
 import { Cron, Duration, Either, Schema } from "effect"
-import type { StoreShape } from "../kernel/Store.js"
-import type * as Table from "../kernel/Table.js"
+import type { StoreShape } from "../kernel/store/Store.js"
+import type * as Table from "../kernel/schema/Table.js"
 import type { AnalyticsShape } from "./Analytics.js"
 import { AggregateDefinitionError } from "./Errors.js"
 

@@ -10,8 +10,8 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import type { StoreUnavailable } from "../kernel/Errors.js"
-import { indexName } from "../kernel/SchemaDiffer.js"
-import { unavailable } from "../kernel/SqlDriver.js"
+import { indexName } from "../kernel/schema/SchemaDiffer.js"
+import { unavailable } from "../kernel/drivers/sql/SqlDriver.js"
 
 /** The stored metadata of one aggregate. */
 export interface StoredMeta {

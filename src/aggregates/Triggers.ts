@@ -24,8 +24,8 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Effect } from "effect"
 import { createHash } from "node:crypto"
 import type { StoreUnavailable } from "../kernel/Errors.js"
-import { unavailable } from "../kernel/SqlDriver.js"
-import type * as Table from "../kernel/Table.js"
+import { unavailable } from "../kernel/drivers/sql/SqlDriver.js"
+import type * as Table from "../kernel/schema/Table.js"
 import type { Op } from "./Aggregate.js"
 
 /** What the triggers need of a resolved incremental shape (`Incremental.Shape`). */

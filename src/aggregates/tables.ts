@@ -9,7 +9,7 @@
  * `c` (non-null values), `s` (sum) and `v` (the extreme for min/max).
  */
 import { Schema } from "effect"
-import { defineTable } from "../kernel/Table.js"
+import { defineTable } from "../kernel/schema/Table.js"
 
 /** Per-aggregate metadata. */
 export const AggregateMeta = defineTable("_fw_aggregate_meta", {

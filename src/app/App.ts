@@ -4,7 +4,7 @@
  */
 import type * as AuthStrategy from "./AuthStrategy.js"
 import * as Errors from "./Errors.js"
-import type * as Table from "../kernel/Table.js"
+import type * as Table from "../kernel/schema/Table.js"
 import type * as Plugin from "./Plugin.js"
 import type * as Procedure from "./Procedure.js"
 import type * as RateLimit from "./RateLimit.js"

@@ -4,7 +4,7 @@
  */
 import { Effect, Schema } from "effect"
 import type { Headers } from "@effect/platform"
-import type { StoreShape } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import * as Subject from "../kernel/Subject.js"
 
 /** The context a guard (and a handler) sees. */

@@ -5,7 +5,7 @@
  * push (the runtime's `live` does that around the group's `latest` result).
  */
 import { Chunk, Effect, Exit, Queue, Schema, Scope } from "effect"
-import type { ChangeEvent } from "../kernel/ChangeEvent.js"
+import type { ChangeEvent } from "../kernel/changes/ChangeEvent.js"
 import type * as Subject from "../kernel/Subject.js"
 import type * as Procedure from "./Procedure.js"
 

@@ -7,8 +7,8 @@
 import { FetchHttpClient, HttpClient, HttpClientError } from "@effect/platform"
 import { Context, Effect } from "effect"
 import { StoreWriteDenied } from "../kernel/Errors.js"
-import type { StoreShape } from "../kernel/Store.js"
-import { Store } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/store/Store.js"
+import { Store } from "../kernel/store/Store.js"
 import type * as Plugin from "./Plugin.js"
 
 /** The prefix of the permissions that declare an outbound host. */

@@ -4,7 +4,7 @@
  */
 import type { Headers } from "@effect/platform"
 import type { Effect, Schema } from "effect"
-import type { StoreShape } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import type { Subject } from "../kernel/Subject.js"
 import type { Guard } from "./Guard.js"
 import * as RateLimit from "./RateLimit.js"

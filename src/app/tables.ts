@@ -4,7 +4,7 @@
  * (`IdempotencyStore.layerSql` also applies it at boot).
  */
 import { Schema } from "effect"
-import { defineTable } from "../kernel/Table.js"
+import { defineTable } from "../kernel/schema/Table.js"
 
 /**
  * `_fw_idempotency`: one row per (tenant, method, path, key). The id is a digest of that scope, so

@@ -17,7 +17,7 @@
 import { Effect, Option } from "effect"
 import { createHash } from "node:crypto"
 import type { StoreError } from "../kernel/Errors.js"
-import { Store } from "../kernel/Store.js"
+import { Store } from "../kernel/store/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import { Organizations, Users } from "./tables.js"
 import { ProvisioningRefused } from "./Errors.js"

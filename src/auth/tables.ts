@@ -3,7 +3,7 @@
  * provider (hosted login, SAML) and found by email afterwards.
  */
 import { Schema } from "effect"
-import { defineTable } from "../kernel/Table.js"
+import { defineTable } from "../kernel/schema/Table.js"
 
 /** `_fw_users`: one row per local user; `organizationId` is its tenant. */
 export const Users = defineTable("_fw_users", {

@@ -6,7 +6,7 @@
  */
 import { Clock, Effect, Either, Schema } from "effect"
 import * as Procedure from "../app/Procedure.js"
-import { noteRead } from "../kernel/ReadTracking.js"
+import { noteRead } from "../kernel/changes/ReadTracking.js"
 import type { FlagRegistryShape } from "./FlagRegistry.js"
 import type * as TypedFlag from "./TypedFlag.js"
 

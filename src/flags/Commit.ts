@@ -5,7 +5,7 @@
  * them, and refusals (spec 7.1 #10), logged and kept for the inspect list.
  */
 import { Clock, Effect, Either } from "effect"
-import type { StoreShape } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import * as Definition from "./Definition.js"
 import * as Entry from "./Entry.js"
 import { FlagStoreFailed, OverrideRefused, storeFailed } from "./Errors.js"

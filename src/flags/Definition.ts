@@ -4,7 +4,7 @@
  * construction and resolved into the shape the evaluator reads.
  */
 import { Either } from "effect"
-import * as IsoInstant from "../kernel/IsoInstant.js"
+import * as IsoInstant from "../kernel/schema/IsoInstant.js"
 import type { Subject } from "../kernel/Subject.js"
 import { FlagDefinitionError } from "./Errors.js"
 

@@ -7,9 +7,9 @@
  */
 import type { Queue, Scope } from "effect"
 import { Clock, Context, Effect, Either, Layer, PubSub, Schema } from "effect"
-import type { ChangeEvent } from "../kernel/ChangeEvent.js"
-import type { StoreShape } from "../kernel/Store.js"
-import { Store } from "../kernel/Store.js"
+import type { ChangeEvent } from "../kernel/changes/ChangeEvent.js"
+import type { StoreShape } from "../kernel/store/Store.js"
+import { Store } from "../kernel/store/Store.js"
 import type { Subject } from "../kernel/Subject.js"
 import type { Change, Refusal } from "./Commit.js"
 import * as Commit from "./Commit.js"

@@ -4,7 +4,7 @@
  * `flushIntervalMs`; rows older than the retention are swept.
  */
 import { Effect } from "effect"
-import type { StoreShape } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import { FlagDefinitionError } from "./Errors.js"
 import { FlagUsage } from "./tables.js"
 

@@ -2,7 +2,7 @@
  * The flags plugin's tables (declared only with `store: 'sql'`).
  */
 import { Schema } from "effect"
-import { defineTable } from "../kernel/Table.js"
+import { defineTable } from "../kernel/schema/Table.js"
 
 const JsonRecord = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 

@@ -6,11 +6,11 @@
  */
 import type { Connection } from "@effect/sql/SqlConnection"
 import { Effect } from "effect"
-import type { ChangeEvent } from "../kernel/ChangeEvent.js"
+import type { ChangeEvent } from "../kernel/changes/ChangeEvent.js"
 import { DuplicateRow } from "../kernel/Errors.js"
 import type { StoreError } from "../kernel/Errors.js"
-import type * as FusedStage from "../kernel/FusedStage.js"
-import { unavailable } from "../kernel/SqlDriver.js"
+import type * as FusedStage from "../kernel/store/FusedStage.js"
+import { unavailable } from "../kernel/drivers/sql/SqlDriver.js"
 import { RowHistory } from "./tables.js"
 
 /** A change as row history records it. */

@@ -3,7 +3,7 @@
  * makes a version unique per row and sorts a row's versions in order.
  */
 import { Schema } from "effect"
-import { defineTable } from "../kernel/Table.js"
+import { defineTable } from "../kernel/schema/Table.js"
 
 /** `_fw_row_history`. */
 export const RowHistory = defineTable("_fw_row_history", {

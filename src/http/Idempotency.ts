@@ -14,8 +14,8 @@ import { Duration, Effect, Exit, Fiber, Schedule } from "effect"
 import { createHash } from "node:crypto"
 import type { IdempotencyOption } from "../app/App.js"
 import * as HttpResponses from "../app/HttpResponses.js"
-import * as CommitWitness from "../kernel/CommitWitness.js"
-import * as Provenance from "../kernel/Provenance.js"
+import * as CommitWitness from "../kernel/store/CommitWitness.js"
+import * as Provenance from "../kernel/changes/Provenance.js"
 import type { IdempotencyStoreShape, Scope, StoredResponse } from "./IdempotencyStore.js"
 
 /** The binding's settings: the header (lower case), the record lifetime and the claim's lease. */

@@ -9,9 +9,9 @@
  * same for the request.
  */
 import type { Headers, HttpServerResponse } from "@effect/platform"
-import * as Provenance from "../kernel/Provenance.js"
+import * as Provenance from "../kernel/changes/Provenance.js"
 import type * as Subject from "../kernel/Subject.js"
-import type { StoreShape } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import * as ResponseControl from "./ResponseControl.js"
 import type * as RestRoute from "./RestRoute.js"
 

@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Clock, Effect, Layer, Option, Schedule } from "effect"
-import { Store } from "../kernel/Store.js"
+import { Store } from "../kernel/store/Store.js"
 
 const sweepInterval = "10 minutes"
 

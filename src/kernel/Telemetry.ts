@@ -10,7 +10,7 @@
  */
 import type { Tracer } from "effect"
 import { Effect, Exit, FiberRef, Metric, MetricBoundaries, MetricLabel } from "effect"
-import * as Provenance from "./Provenance.js"
+import * as Provenance from "./changes/Provenance.js"
 
 /** The tracer a fiber has when none is installed: effect's native tracer. */
 const builtIn: Tracer.Tracer = Effect.runSync(Effect.tracer)

@@ -6,7 +6,7 @@
  */
 import { Effect, Option } from "effect"
 import type { StoreError } from "../kernel/Errors.js"
-import { Store } from "../kernel/Store.js"
+import { Store } from "../kernel/store/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import type { SamlLogout, SamlReplay } from "./tables.js"
 

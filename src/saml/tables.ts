@@ -4,7 +4,7 @@
  * `_fw_saml_logout` for outstanding LogoutRequest ids and seen IdP LogoutRequest ids.
  */
 import { Schema } from "effect"
-import { defineTable } from "../kernel/Table.js"
+import { defineTable } from "../kernel/schema/Table.js"
 
 const fields = {
   /** `request`, `assertion`, `logout` or `idp-logout`: the id is `<kind>:<message id>`. */

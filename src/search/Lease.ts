@@ -3,7 +3,7 @@
  * sweep (the ledger is shared; a sweep on every replica would repeat every repair) and a reindex.
  */
 import { Clock, Duration, Effect, Fiber, Option, Schedule } from "effect"
-import type { StoreShape } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import { SearchLease } from "./tables.js"
 
 /** How long a lease outlives a stalled holder at most (it is renewed while the holder works). */

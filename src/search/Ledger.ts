@@ -5,7 +5,7 @@
  */
 import { Clock, Effect, Option, Stream } from "effect"
 import type { StoreError } from "../kernel/Errors.js"
-import type { StoreShape } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import type { Resolved } from "./Options.js"
 import { describe, isTransient, LedgerWriteFailed } from "./SyncError.js"
 import type { SyncError } from "./SyncError.js"

@@ -1,7 +1,7 @@
 /**
  * The options of `searchPlugin` (spec 2.1, 2.2) and their checks at configuration time.
  */
-import type * as Table from "../kernel/Table.js"
+import type * as Table from "../kernel/schema/Table.js"
 import type { BackendOption } from "./Backend.js"
 import { SearchConfigInvalid } from "./Errors.js"
 import type { Document, FieldType, IndexSpec } from "./SearchBackend.js"

@@ -12,9 +12,9 @@
  * engine's acknowledgement) is moved to the drift ledger by the sweep, which then repairs the row.
  */
 import { Clock, Effect, Option } from "effect"
-import type { PendingChange } from "../kernel/ChangeTap.js"
-import * as StageStatements from "../kernel/StageStatements.js"
-import type { StoreShape } from "../kernel/Store.js"
+import type { PendingChange } from "../kernel/changes/ChangeTap.js"
+import * as StageStatements from "../kernel/store/StageStatements.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import type { Resolved } from "./Options.js"
 import { driftId, SearchDrift, SearchPending } from "./tables.js"
 

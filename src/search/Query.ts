@@ -3,7 +3,7 @@
  * caller's input into a backend `Query` with the caller's tenant ANDed on `tenantField`.
  */
 import { Effect, Either, Schema } from "effect"
-import * as IsoInstant from "../kernel/IsoInstant.js"
+import * as IsoInstant from "../kernel/schema/IsoInstant.js"
 import type { Subject } from "../kernel/Subject.js"
 import { SearchFieldRejected, SearchIndexNotFound, SearchQueryInvalid, SearchTenantMissing } from "./Errors.js"
 import type { Resolved } from "./Options.js"

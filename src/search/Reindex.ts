@@ -5,7 +5,7 @@
  * swap. One reindex per index at a time, across the fleet.
  */
 import { Effect, Exit, Option, Stream } from "effect"
-import type { StoreShape } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import * as Backoff from "./Backoff.js"
 import type * as Lease from "./Lease.js"
 import type { Resolved, Sync } from "./Options.js"

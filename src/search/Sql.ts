@@ -19,7 +19,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Chunk, Effect, Layer, Option, Stream } from "effect"
-import * as DdlLock from "../kernel/DdlLock.js"
+import * as DdlLock from "../kernel/schema/DdlLock.js"
 import type { BackendFactory } from "./Backend.js"
 import { SearchBackendError } from "./Errors.js"
 import * as Matching from "./Matching.js"

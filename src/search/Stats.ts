@@ -4,7 +4,7 @@
  * durable write per count).
  */
 import { Clock, Effect, Option } from "effect"
-import type { StoreShape } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import type { Resolved, Sync } from "./Options.js"
 import { driftId, SearchStats } from "./tables.js"
 

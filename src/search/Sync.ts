@@ -20,8 +20,8 @@
  */
 import type { Scope } from "effect"
 import { Clock, Duration, Effect, Either, Exit, Fiber, FiberSet, Option, Schema, SchemaAST } from "effect"
-import type { ChangeEvent } from "../kernel/ChangeEvent.js"
-import type { StoreShape } from "../kernel/Store.js"
+import type { ChangeEvent } from "../kernel/changes/ChangeEvent.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import * as Backoff from "./Backoff.js"
 import * as Lease from "./Lease.js"
 import * as Ledger from "./Ledger.js"

@@ -7,7 +7,7 @@ import { HttpServerResponse } from "@effect/platform"
 import { Effect, Mailbox, Option, Schema, Stream } from "effect"
 import * as Capabilities from "../app/Capabilities.js"
 import * as Plugin from "../app/Plugin.js"
-import { Store } from "../kernel/Store.js"
+import { Store } from "../kernel/store/Store.js"
 import type { ReindexProgress, Running } from "./Sync.js"
 import { SearchDrift } from "./tables.js"
 

@@ -3,7 +3,7 @@
  * schema differ like the app's own.
  */
 import { Schema } from "effect"
-import { defineTable } from "../kernel/Table.js"
+import { defineTable } from "../kernel/schema/Table.js"
 
 /**
  * `_fw_search_drift`: one row per (index, source row) whose index write failed. The id is

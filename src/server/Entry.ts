@@ -4,8 +4,8 @@
  */
 import type { SqlClient } from "@effect/sql"
 import type { Layer } from "effect"
-import type { ChangeTap } from "../kernel/ChangeTap.js"
-import type { Store } from "../kernel/Store.js"
+import type { ChangeTap } from "../kernel/changes/ChangeTap.js"
+import type { Store } from "../kernel/store/Store.js"
 import type { App } from "../app/App.js"
 
 /** What an entry module exports by default. */

@@ -21,7 +21,7 @@ import type { RuntimeShape } from "../app/Runtime.js"
 import * as BodyLimit from "../http/BodyLimit.js"
 import * as EarlyBody from "../http/EarlyBody.js"
 import * as Now from "../kernel/Now.js"
-import * as Provenance from "../kernel/Provenance.js"
+import * as Provenance from "../kernel/changes/Provenance.js"
 import * as RpcExit from "./RpcExit.js"
 import * as RpcOutputDefect from "./RpcOutputDefect.js"
 

@@ -27,7 +27,7 @@ import { Cause, Effect, Either, Exit, FiberId, Mailbox, Option, Predicate, Runti
 import { liveSuffix } from "../app/App.js"
 import { ProcedureNotFound } from "../app/Errors.js"
 import type { RuntimeShape } from "../app/Runtime.js"
-import * as Provenance from "../kernel/Provenance.js"
+import * as Provenance from "../kernel/changes/Provenance.js"
 import * as RpcExit from "./RpcExit.js"
 import * as RpcOutputDefect from "./RpcOutputDefect.js"
 import * as RpcProtocol from "./RpcProtocol.js"

@@ -4,8 +4,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Option, Schema } from "effect"
-import * as SchemaDiffer from "../kernel/SchemaDiffer.js"
-import type * as Table from "../kernel/Table.js"
+import * as SchemaDiffer from "../kernel/schema/SchemaDiffer.js"
+import type * as Table from "../kernel/schema/Table.js"
 
 /** Applying the schema failed (the database is down, or refused a statement). */
 export class SchemaApplyFailed extends Schema.TaggedError<SchemaApplyFailed>()("SchemaApplyFailed", {

@@ -8,11 +8,11 @@
  * pages, and a change that arrived before the page covering its row was read is in that page.
  */
 import { Effect, Either } from "effect"
-import type { ChangeEvent } from "../kernel/ChangeEvent.js"
-import * as RowCodec from "../kernel/RowCodec.js"
-import type { StoreShape } from "../kernel/Store.js"
+import type { ChangeEvent } from "../kernel/changes/ChangeEvent.js"
+import * as RowCodec from "../kernel/schema/RowCodec.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import * as Subject from "../kernel/Subject.js"
-import type * as Table from "../kernel/Table.js"
+import type * as Table from "../kernel/schema/Table.js"
 
 /** What the scan of one table feeds: each row, encoded, as an insert. */
 export interface Consumer {

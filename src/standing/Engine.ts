@@ -13,9 +13,9 @@
  */
 import type { Scope } from "effect"
 import { Clock, Context, Effect } from "effect"
-import type { ChangeEvent } from "../kernel/ChangeEvent.js"
-import type { StoreShape } from "../kernel/Store.js"
-import type * as Table from "../kernel/Table.js"
+import type { ChangeEvent } from "../kernel/changes/ChangeEvent.js"
+import type { StoreShape } from "../kernel/store/Store.js"
+import type * as Table from "../kernel/schema/Table.js"
 import * as BootScan from "./BootScan.js"
 import type * as CostBudget from "./CostBudget.js"
 import * as CostEngine from "./CostEngine.js"

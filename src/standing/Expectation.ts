@@ -8,8 +8,8 @@
  * timestamp at all.
  */
 import { Either, Schema } from "effect"
-import * as IsoInstant from "../kernel/IsoInstant.js"
-import type * as Table from "../kernel/Table.js"
+import * as IsoInstant from "../kernel/schema/IsoInstant.js"
+import type * as Table from "../kernel/schema/Table.js"
 import { StandingDefinitionError } from "./Errors.js"
 import type { EncodedRow } from "./Experiment.js"
 

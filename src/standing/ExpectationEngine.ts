@@ -9,9 +9,9 @@
  */
 import type { Scope } from "effect"
 import { Clock, Effect } from "effect"
-import type { ChangeEvent } from "../kernel/ChangeEvent.js"
+import type { ChangeEvent } from "../kernel/changes/ChangeEvent.js"
 import * as Sleep from "../kernel/Sleep.js"
-import type { StoreShape } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import type { Consumer } from "./BootScan.js"
 import * as Expectation from "./Expectation.js"

@@ -30,7 +30,7 @@
  */
 import type { Option } from "effect"
 import { Clock, Effect } from "effect"
-import type { StoreShape } from "../kernel/Store.js"
+import type { StoreShape } from "../kernel/store/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import type * as Expectation from "./Expectation.js"
 import type * as Registries from "./Registries.js"

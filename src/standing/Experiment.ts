@@ -10,7 +10,7 @@
  * the readout carries a sample-ratio-mismatch check.
  */
 import { Schema } from "effect"
-import type * as Table from "../kernel/Table.js"
+import type * as Table from "../kernel/schema/Table.js"
 import { StandingDefinitionError } from "./Errors.js"
 import * as Hash from "./Hash.js"
 import * as Srm from "./Srm.js"

@@ -3,7 +3,7 @@
  * changes, and the readouts (with their listeners).
  */
 import { Effect } from "effect"
-import type { ChangeEvent } from "../kernel/ChangeEvent.js"
+import type { ChangeEvent } from "../kernel/changes/ChangeEvent.js"
 import type { Consumer } from "./BootScan.js"
 import * as Experiment from "./Experiment.js"
 import * as Listeners from "./Listeners.js"

@@ -5,7 +5,7 @@
  * replicas settle on one of each (see ExpectationStateRow).
  */
 import { Schema } from "effect"
-import { defineTable } from "../kernel/Table.js"
+import { defineTable } from "../kernel/schema/Table.js"
 
 /** `_fw_cost_events`: one row per recorded cost. */
 export const CostEvents = defineTable("_fw_cost_events", {

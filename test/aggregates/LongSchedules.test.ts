@@ -7,7 +7,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Queue, Schema, TestClock } from "effect"
 import { defineAggregate } from "../../src/aggregates/index.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { overlong, recordingSleeps } from "../support/RecordingClock.js"
 import { base, Orders, scheduler, tiers } from "./support.js"

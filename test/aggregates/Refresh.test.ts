@@ -7,7 +7,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Layer, Queue, Schema, Scope, TestClock } from "effect"
 import { defineAggregate } from "../../src/aggregates/index.js"
 import type { TriggerOutcome } from "../../src/aggregates/AggregateScheduler.js"
-import { Store } from "../../src/kernel/Store.js"
+import { Store } from "../../src/kernel/store/Store.js"
 import * as Pg from "../support/Pg.js"
 import { base, baseOn, Events, scheduler, tiers } from "./support.js"
 

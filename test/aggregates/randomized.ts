@@ -8,7 +8,7 @@ import type * as Aggregate from "../../src/aggregates/Aggregate.js"
 import type { AggregateSchedulerShape } from "../../src/aggregates/AggregateScheduler.js"
 import * as Incremental from "../../src/aggregates/Incremental.js"
 import { defineAggregate } from "../../src/aggregates/index.js"
-import type { StoreShape } from "../../src/kernel/Store.js"
+import type { StoreShape } from "../../src/kernel/store/Store.js"
 import { appTables, Orders } from "./tables.js"
 
 const Out = Schema.Struct({ g: Schema.String, h: Schema.Boolean, value: Schema.NullOr(Schema.Number) })

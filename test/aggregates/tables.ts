@@ -1,6 +1,6 @@
 /** The app tables of the aggregates tests (no test-runner imports: the soak uses them too). */
 import { Schema } from "effect"
-import { defineTable } from "../../src/kernel/Table.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 
 /** The source table of the incremental tests. */
 export const Orders = defineTable("orders", {

@@ -9,10 +9,10 @@ import { Chunk, Effect, Either, Layer, Option, Schema, Stream } from "effect"
 import { defineApp } from "../../src/app/App.js"
 import { query } from "../../src/app/Procedure.js"
 import * as Runtime from "../../src/app/Runtime.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 
 const Ticks = defineTable("ticks", { fields: { n: Schema.Number } })
 

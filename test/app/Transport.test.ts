@@ -2,8 +2,8 @@ import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Context, Effect, Either, Exit, Layer, Queue, Schedule, Stream } from "effect"
 import * as Client from "../../src/client/Client.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Serve from "../support/Serve.js"
 import { addNote, app, bearer, listNotes, Notes, whoAmI } from "./fixtures.js"
 

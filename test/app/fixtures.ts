@@ -7,7 +7,7 @@ import { defineApp } from "../../src/app/App.js"
 import { requireScope } from "../../src/app/Guard.js"
 import { action, mutation, query } from "../../src/app/Procedure.js"
 import * as Subject from "../../src/kernel/Subject.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 import * as TokenStrategy from "../support/TokenStrategy.js"
 
 export const Notes = defineTable("notes", {

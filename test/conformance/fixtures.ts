@@ -4,11 +4,11 @@
 import type { SqlClient } from "@effect/sql"
 import type { Layer } from "effect"
 import { Effect, Layer as L, Schema } from "effect"
-import type * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
-import * as Store from "../../src/kernel/Store.js"
+import type * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as SchemaDiffer from "../../src/kernel/schema/SchemaDiffer.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 import * as RecordingTap from "../kernel/support/RecordingTap.js"
 
 /** A tenant table with every column kind: text, number, boolean, JSON, optional and nullable. */

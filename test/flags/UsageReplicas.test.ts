@@ -10,9 +10,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Redacted } from "effect"
 import * as flagTables from "../../src/flags/tables.js"
 import * as Usage from "../../src/flags/Usage.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as SchemaDiffer from "../../src/kernel/schema/SchemaDiffer.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Pg from "../support/Pg.js"
 
 const replica = (url: string) =>

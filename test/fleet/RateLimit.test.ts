@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { RateLimitCounters } from "../../src/app/tables.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
+import * as SchemaDiffer from "../../src/kernel/schema/SchemaDiffer.js"
 import * as Pg from "../support/Pg.js"
 import * as Fleet from "./support.js"
 

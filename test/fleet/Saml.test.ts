@@ -10,7 +10,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as path from "node:path"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
+import * as SchemaDiffer from "../../src/kernel/schema/SchemaDiffer.js"
 import * as flagTables from "../../src/flags/tables.js"
 import { SamlReplay } from "../../src/saml/tables.js"
 import * as Idp from "../saml/support/Idp.js"

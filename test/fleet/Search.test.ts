@@ -6,7 +6,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as Client from "../../src/client/Client.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
+import * as SchemaDiffer from "../../src/kernel/schema/SchemaDiffer.js"
 import { searchTables } from "../../src/search/tables.js"
 import * as Pg from "../support/Pg.js"
 import { Docs, makePlugin } from "./searchApp.js"

@@ -12,11 +12,11 @@ import { query } from "../../src/app/Procedure.js"
 import * as Runtime from "../../src/app/Runtime.js"
 import * as LiveQuery from "../../src/http/LiveQuery.js"
 import * as Sse from "../../src/http/Sse.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
-import type { StoreShape } from "../../src/kernel/Store.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Store from "../../src/kernel/store/Store.js"
+import type { StoreShape } from "../../src/kernel/store/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 
 const Ticks = defineTable("fanout_ticks", { fields: { n: Schema.Number } })
 

@@ -11,9 +11,9 @@ import { mutation, query } from "../../src/app/Procedure.js"
 import { bytes } from "../../src/http/Bytes.js"
 import { defineRestRoute } from "../../src/http/RestRoute.js"
 import { sse, sseFrame } from "../../src/http/Sse.js"
-import * as Provenance from "../../src/kernel/Provenance.js"
+import * as Provenance from "../../src/kernel/changes/Provenance.js"
 import * as Subject from "../../src/kernel/Subject.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 import * as TokenStrategy from "../support/TokenStrategy.js"
 
 export const Notes = defineTable("rest_notes", {

@@ -5,10 +5,10 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, FiberRef, Layer, Option, Schema, Scope } from "effect"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 
 const Notes = defineTable("notes", { fields: { text: Schema.String } })
 

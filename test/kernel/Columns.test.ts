@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Schema } from "effect"
-import * as Columns from "../../src/kernel/Columns.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import * as Columns from "../../src/kernel/schema/Columns.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 
 describe("Columns", () => {
   it("derives each column's kind and nullability from the encoded side of its schema", () => {

@@ -5,10 +5,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Schema } from "effect"
 import pg from "pg"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
-import * as Store from "../../src/kernel/Store.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as SchemaDiffer from "../../src/kernel/schema/SchemaDiffer.js"
+import * as Store from "../../src/kernel/store/Store.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 import * as Pg from "../support/Pg.js"
 
 const Notes = defineTable("notes", { fields: { text: Schema.String } })

@@ -5,7 +5,7 @@
  * part's results back to its own row.
  */
 import { assert, describe, it } from "@effect/vitest"
-import * as FusedStage from "../../src/kernel/FusedStage.js"
+import * as FusedStage from "../../src/kernel/store/FusedStage.js"
 
 const insert = `INSERT INTO "t" ("id", "v") VALUES ($1, $2) ON CONFLICT ("id") DO NOTHING RETURNING "id"`
 

@@ -1,7 +1,7 @@
 /** `IsoInstant.parse`: one instant per ISO-8601 string on every machine, whatever its time zone. */
 import { assert, describe, it } from "@effect/vitest"
 import { Either } from "effect"
-import * as IsoInstant from "../../src/kernel/IsoInstant.js"
+import * as IsoInstant from "../../src/kernel/schema/IsoInstant.js"
 
 const inZone = <A>(zone: string, f: () => A): A => {
   const before = process.env.TZ

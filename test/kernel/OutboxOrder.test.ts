@@ -9,8 +9,8 @@ import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Queue, Redacted } from "effect"
 import pg from "pg"
-import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
+import type { ChangeEvent } from "../../src/kernel/changes/ChangeEvent.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
 import * as Pg from "../support/Pg.js"
 
 /** One "process": its own pool and fleet tap; its listener's events go to a queue. */

@@ -10,9 +10,9 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Queue, Redacted } from "effect"
-import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as FleetTap from "../../src/kernel/FleetTap.js"
+import type { ChangeEvent } from "../../src/kernel/changes/ChangeEvent.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as FleetTap from "../../src/kernel/changes/FleetTap.js"
 import * as Pg from "../support/Pg.js"
 
 const connection = Pg.connection

@@ -9,8 +9,8 @@ import { PgClient } from "@effect/sql-pg"
 import type { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Redacted, Schedule } from "effect"
-import * as PgDirect from "../../src/kernel/PgDirect.js"
-import * as PgDirectSlots from "../../src/kernel/PgDirectSlots.js"
+import * as PgDirect from "../../src/kernel/drivers/pg/PgDirect.js"
+import * as PgDirectSlots from "../../src/kernel/drivers/pg/PgDirectSlots.js"
 import * as Pg from "../support/Pg.js"
 
 /** Direct statements over a client of `maxConnections` (the pool's default when absent) on a fresh database. */

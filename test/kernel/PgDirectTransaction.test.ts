@@ -9,7 +9,7 @@ import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Fiber, Layer } from "effect"
-import * as PgDirect from "../../src/kernel/PgDirect.js"
+import * as PgDirect from "../../src/kernel/drivers/pg/PgDirect.js"
 import * as Pg from "../support/Pg.js"
 import { recordingTracer } from "./support/StoreSpans.js"
 

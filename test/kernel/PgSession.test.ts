@@ -6,9 +6,9 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Queue, Redacted, Tracer } from "effect"
-import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as PgSession from "../../src/kernel/PgSession.js"
+import type { ChangeEvent } from "../../src/kernel/changes/ChangeEvent.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as PgSession from "../../src/kernel/drivers/pg/PgSession.js"
 import * as Pg from "../support/Pg.js"
 import { recordingTracer } from "./support/StoreSpans.js"
 

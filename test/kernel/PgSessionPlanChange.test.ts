@@ -9,7 +9,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Option, Redacted, Schedule } from "effect"
-import * as PgSession from "../../src/kernel/PgSession.js"
+import * as PgSession from "../../src/kernel/drivers/pg/PgSession.js"
 import * as Pg from "../support/Pg.js"
 
 const read: PgSession.Prepared = { name: "fw_test_read", text: "SELECT id, v FROM plan_change WHERE id = $1" }

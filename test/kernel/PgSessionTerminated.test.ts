@@ -7,7 +7,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Redacted } from "effect"
-import * as PgSession from "../../src/kernel/PgSession.js"
+import * as PgSession from "../../src/kernel/drivers/pg/PgSession.js"
 import * as Pg from "../support/Pg.js"
 import { terminateUnseen } from "../support/TerminateUnseen.js"
 

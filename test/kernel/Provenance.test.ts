@@ -1,5 +1,5 @@
 import { assert, describe, it } from "@effect/vitest"
-import * as Provenance from "../../src/kernel/Provenance.js"
+import * as Provenance from "../../src/kernel/changes/Provenance.js"
 
 describe("Provenance", () => {
   it("new trace ids are 32 lowercase hex digits, all distinct", () => {

@@ -4,9 +4,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Option, Schema } from "effect"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Store from "../../src/kernel/store/Store.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 
 const Docs = defineTable("docs", { fields: { title: Schema.String } })
 

@@ -6,8 +6,8 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Either, Schema } from "effect"
-import * as RowCodec from "../../src/kernel/RowCodec.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import * as RowCodec from "../../src/kernel/schema/RowCodec.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 
 const fields = {
   title: Schema.String,

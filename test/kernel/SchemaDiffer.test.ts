@@ -3,8 +3,8 @@ import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
 import type { Layer } from "effect"
 import { Effect, Schema } from "effect"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import * as SchemaDiffer from "../../src/kernel/schema/SchemaDiffer.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 import * as Pg from "../support/Pg.js"
 
 const V1 = defineTable("orders", {

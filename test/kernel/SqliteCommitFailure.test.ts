@@ -15,11 +15,11 @@ import { Effect, Layer, Schema, Tracer } from "effect"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as CommitWitness from "../../src/kernel/CommitWitness.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
-import * as Store from "../../src/kernel/Store.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as CommitWitness from "../../src/kernel/store/CommitWitness.js"
+import * as SchemaDiffer from "../../src/kernel/schema/SchemaDiffer.js"
+import * as Store from "../../src/kernel/store/Store.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 
 const Notes = defineTable("scf_notes", { fields: { text: Schema.String } })
 

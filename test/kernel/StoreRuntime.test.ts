@@ -1,10 +1,10 @@
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Option, Schema } from "effect"
-import * as MemoryDriver from "../../src/kernel/MemoryDriver.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
-import * as Store from "../../src/kernel/Store.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import * as MemoryDriver from "../../src/kernel/drivers/memory/MemoryDriver.js"
+import * as SchemaDiffer from "../../src/kernel/schema/SchemaDiffer.js"
+import * as Store from "../../src/kernel/store/Store.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 import * as RecordingTap from "./support/RecordingTap.js"
 
 const Notes = defineTable("notes", { fields: { text: Schema.String } })

@@ -3,7 +3,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Schema } from "effect"
-import { defineTable, TableDefinitionError } from "../../src/kernel/Table.js"
+import { defineTable, TableDefinitionError } from "../../src/kernel/schema/Table.js"
 
 describe("defineTable", () => {
   it("refuses names and fields that are not plain identifiers, a declared id, unknown tenant or index fields", () => {

@@ -8,7 +8,7 @@
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import * as Store from "../../src/kernel/Store.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import { SearchDrift } from "../../src/search/tables.js"
 import * as Pg from "../support/Pg.js"

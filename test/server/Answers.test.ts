@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Console, Effect, Layer } from "effect"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Serve from "../support/Serve.js"
 import { app } from "../app/fixtures.js"
 

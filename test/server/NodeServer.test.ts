@@ -1,8 +1,8 @@
 import { HttpApp, HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Deferred, Effect, Layer, Ref, Stream } from "effect"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Serve from "../support/Serve.js"
 import { app } from "../app/fixtures.js"
 

@@ -9,8 +9,8 @@ import { Deferred, Effect, Layer, Schema } from "effect"
 import WebSocket from "ws"
 import { defineApp } from "../../src/app/App.js"
 import { query } from "../../src/app/Procedure.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Serve from "../support/Serve.js"
 
 const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))

@@ -3,9 +3,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Queue, Ref, Schedule, Schema, Stream, TestClock, TestServices } from "effect"
 import { defineApp } from "../../src/app/App.js"
 import { mutation, query } from "../../src/app/Procedure.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Provenance from "../../src/kernel/Provenance.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Provenance from "../../src/kernel/changes/Provenance.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import {
   type Attribution,
   type BudgetCrossing,

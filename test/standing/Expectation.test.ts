@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Ref, TestClock } from "effect"
-import * as Provenance from "../../src/kernel/Provenance.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as Provenance from "../../src/kernel/changes/Provenance.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Expectation from "../../src/standing/Expectation.js"
 import {
   defineExpectation,

@@ -9,10 +9,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Schedule } from "effect"
 import { isDeepStrictEqual } from "node:util"
 import * as PluginHost from "../../src/server/PluginHost.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Provenance from "../../src/kernel/Provenance.js"
-import * as SchemaDiffer from "../../src/kernel/SchemaDiffer.js"
-import * as Store from "../../src/kernel/Store.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Provenance from "../../src/kernel/changes/Provenance.js"
+import * as SchemaDiffer from "../../src/kernel/schema/SchemaDiffer.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import {
   CostRegistry,
   defineCostBudget,

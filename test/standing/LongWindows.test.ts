@@ -8,7 +8,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Ref, Schedule, TestClock, TestServices } from "effect"
-import * as Store from "../../src/kernel/Store.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import type { BudgetCrossing } from "../../src/standing/index.js"
 import { CostEvents, CostRegistry, defineCostBudget, defineExpectation, ExpectationRegistry, standingPlugin } from "../../src/standing/index.js"
 import { overlong, recordingSleeps } from "../support/RecordingClock.js"

@@ -7,9 +7,9 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
-import * as ChangeTap from "../../src/kernel/ChangeTap.js"
-import * as Store from "../../src/kernel/Store.js"
+import type { ChangeEvent } from "../../src/kernel/changes/ChangeEvent.js"
+import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as Engine from "../../src/standing/Engine.js"
 import type * as Expectation from "../../src/standing/Expectation.js"
 import { defineExpectation, ExpectationState } from "../../src/standing/index.js"

@@ -4,7 +4,7 @@
  */
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import * as Store from "../../src/kernel/Store.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import * as ExpectationStateRow from "../../src/standing/ExpectationStateRow.js"
 import type { Tracked } from "../../src/standing/ExpectationStateRow.js"
 import { ExpectationState } from "../../src/standing/index.js"

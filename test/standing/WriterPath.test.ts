@@ -8,8 +8,8 @@ import { FetchHttpClient, HttpClient } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as PluginServices from "../../src/app/PluginServices.js"
-import type { ChangeEvent } from "../../src/kernel/ChangeEvent.js"
-import * as Store from "../../src/kernel/Store.js"
+import type { ChangeEvent } from "../../src/kernel/changes/ChangeEvent.js"
+import * as Store from "../../src/kernel/store/Store.js"
 import {
   defineExpectation,
   defineExperiment,

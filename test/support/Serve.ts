@@ -9,8 +9,8 @@ import { createServer } from "node:http"
 import type { App } from "../../src/app/App.js"
 import * as Server from "../../src/server/Server.js"
 import * as Client from "../../src/client/Client.js"
-import type { ChangeTap } from "../../src/kernel/ChangeTap.js"
-import type { Store } from "../../src/kernel/Store.js"
+import type { ChangeTap } from "../../src/kernel/changes/ChangeTap.js"
+import type { Store } from "../../src/kernel/store/Store.js"
 
 /** Where a served app listens. */
 export interface Served {

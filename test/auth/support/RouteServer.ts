@@ -14,7 +14,7 @@ import * as BodyRead from "../../../src/app/BodyRead.js"
 import * as ByteStream from "../../../src/app/ByteStream.js"
 import * as Plugin from "../../../src/app/Plugin.js"
 import * as BodyLimit from "../../../src/http/BodyLimit.js"
-import { Store } from "../../../src/kernel/Store.js"
+import { Store } from "../../../src/kernel/store/Store.js"
 import * as Subject from "../../../src/kernel/Subject.js"
 import { capture } from "../../support/Serve.js"
 

@@ -6,8 +6,8 @@
 import type { Vitest } from "@effect/vitest"
 import { assert } from "@effect/vitest"
 import { Effect, Stream, TestClock } from "effect"
-import * as Provenance from "../../../src/kernel/Provenance.js"
-import * as Store from "../../../src/kernel/Store.js"
+import * as Provenance from "../../../src/kernel/changes/Provenance.js"
+import * as Store from "../../../src/kernel/store/Store.js"
 import type { Services } from "../fixtures.js"
 import { Events, freshRecorder, freshTenant, item, Items } from "../fixtures.js"
 

@@ -4,7 +4,7 @@
 import type { Vitest } from "@effect/vitest"
 import { assert } from "@effect/vitest"
 import { Effect, Option } from "effect"
-import * as Store from "../../../src/kernel/Store.js"
+import * as Store from "../../../src/kernel/store/Store.js"
 import type { Services } from "../fixtures.js"
 import { Events, freshTenant, item, Items, LooseLabels, StrictLabels } from "../fixtures.js"
 

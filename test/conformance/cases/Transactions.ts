@@ -5,7 +5,7 @@
 import type { Vitest } from "@effect/vitest"
 import { assert } from "@effect/vitest"
 import { Deferred, Effect, Either, Exit, Fiber, Option } from "effect"
-import * as Store from "../../../src/kernel/Store.js"
+import * as Store from "../../../src/kernel/store/Store.js"
 import type { Services } from "../fixtures.js"
 import { freshTenant, item, Items } from "../fixtures.js"
 

@@ -3,8 +3,8 @@
  * rolls back. For tests of what other fibers see and do while it is open.
  */
 import { Deferred, Effect, Fiber } from "effect"
-import type { StoreShape } from "../../../src/kernel/Store.js"
-import type * as Table from "../../../src/kernel/Table.js"
+import type { StoreShape } from "../../../src/kernel/store/Store.js"
+import type * as Table from "../../../src/kernel/schema/Table.js"
 
 /** The failure that rolls the held transaction back. */
 export class Abort {

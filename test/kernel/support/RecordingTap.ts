@@ -5,7 +5,7 @@
  */
 import type { Scope } from "effect"
 import { Context, Effect, Layer, Queue } from "effect"
-import * as ChangeTap from "../../../src/kernel/ChangeTap.js"
+import * as ChangeTap from "../../../src/kernel/changes/ChangeTap.js"
 import { StoreUnavailable } from "../../../src/kernel/Errors.js"
 
 /** One call the store made. */

@@ -4,9 +4,9 @@
  * `StoreRuntime`, so every tier behaves the same.
  */
 import type { Effect, Either, Fiber, Option } from "effect"
-import type { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
+import type { CommitUnknown, DuplicateRow, StoreUnavailable } from "../Errors.js"
 import type * as FusedStage from "./FusedStage.js"
-import type * as Table from "./Table.js"
+import type * as Table from "../schema/Table.js"
 
 /**
  * What a synchronous driver step (`getNow`, `insertNow`) answers when it cannot act at this

@@ -3,8 +3,8 @@
  * tracer is installed.
  */
 import { Effect } from "effect"
-import type * as Table from "./Table.js"
-import * as Telemetry from "./Telemetry.js"
+import type * as Table from "../schema/Table.js"
+import * as Telemetry from "../Telemetry.js"
 
 /** `operation` in a `fw.store <op>` span naming its table. */
 export const inSpan = <A, E, R>(op: string, table: Table.Any, operation: Effect.Effect<A, E, R>) =>

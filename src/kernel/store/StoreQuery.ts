@@ -5,9 +5,9 @@
  */
 import { Either } from "effect"
 import type * as Driver from "./Driver.js"
-import { RowInvalid, UnknownField } from "./Errors.js"
-import * as RowCodec from "./RowCodec.js"
-import type * as Table from "./Table.js"
+import { RowInvalid, UnknownField } from "../Errors.js"
+import * as RowCodec from "../schema/RowCodec.js"
+import type * as Table from "../schema/Table.js"
 import * as TenantScope from "./TenantScope.js"
 
 const operators: ReadonlySet<string> = new Set(["eq", "neq", "gt", "gte", "lt", "lte", "in", "nin"])

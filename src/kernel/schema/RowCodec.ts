@@ -5,8 +5,8 @@
  */
 import { Either, ParseResult, Schema, SchemaAST } from "effect"
 import * as Columns from "./Columns.js"
-import type * as Driver from "./Driver.js"
-import { RowInvalid } from "./Errors.js"
+import type * as Driver from "../store/Driver.js"
+import { RowInvalid } from "../Errors.js"
 import type * as Table from "./Table.js"
 
 /** The compiled codec of one table. Synchronous: table schemas must not use async transformations. */

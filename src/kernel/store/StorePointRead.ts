@@ -4,13 +4,13 @@
  */
 import { Effect, Either, Exit, Fiber, Option } from "effect"
 import * as Driver from "./Driver.js"
-import type { RowInvalid, StoreError } from "./Errors.js"
-import { StoreUnavailable } from "./Errors.js"
-import { noteRead, noteReadIn } from "./ReadTracking.js"
-import * as RowCodec from "./RowCodec.js"
+import type { RowInvalid, StoreError } from "../Errors.js"
+import { StoreUnavailable } from "../Errors.js"
+import { noteRead, noteReadIn } from "../changes/ReadTracking.js"
+import * as RowCodec from "../schema/RowCodec.js"
 import { inSpan, traced } from "./StoreSpan.js"
-import type * as Table from "./Table.js"
-import * as Telemetry from "./Telemetry.js"
+import type * as Table from "../schema/Table.js"
+import * as Telemetry from "../Telemetry.js"
 import * as TenantScope from "./TenantScope.js"
 
 /** A point read that found nothing the caller may see. */

@@ -4,7 +4,7 @@
  */
 import type { SqlError } from "@effect/sql/SqlError"
 import { Predicate } from "effect"
-import { CommitUnknown, StoreUnavailable } from "./Errors.js"
+import { CommitUnknown, StoreUnavailable } from "../../Errors.js"
 
 const causeCode = (error: SqlError): string | undefined => {
   const cause = error.cause

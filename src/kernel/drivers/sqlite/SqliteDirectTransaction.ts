@@ -10,8 +10,8 @@
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
 import { Context, Either, Option } from "effect"
-import * as Driver from "./Driver.js"
-import type { CommitUnknown, StoreUnavailable } from "./Errors.js"
+import * as Driver from "../../store/Driver.js"
+import type { CommitUnknown, StoreUnavailable } from "../../Errors.js"
 import type * as SqliteDirect from "./SqliteDirect.js"
 
 /**

@@ -3,20 +3,20 @@
  * visibility, the LISTEN that wakes them, and the coalesced announcements. `ChangeTap.layerFleet`
  * serves it as the change tap.
  */
-// Type only: `@effect/sql-pg` is an optional peer, loaded when a fleet tap is built (SQLite apps need not install it).
+// Type only: `@effect/sql-pg` is an optional peer, loaded by `PgDirect.client` when a fleet tap is built.
 import type { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
 import { Effect, Queue, Schedule } from "effect"
-import * as DdlLock from "./DdlLock.js"
-import * as FusedStage from "./FusedStage.js"
+import * as DdlLock from "../schema/DdlLock.js"
+import * as FusedStage from "../store/FusedStage.js"
 import * as Delivery from "./Delivery.js"
 import type { ChangeTapShape, PendingChange } from "./Delivery.js"
-import { StoreUnavailable } from "./Errors.js"
-import * as ListenWatchdog from "./ListenWatchdog.js"
-import * as PgDirect from "./PgDirect.js"
-import * as PgSession from "./PgSession.js"
+import { StoreUnavailable } from "../Errors.js"
+import * as ListenWatchdog from "../drivers/pg/ListenWatchdog.js"
+import * as PgDirect from "../drivers/pg/PgDirect.js"
+import * as PgSession from "../drivers/pg/PgSession.js"
 
 /** The PostgreSQL channel fleet scope announces commits on. */
 export const fleetChannel = "fw_changes"
@@ -150,8 +150,7 @@ const realSleep = (ms: number) =>
  */
 export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, SqlError, PgClient.PgClient | Scope.Scope> =>
   Effect.gen(function*() {
-    const { PgClient } = yield* Effect.promise(() => import("@effect/sql-pg"))
-    const pg = yield* PgClient.PgClient
+    const pg = yield* PgDirect.client
     const { publishRemote, ...delivery } = yield* Delivery.make
     // The outbox row is written on the writing transaction's connection directly (see PgDirect).
     const direct = yield* PgDirect.make(pg, { reserve: false })

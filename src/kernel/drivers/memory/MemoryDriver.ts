@@ -7,9 +7,9 @@
  */
 import { Effect, FiberRef, Option } from "effect"
 import * as Compare from "./Compare.js"
-import * as Driver from "./Driver.js"
-import { DuplicateRow } from "./Errors.js"
-import type * as Table from "./Table.js"
+import * as Driver from "../../store/Driver.js"
+import { DuplicateRow } from "../../Errors.js"
+import type * as Table from "../../schema/Table.js"
 
 /** Uncommitted rows of one table by id; `null` marks a deletion. */
 type Pending = Map<string, Driver.Encoded | null>

@@ -23,7 +23,7 @@ import type { Scope } from "effect"
 import type { Client } from "pg"
 import { clientConfig } from "./ListenWatchdog.js"
 import { connectionLost } from "./PgConnectionLost.js"
-import * as Telemetry from "./Telemetry.js"
+import * as Telemetry from "../../Telemetry.js"
 
 /** A statement run on the session's connection, prepared there once under `name`. */
 export interface Prepared {

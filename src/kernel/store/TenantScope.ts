@@ -6,9 +6,9 @@
 import type { Fiber } from "effect"
 import { Effect, FiberRef, Option } from "effect"
 import type * as Driver from "./Driver.js"
-import { TenantViolation } from "./Errors.js"
-import * as Subject from "./Subject.js"
-import type * as Table from "./Table.js"
+import { TenantViolation } from "../Errors.js"
+import * as Subject from "../Subject.js"
+import type * as Table from "../schema/Table.js"
 
 /** The scope of the current fiber on one table: unscoped, or confined to a tenant (null: to none). */
 export type Scope =

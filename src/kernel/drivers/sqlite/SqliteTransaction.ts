@@ -13,7 +13,7 @@
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Exit, FiberRef, Option, Scope } from "effect"
-import * as Telemetry from "./Telemetry.js"
+import * as Telemetry from "../../Telemetry.js"
 
 const sqliteClientTypeId = Symbol.for("@effect/sql-sqlite-node/SqliteClient")
 

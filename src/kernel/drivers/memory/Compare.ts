@@ -4,7 +4,7 @@
  * ascending. Strings compare by code unit, as SQLite's BINARY and PostgreSQL's "C" collation do
  * for the characters of the Basic Multilingual Plane.
  */
-import type * as Driver from "./Driver.js"
+import type * as Driver from "../../store/Driver.js"
 
 const same = (a: unknown, b: unknown): boolean =>
   a === b || (typeof a === "object" && a !== null && JSON.stringify(a) === JSON.stringify(b))

@@ -18,9 +18,9 @@
  * ```
  */
 import { Effect, Either } from "effect"
-import type { StoreError } from "./Errors.js"
+import type { StoreError } from "../Errors.js"
 import type { FindOptions, StoreShape } from "./StoreShape.js"
-import type * as Table from "./Table.js"
+import type * as Table from "../schema/Table.js"
 
 /** One statement of a plan. */
 export type Statement =

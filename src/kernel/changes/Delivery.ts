@@ -7,10 +7,10 @@ import type { Scope } from "effect"
 import type { Cause } from "effect"
 import { Chunk, Deferred, Effect, Exit, Fiber, FiberId, PubSub, Queue } from "effect"
 import type { ChangeEvent } from "./ChangeEvent.js"
-import type { StoreError, StoreUnavailable } from "./Errors.js"
-import type * as FusedStage from "./FusedStage.js"
-import type * as StageStatements from "./StageStatements.js"
-import * as Subject from "./Subject.js"
+import type { StoreError, StoreUnavailable } from "../Errors.js"
+import type * as FusedStage from "../store/FusedStage.js"
+import type * as StageStatements from "../store/StageStatements.js"
+import * as Subject from "../Subject.js"
 
 /** A change recorded inside a transaction, before commit gives it a `seq`. */
 export type PendingChange = Omit<ChangeEvent, "seq">

@@ -35,7 +35,7 @@ import { connectionLost } from "./PgConnectionLost.js"
 import * as Slots from "./PgDirectSlots.js"
 import type { PgConnection } from "./PgDirectSlots.js"
 import { pgOf } from "./PgDirectSlots.js"
-import * as Telemetry from "./Telemetry.js"
+import * as Telemetry from "../../Telemetry.js"
 
 const pgClientTypeId = "~@effect/sql-pg/PgClient"
 
@@ -46,6 +46,15 @@ interface PgClientLike {
     readonly maxConnections?: unknown
   }
 }
+
+/**
+ * The app's `PgClient`, its module loaded when asked for: `@effect/sql-pg` is an optional peer
+ * (SQLite apps need not install it), and only this folder loads PostgreSQL's client packages.
+ */
+export const client: Effect.Effect<PgClient.PgClient, never, PgClient.PgClient> = Effect.flatMap(
+  Effect.promise(() => import("@effect/sql-pg")),
+  (module) => module.PgClient.PgClient
+)
 
 /** Direct statements on one client's connections. */
 export interface Direct {

@@ -11,17 +11,17 @@
  */
 import type { Fiber } from "effect"
 import { Effect, Either } from "effect"
-import type { ChangeTapShape, PendingChange, Stager } from "./ChangeTap.js"
+import type { ChangeTapShape, PendingChange, Stager } from "../changes/ChangeTap.js"
 import * as CommitWitness from "./CommitWitness.js"
 import * as Driver from "./Driver.js"
-import { CommitUnknown, DuplicateRow, StoreUnavailable } from "./Errors.js"
-import type { RowInvalid, StoreError, UnknownField } from "./Errors.js"
-import { noteReadIn } from "./ReadTracking.js"
+import { CommitUnknown, DuplicateRow, StoreUnavailable } from "../Errors.js"
+import type { RowInvalid, StoreError, UnknownField } from "../Errors.js"
+import { noteReadIn } from "../changes/ReadTracking.js"
 import * as FusedStage from "./FusedStage.js"
-import * as RowCodec from "./RowCodec.js"
+import * as RowCodec from "../schema/RowCodec.js"
 import * as StageStatements from "./StageStatements.js"
 import type { FindOptions } from "./StoreShape.js"
-import type * as Table from "./Table.js"
+import type * as Table from "../schema/Table.js"
 import * as TenantScope from "./TenantScope.js"
 
 /** What the staged insert needs of the store it belongs to. */

@@ -3,8 +3,8 @@
  * paging, patches). `Store` is the service that provides them; `StoreRuntime` builds them over a driver.
  */
 import type { Effect, Option, Stream } from "effect"
-import type { StoreError } from "./Errors.js"
-import type * as Table from "./Table.js"
+import type { StoreError } from "../Errors.js"
+import type * as Table from "../schema/Table.js"
 
 /** A comparison on one field. A bare value means `eq`. */
 export type Condition<V> =

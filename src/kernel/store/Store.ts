@@ -8,11 +8,11 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { Context, Effect, Layer } from "effect"
-import type { ChangeTap } from "./ChangeTap.js"
+import type { ChangeTap } from "../changes/ChangeTap.js"
 import type * as Driver from "./Driver.js"
-import * as MemoryDriver from "./MemoryDriver.js"
-import * as ReadTracking from "./ReadTracking.js"
-import * as SqlDriver from "./SqlDriver.js"
+import * as MemoryDriver from "../drivers/memory/MemoryDriver.js"
+import * as ReadTracking from "../changes/ReadTracking.js"
+import * as SqlDriver from "../drivers/sql/SqlDriver.js"
 import * as StoreRuntime from "./StoreRuntime.js"
 import type { StoreShape } from "./StoreShape.js"
 
