@@ -9,6 +9,7 @@
  */
 import { Effect, Layer, Stream } from "effect"
 import * as Matching from "./Matching.js"
+import * as Rank from "./Rank.js"
 import type { Document, Hit, IndexSpec, Query, Rebuild, Result, SearchBackendShape } from "./SearchBackend.js"
 import { maxEdits, SearchBackend } from "./SearchBackend.js"
 import * as Text from "./Text.js"
@@ -18,11 +19,6 @@ interface Posting {
   readonly tfs: Array<number>
 }
 
-const bm25K = 1.2
-const bm25B = 0.75
-/** Weight of a match by its edit distance: exact words rank above typos. */
-const distanceWeight = [1, 0.35, 0.15]
-
 /** One in-memory index. */
 export class MemoryIndex {
   private readonly ordOf = new Map<string, number>()
@@ -31,9 +27,10 @@ export class MemoryIndex {
   private postings = new Map<string, Posting>()
   private vocabulary = new Text.Vocabulary()
   private live = 0
-  private totalLength = 0
   private stamp = new Int32Array(0)
   private score = new Float64Array(0)
+  /** Per document, its score before the current term (a term adds its best word's contribution). */
+  private prior = new Float64Array(0)
   private epoch = 0
 
   constructor(readonly spec: IndexSpec) {}
@@ -58,7 +55,6 @@ export class MemoryIndex {
       }
     }
     this.lengths.push(length)
-    this.totalLength += length
     for (const [word, tf] of counts) {
       let posting = this.postings.get(word)
       if (posting === undefined) {
@@ -76,7 +72,6 @@ export class MemoryIndex {
     if (ord === undefined) return
     this.ordOf.delete(id)
     this.docs[ord] = undefined
-    this.totalLength -= this.lengths[ord]!
     this.live--
     // Postings keep dead numbers until they outnumber the live ones; then the index is rebuilt.
     if (this.docs.length > 1024 && this.docs.length > this.live * 2) this.compact()
@@ -90,7 +85,6 @@ export class MemoryIndex {
     this.postings = new Map()
     this.vocabulary = new Text.Vocabulary()
     this.live = 0
-    this.totalLength = 0
     for (const doc of docs) this.upsert(doc)
   }
 
@@ -98,11 +92,11 @@ export class MemoryIndex {
     return this.docs.filter((doc): doc is Document => doc !== undefined)
   }
 
-  /** Vocabulary words within the allowed edits of `term`, nearest first. */
+  /** Vocabulary words within the allowed edits of `term`, with their distances. */
   private expand(term: string, fuzziness: Query["fuzziness"]): Array<readonly [string, number]> {
-    const edits = Math.min(maxEdits(fuzziness, term), Math.max(0, term.length - 1))
+    const edits = maxEdits(fuzziness, term)
     if (edits === 0) return this.postings.has(term) ? [[term, 0]] : []
-    return this.vocabulary.search(term, edits).filter(([word]) => this.postings.has(word)).sort((a, b) => a[1] - b[1])
+    return this.vocabulary.search(term, edits).filter(([word]) => this.postings.has(word))
   }
 
   query(query: Query): Result {
@@ -120,6 +114,7 @@ export class MemoryIndex {
       if (this.stamp.length < n) {
         this.stamp = new Int32Array(Math.max(n, this.stamp.length * 2, 1024))
         this.score = new Float64Array(this.stamp.length)
+        this.prior = new Float64Array(this.stamp.length)
         this.epoch = 0
       }
       if (this.epoch > 2_000_000_000 - terms.length * 2) {
@@ -130,7 +125,7 @@ export class MemoryIndex {
       this.epoch += terms.length + 1
       const stamp = this.stamp
       const score = this.score
-      const avgLength = this.live === 0 ? 1 : Math.max(1, this.totalLength / this.live)
+      const prior = this.prior
       const expansions = terms.map((term) => this.expand(term, query.fuzziness))
       // Rarest term first: later terms only touch documents that matched every earlier one.
       const order = terms.map((_, i) => i).sort((a, b) => this.postingCount(expansions[a]!) - this.postingCount(expansions[b]!))
@@ -140,30 +135,28 @@ export class MemoryIndex {
         const before = base + step
         const after = base + step + 1
         const last = step === order.length - 1
-        const df = this.live
         for (const [word, distance] of expansion) {
           const posting = this.postings.get(word)!
           const ords = posting.ords
           const tfs = posting.tfs
-          const idf = Math.log(1 + (df - ords.length + 0.5) / (ords.length + 0.5))
-          const weight = distanceWeight[distance] ?? 0.1
-          let used = false
+          matchedWords.add(word)
           for (let k = 0; k < ords.length; k++) {
             const ord = ords[k]!
             const s = stamp[ord]!
-            // Skip a document already counted for this term by a nearer word, or one that missed an earlier term.
-            if (step === 0 ? s === after : s !== before) continue
-            const doc = this.docs[ord]
-            if (doc === undefined) continue
-            const tf = tfs[k]!
-            const norm = tf * (bm25K + 1) / (tf + bm25K * (1 - bm25B + bm25B * this.lengths[ord]! / avgLength))
-            const contribution = idf * norm * weight
-            score[ord] = step === 0 ? contribution : score[ord]! + contribution
-            stamp[ord] = after
-            used = true
-            if (last) matched.push(ord)
+            if (this.docs[ord] === undefined) continue
+            const contribution = Rank.contribution(distance, tfs[k]!, this.lengths[ord]!)
+            if (step === 0 ? s !== after : s === before) {
+              // The document's first word for this term (and it matched every earlier term).
+              prior[ord] = step === 0 ? 0 : score[ord]!
+              score[ord] = prior[ord]! + contribution
+              stamp[ord] = after
+              if (last) matched.push(ord)
+            } else if (s === after) {
+              // Another of its words for this term: the term counts its best word.
+              const value = prior[ord]! + contribution
+              if (value > score[ord]!) score[ord] = value
+            }
           }
-          if (used) matchedWords.add(word)
         }
       }
     }
@@ -202,22 +195,18 @@ export class MemoryIndex {
 
   private byId(ords: Array<number>, wanted: number): Array<number> {
     const docs = this.docs
-    ords.sort((a, b) => {
-      const x = docs[a]!.id
-      const y = docs[b]!.id
-      return x < y ? -1 : x > y ? 1 : 0
-    })
+    ords.sort((a, b) => Rank.compareIds(docs[a]!.id, docs[b]!.id))
     return ords.slice(0, wanted)
   }
 
-  /** The best `wanted` by score (ties by id), with a bounded selection instead of a full sort. */
+  /** The best `wanted` by score (ties by id, see `Rank`), with a bounded selection instead of a full sort. */
   private topByScore(ords: Array<number>, wanted: number): Array<number> {
     const score = this.score
     const docs = this.docs
     const better = (a: number, b: number) => {
       const d = score[a]! - score[b]!
       if (d !== 0) return d > 0
-      return docs[a]!.id < docs[b]!.id
+      return Rank.compareIds(docs[a]!.id, docs[b]!.id) < 0
     }
     if (ords.length <= wanted * 4 || wanted > 2000) {
       return ords.sort((a, b) => (better(a, b) ? -1 : better(b, a) ? 1 : 0)).slice(0, wanted)

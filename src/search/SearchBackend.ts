@@ -18,8 +18,9 @@
  *   an absent id succeeds (both are idempotent: fleet replicas repeat them).
  * - Text: lower-cased, diacritics folded, split on anything that is not a letter or digit. Every
  *   query term must match (AND) in some searchable field. A term matches a word within the edit
- *   distance `fuzziness` (Levenshtein); `"auto"` allows 0 edits for terms of 1–2 characters, 1 for
- *   3–5, 2 for longer ones. An empty `q` matches every document (filters still apply).
+ *   distance `fuzziness` (Levenshtein): an explicit 0, 1 or 2 is the maximum whatever the term's
+ *   length (`x` with 1 matches `x1` and `y`); `"auto"` allows 0 edits for terms of 1–2 characters,
+ *   1 for 3–5, 2 for longer ones. An empty `q` matches every document (filters still apply).
  * - Searchable fields: `spec.searchableFields`, else every string or string-list field of the
  *   document except `id` and the tenant field.
  * - Filters are ANDed. `eq`/`in` on a list-valued field match when any element matches; strings
@@ -28,10 +29,12 @@
  *   of another kind does not match.
  * - Facets: for each facet field, every value (numbers and booleans as their JSON text, each
  *   element of a list) with its count over the whole matched set, before paging.
- * - Highlights: for each requested field with a matched word, the field's text (a list joined with
- *   ", ") HTML-escaped first, then each matched word wrapped in `preTag`/`postTag` (the tags
- *   are inserted verbatim). A field without a match is absent.
- * - Order: by relevance (more exact and rarer matches first), ties by `id`; an empty `q` orders by `id`.
+ * - Highlights: for each requested field with a matched word (a word within the allowed edits of a
+ *   query term), the field's text (a list joined with ", ") HTML-escaped first, then each matched
+ *   word wrapped in `preTag`/`postTag` (the tags are inserted verbatim). A field without a match is absent.
+ * - Order: by relevance, ties by `id`; an empty `q` orders by `id`. The local backends (memory, sql)
+ *   share one exact ranking (`Rank.ts`: nearer and denser matches first, ties by `id` in code point
+ *   order), so they answer the same pages; an engine ranks by its own relevance.
  *   `found` is the size of the matched set.
  * - Failures are `SearchBackendError` with `kind` transient (network, timeout, 5xx, 429) or
  *   permanent (the engine refuses the request or document); a delete of a missing document is no failure.

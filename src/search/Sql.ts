@@ -23,6 +23,7 @@ import * as DdlLock from "../kernel/schema/DdlLock.js"
 import type { BackendFactory } from "./Backend.js"
 import { SearchBackendError } from "./Errors.js"
 import * as Matching from "./Matching.js"
+import * as Rank from "./Rank.js"
 import type { Document, Hit, IndexSpec, Query, Rebuild, Result, SearchBackendShape } from "./SearchBackend.js"
 import { maxEdits, SearchBackend } from "./SearchBackend.js"
 import * as SqlPg from "./SqlPg.js"
@@ -216,12 +217,17 @@ export const make = Effect.gen(function*() {
   ): Effect.Effect<Result, SqlError> => {
     const statement = SqlPg.statement(query, baseWhere, baseParams, expansions)
     return Effect.map(run(statement.text, statement.params), (rows) => {
-      const { facets, found, matchedWords, page } = SqlPg.answer(query, rows)
+      const { facets, found, page } = SqlPg.answer(query, rows)
       const spec = specOf(String(baseParams[0]))
+      const matchedWords = matchedWordsOf(expansions ?? [])
       const hits = page.map((doc): Hit => highlighted(spec, query, doc, matchedWords, expansions === undefined))
       return { hits, facets, found }
     })
   }
+
+  /** Highlights mark every word within the allowed edits of a term (as the memory backend does). */
+  const matchedWordsOf = (expansions: ReadonlyArray<ReadonlyArray<readonly [string, number]>>) =>
+    new Set(expansions.flatMap((words) => words.map(([word]) => word)))
 
   const highlighted = (spec: IndexSpec, query: Query, doc: Document, matchedWords: ReadonlySet<string>, noTerms: boolean): Hit => {
     if (query.highlight === undefined || noTerms) return { doc }
@@ -244,10 +250,10 @@ export const make = Effect.gen(function*() {
       if (terms.length > 0) {
         const vocabulary = yield* vocabularyOf(index, gen)
         for (const term of terms) {
-          const edits = Math.min(maxEdits(query.fuzziness, term), Math.max(0, term.length - 1))
+          const edits = maxEdits(query.fuzziness, term)
           const words = edits === 0 ? [[term, 0] as const] : vocabulary.search(term, edits)
           if (words.length === 0) return { hits: [], facets: Matching.countFacets(query.facets, []), found: 0 }
-          expansions.push(words.sort((a, b) => a[1] - b[1]))
+          expansions.push(words)
         }
       }
       // The tenant filter (always first, an eq on the tenant field) narrows in SQL.
@@ -275,29 +281,29 @@ export const make = Effect.gen(function*() {
       }
       const rows = yield* run(text, params)
       const accept = Matching.predicateAll(query.filters)
-      const matchedWords = new Set<string>()
       const scored: Array<{ readonly doc: Document; readonly score: number }> = []
       for (const row of rows) {
         const doc = (typeof row["doc"] === "string" ? JSON.parse(row["doc"]) : row["doc"]) as Document
         if (!accept(doc)) continue
         let score = 0
         if (terms.length > 0) {
+          const words = bodyOf(spec, doc)
           const counts = new Map<string, number>()
-          for (const word of bodyOf(spec, doc)) counts.set(word, (counts.get(word) ?? 0) + 1)
-          for (const words of expansions) {
-            for (const [word, distance] of words) {
+          for (const word of words) counts.set(word, (counts.get(word) ?? 0) + 1)
+          for (const expansion of expansions) {
+            let best = 0
+            for (const [word, distance] of expansion) {
               const tf = counts.get(word)
-              if (tf === undefined) continue
-              score += (SqlPg.distanceWeight[distance] ?? 0.1) * (1 + Math.log(tf))
-              matchedWords.add(word)
-              break
+              if (tf !== undefined) best = Math.max(best, Rank.contribution(distance, tf, words.length))
             }
+            score += best
           }
         }
         scored.push({ doc, score })
       }
       const facets = Matching.countFacets(query.facets, scored.map((entry) => entry.doc))
-      scored.sort((a, b) => b.score - a.score || (a.doc.id < b.doc.id ? -1 : a.doc.id > b.doc.id ? 1 : 0))
+      scored.sort((a, b) => b.score - a.score || Rank.compareIds(a.doc.id, b.doc.id))
+      const matchedWords = matchedWordsOf(expansions)
       const hits: Array<Hit> = scored.slice(query.offset, query.offset + query.limit).map(({ doc }) =>
         highlighted(spec, query, doc, matchedWords, terms.length === 0)
       )

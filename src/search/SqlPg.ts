@@ -3,10 +3,8 @@
  * facet counts, ranking and the page — as one statement over `_fw_search_docs`, and its rows read
  * back. SQLite answers the same queries with FTS5 and the in-process matching of `Sql`.
  */
+import * as Rank from "./Rank.js"
 import type { Document, Filter, Query } from "./SearchBackend.js"
-
-/** The score of a vocabulary word by its edit distance from the term (0, 1, 2 edits). */
-export const distanceWeight = [1, 0.35, 0.15]
 
 /**
  * The tenant is also a word of the document's tsvector, so one GIN lookup answers
@@ -39,9 +37,8 @@ const filterSql = (filter: Filter, param: (value: unknown) => string): string =>
 }
 
 /**
- * The statement of a query: the matched set is materialised once, and its size, its facet counts,
- * its page (ranked) and, for highlights, the words it matched come back; only the page's documents
- * cross the wire. `baseWhere`/`baseParams` already select the index (its name the first parameter),
+ * The statement of a query: the matched set is materialised once, and its size, its facet counts
+ * and its page (ranked as `Rank` says) come back; only the page's documents cross the wire. `baseWhere`/`baseParams` already select the index (its name the first parameter),
  * the tenant and the text match; the filters are added here. `expansions`: per term, its vocabulary
  * words and their edit distances (none: no text terms).
  */
@@ -58,30 +55,30 @@ export const statement = (
   }
   let where = baseWhere
   for (const filter of query.filters) where += ` AND ${filterSql(filter, param)}`
-  let score = "0::float8 AS score, ARRAY[]::text[] AS words"
+  let score = "0::float8 AS score"
   let lateral = ""
   if (expansions !== undefined) {
-    // Per term, its closest vocabulary word present in the document, weighted by distance and
-    // term frequency (the positions the tsvector keeps for it): the in-process formula.
+    // The ranking of `Rank`, term for term: per term, its best word present in the document, by
+    // distance, term frequency (the positions the tsvector keeps for it) and the document's length
+    // (its words: the spaces of `body`, which ends with the tenant word when there is a tenant).
     const t: Array<number> = []
     const word: Array<string> = []
-    const rank: Array<number> = []
     const weight: Array<number> = []
     expansions.forEach((words, i) =>
-      words.forEach(([w, distance], r) => {
+      words.forEach(([w, distance]) => {
         t.push(i)
         word.push(w)
-        rank.push(r)
-        weight.push(distanceWeight[distance] ?? 0.1)
+        weight.push(Rank.distanceWeight[distance] ?? 0.1)
       })
     )
+    const length = `(length(d.body) - length(replace(d.body, ' ', '')) + CASE WHEN d.tenant IS NULL THEN 1 ELSE 0 END)::float8`
     lateral = ` CROSS JOIN LATERAL (
-      SELECT COALESCE(sum(b.wt * (1 + ln(b.tf))), 0)::float8 AS score, array_agg(b.word) AS words FROM (
-        SELECT DISTINCT ON (x.t) x.wt, x.word, COALESCE(array_length(u.positions, 1), 1) AS tf
+      SELECT COALESCE(sum(b.c), 0)::float8 AS score FROM (
+        SELECT max(floor(x.wt * sqrt(COALESCE(array_length(u.positions, 1), 1)::float8 / ${length}) * ${Rank.scale})) AS c
         FROM unnest(d.tsv) u
-        JOIN unnest(${param(t)}::int[], ${param(word)}::text[], ${param(rank)}::int[], ${param(weight)}::float8[]) AS x(t, word, r, wt) ON x.word = u.lexeme
-        ORDER BY x.t, x.r) b) s`
-    score = "s.score, s.words"
+        JOIN unnest(${param(t)}::int[], ${param(word)}::text[], ${param(weight)}::float8[]) AS x(t, word, wt) ON x.word = u.lexeme
+        GROUP BY x.t) b) s`
+    score = "s.score"
   }
   const limit = param(query.limit)
   const offset = param(query.offset)
@@ -95,7 +92,6 @@ export const statement = (
        WHERE v.k IS NOT NULL GROUP BY f.ord, v.k`,
     `SELECT 2, NULL, NULL, p.ord::int, p.doc FROM p`
   ]
-  if (query.highlight !== undefined && expansions !== undefined) parts.push(`SELECT DISTINCT 3, NULL::int, w, 0, NULL::jsonb FROM m, unnest(m.words) w`)
   const text = `WITH m AS MATERIALIZED (SELECT d.id, d.doc, ${score} FROM _fw_search_docs d${lateral} WHERE ${where}),
     p AS (SELECT m.doc, row_number() OVER (ORDER BY m.score DESC, m.id COLLATE "C") AS ord FROM m
           ORDER BY m.score DESC, m.id COLLATE "C" LIMIT ${limit} OFFSET ${offset})
@@ -103,21 +99,19 @@ export const statement = (
   return { text, params }
 }
 
-/** What the rows of `statement` say: the count, the facets, the page in rank order, the matched words. */
+/** What the rows of `statement` say: the count, the facets, the page in rank order. */
 export const answer = (query: Query, rows: ReadonlyArray<Readonly<Record<string, unknown>>>) => {
   let found = 0
   // Maps, then own keys: a value such as "__proto__" or "constructor" (a user's tag) is a key like any other.
   const counts = new Map<string, Map<string, number>>(query.facets.map((field) => [field, new Map()]))
   const page: Array<readonly [number, Document]> = []
-  const matchedWords = new Set<string>()
   for (const row of rows) {
     const kind = Number(row["kind"])
     if (kind === 0) found = Number(row["n"])
     else if (kind === 1) counts.get(query.facets[Number(row["facet"]) - 1]!)!.set(String(row["value"]), Number(row["n"]))
     else if (kind === 2) page.push([Number(row["n"]), (typeof row["doc"] === "string" ? JSON.parse(row["doc"]) : row["doc"]) as Document])
-    else matchedWords.add(String(row["value"]))
   }
   page.sort((a, b) => a[0] - b[0])
   const facets = Object.fromEntries([...counts].map(([field, values]) => [field, Object.fromEntries(values)]))
-  return { found, facets, page: page.map(([, doc]) => doc), matchedWords }
+  return { found, facets, page: page.map(([, doc]) => doc) }
 }

@@ -164,12 +164,11 @@ export class Vocabulary {
 
   private linkAll(deletions: Map<string, Array<string> | string>, word: string): void {
     link(deletions, word, word)
-    if (word.length > 1) {
-      for (let i = 0; i < word.length; i++) {
-        const variant = word.slice(0, i) + word.slice(i + 1)
-        if (i > 0 && word[i] === word[i - 1]) continue
-        link(deletions, variant, word)
-      }
+    // A one-letter word links the empty variant too: a one-letter term reaches it by a substitution.
+    for (let i = 0; i < word.length; i++) {
+      const variant = word.slice(0, i) + word.slice(i + 1)
+      if (i > 0 && word[i] === word[i - 1]) continue
+      link(deletions, variant, word)
     }
   }
 

@@ -120,6 +120,30 @@ export const conformance = (name: string, layer: () => Layer.Layer<SearchBackend
         })
       ))
 
+    it.live("an explicit fuzziness is the maximum edit distance whatever the term's length; auto keeps short terms exact", () =>
+      fresh((index) =>
+        Effect.gen(function*() {
+          if (options.typoSemantics === "engine") return
+          const backend = yield* SearchBackend
+          yield* backend.upsert(index, [
+            { id: "f1", tenantId: "t1", title: "x1" },
+            { id: "f2", tenantId: "t1", title: "y" },
+            { id: "f3", tenantId: "t1", title: "xyz" },
+            { id: "f4", tenantId: "t1", title: "ab" },
+            { id: "f5", tenantId: "t1", title: "abcd" }
+          ])
+          // "x": "x1" is one insertion, "y" and the "1" of a5's title one substitution; "ab" and "xyz" two edits.
+          assert.deepStrictEqual(sorted(ids(yield* run(index, query("x", { fuzziness: 0 })))), [])
+          assert.deepStrictEqual(sorted(ids(yield* run(index, query("x", { fuzziness: 1 })))), ["a5", "f1", "f2"])
+          assert.deepStrictEqual(sorted(ids(yield* run(index, query("x", { fuzziness: 2 })))), ["a5", "f1", "f2", "f3", "f4"])
+          assert.deepStrictEqual(sorted(ids(yield* run(index, query("x", { fuzziness: "auto" })))), [])
+          // Two letters: "ab" exact; "abcd" two insertions, "ear" (a1) an insertion and a substitution.
+          assert.deepStrictEqual(sorted(ids(yield* run(index, query("ab", { fuzziness: 1 })))), ["f4"])
+          assert.deepStrictEqual(sorted(ids(yield* run(index, query("ab", { fuzziness: 2 })))), ["a1", "a5", "f1", "f2", "f4", "f5"])
+          assert.deepStrictEqual(sorted(ids(yield* run(index, query("ab", { fuzziness: "auto" })))), ["f4"])
+        })
+      ))
+
     it.live("exact matches rank above typo matches", () =>
       fresh((index) =>
         Effect.gen(function*() {
