@@ -2,10 +2,10 @@
  * `search.query` (spec 2.3, 4.2): the input and output schemas, and the validation that turns a
  * caller's input into a backend `Query` with the caller's tenant ANDed on `tenantField`.
  */
-import { Effect, Either, Schema } from "effect"
+import { Cause, Effect, Either, Schema } from "effect"
 import * as IsoInstant from "../kernel/schema/IsoInstant.js"
 import type { Subject } from "../kernel/Subject.js"
-import { SearchFieldRejected, SearchIndexNotFound, SearchQueryInvalid, SearchTenantMissing } from "./Errors.js"
+import { SearchBackendError, SearchFieldRejected, SearchIndexNotFound, SearchQueryInvalid, SearchTenantMissing } from "./Errors.js"
 import type { Resolved } from "./Options.js"
 import type { Filter, Query, Scalar } from "./SearchBackend.js"
 import { fieldPattern, isoInstant } from "./SearchBackend.js"
@@ -125,6 +125,21 @@ const instantRefusal = (text: string): string | undefined =>
     onRight: () => undefined
   })
 
+/**
+ * Why a caller's text cannot be searched for, or undefined when it can: a NUL character (PostgreSQL
+ * cannot store one, so no document there holds it) or a lone surrogate (not Unicode: a driver would
+ * replace it with U+FFFD and match that). Refused on every backend, so the same input gets the same
+ * answer everywhere.
+ */
+export const textRefusal = (text: string): string | undefined =>
+  text.includes("\u0000")
+    ? "contains a NUL character (U+0000)"
+    : loneSurrogate.test(text)
+    ? "is not valid Unicode (a lone surrogate)"
+    : undefined
+
+const loneSurrogate = /[\uD800-\uDFFF]/u
+
 const isScalar = (value: unknown): value is Scalar =>
   typeof value === "string" || typeof value === "boolean" || (typeof value === "number" && Number.isFinite(value))
 
@@ -142,9 +157,21 @@ export const validate = (
     const index = indexes.get(input.index)
     if (index === undefined) return yield* Effect.fail(new SearchIndexNotFound({ index: input.index }))
     const invalid = (reason: string) => Effect.fail(new SearchQueryInvalid({ index: index.name, reason }))
+    const checkText = (what: string, text: string) => {
+      const refused = textRefusal(text)
+      return refused === undefined ? Effect.void : invalid(`${what} ${refused}`)
+    }
+    yield* checkText("q", input.q ?? "")
+    if (input.highlight !== undefined) {
+      yield* checkText("highlight preTag", input.highlight.preTag)
+      yield* checkText("highlight postTag", input.highlight.postTag)
+    }
     const filters: Array<Filter> = []
     for (const filter of input.filters ?? []) {
       yield* checkField(index, filter.field, "filter")
+      for (const value of Array.isArray(filter.value) ? filter.value : [filter.value]) {
+        if (typeof value === "string") yield* checkText(`filter "${filter.field}": a value`, value)
+      }
       const list = filter.op === "in" || filter.op === "nin"
       if (list) {
         if (!Array.isArray(filter.value) || filter.value.length === 0 || filter.value.length > 1000) {
@@ -184,3 +211,27 @@ export const validate = (
     }
     return { index, query }
   })
+
+/**
+ * What a `search.query` caller gets when the backend fails: a `SearchBackendError` with its kind
+ * (so its status, 503 or 502), backend, `httpStatus` and `retryAfterMs`, and a message of ours. The
+ * backend's own message (a driver's or an engine's text, which can quote the query or name
+ * internals) is logged with the trace id and never sent. Any other failure of a custom backend
+ * counts as transient.
+ */
+export const backendFailure = (backend: string, index: string, traceId: string) => (error: unknown) => {
+  const kind = error instanceof SearchBackendError ? error.kind : "transient"
+  const name = error instanceof SearchBackendError ? error.backend : backend
+  const safe = new SearchBackendError({
+    kind,
+    backend: name,
+    operation: "query",
+    message: `the search backend could not answer (${kind}); the server log has the cause under trace id ${traceId}`,
+    ...(error instanceof SearchBackendError && error.httpStatus !== undefined ? { httpStatus: error.httpStatus } : {}),
+    ...(error instanceof SearchBackendError && error.retryAfterMs !== undefined ? { retryAfterMs: error.retryAfterMs } : {})
+  })
+  return Effect.logError(`search.query on index ${JSON.stringify(index)}: the ${name} backend failed`, Cause.fail(error)).pipe(
+    Effect.annotateLogs({ traceId }),
+    Effect.zipRight(Effect.fail(safe))
+  )
+}

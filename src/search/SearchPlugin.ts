@@ -162,7 +162,9 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
         const { index, query } = yield* Query.validate(indexes, allowedEngineParams, input, ctx.subject)
         const current = yield* Effect.flatMap(Deferred.poll(started), (polled) =>
           Option.isSome(polled) ? Effect.mapError(polled.value, () => unavailable) : Effect.fail(unavailable))
-        const result = yield* current.backend.query(index.spec.index, query)
+        const result = yield* current.backend.query(index.spec.index, query).pipe(
+          Effect.catchAll(Query.backendFailure(current.backend.name, index.name, ctx.traceId))
+        )
         return {
           hits: result.hits.map((hit) => hit.highlights === undefined ? { doc: hit.doc } : { doc: hit.doc, highlights: hit.highlights }),
           facets: result.facets,
