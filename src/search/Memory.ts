@@ -143,9 +143,11 @@ export class MemoryIndex {
           for (let k = 0; k < ords.length; k++) {
             const ord = ords[k]!
             const s = stamp[ord]!
-            if (this.docs[ord] === undefined) continue
+            const first = step === 0 ? s !== after : s === before
+            // Skip a document that missed an earlier term.
+            if ((!first && s !== after) || this.docs[ord] === undefined) continue
             const contribution = Rank.contribution(distance, tfs[k]!, this.lengths[ord]!)
-            if (step === 0 ? s !== after : s === before) {
+            if (first) {
               // The document's first word for this term (and it matched every earlier term).
               prior[ord] = step === 0 ? 0 : score[ord]!
               score[ord] = prior[ord]! + contribution
