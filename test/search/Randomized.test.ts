@@ -101,9 +101,9 @@ const generate = (random: () => number, documents: number, queryCount: number) =
 const page = (result: Result) => result.hits.map((hit) => [hit.doc.id, hit.highlights ?? null] as const)
 
 const compare = (layer: () => Layer.Layer<SearchBackend>) =>
-  it.effect("every page (order, highlights), total and facet count equals the memory backend's over 300 random queries (seed 11)", () =>
+  it.effect("every page (order, highlights), total and facet count equals the memory backend's over 200 random queries (seed 11)", () =>
     Effect.gen(function*() {
-      const { docs, queries } = generate(prng(11), 400, 300)
+      const { docs, queries } = generate(prng(11), 400, 200)
       const reference: SearchBackendShape = Memory.make()
       const backend = yield* SearchBackend
       for (const b of [reference, backend]) {
@@ -118,7 +118,7 @@ const compare = (layer: () => Layer.Layer<SearchBackend>) =>
       let ranked = 0
       for (const query of queries) {
         // Page through the first few pages at this query's page size.
-        for (let offset = 0; offset < query.limit * 4; offset += query.limit) {
+        for (let offset = 0; offset < query.limit * 3; offset += query.limit) {
           const paged = { ...query, offset }
           const expected = yield* reference.query("rand", paged)
           const actual = yield* backend.query("rand", paged)
@@ -132,8 +132,8 @@ const compare = (layer: () => Layer.Layer<SearchBackend>) =>
         }
       }
       // The comparison means something only if many pages had several ranked hits.
-      assert.isAbove(pages, 500)
-      assert.isAbove(ranked, 150)
+      assert.isAbove(pages, 300)
+      assert.isAbove(ranked, 100)
     }).pipe(Effect.provide(layer())), 180_000)
 
 describe("randomized: sql on SQLite against memory", () => {
