@@ -23,7 +23,7 @@ import type * as Table from "../kernel/schema/Table.js"
 import type * as Aggregate from "./Aggregate.js"
 import { Analytics, noop } from "./Analytics.js"
 import type { AnalyticsShape } from "./Analytics.js"
-import { AggregateBootFailed, AggregateDefinitionError, AggregateNotFound, AggregateStale } from "./Errors.js"
+import { AggregateBootFailed, AggregateDefinitionError, AggregateNotFound, AggregateNotReady, AggregateStale } from "./Errors.js"
 import * as Incremental from "./Incremental.js"
 import * as Storage from "./Storage.js"
 import * as Triggers from "./Triggers.js"
@@ -47,7 +47,14 @@ export type Outcome = "refreshed" | "failed" | "skipped"
 /** The scheduler. */
 export interface AggregateSchedulerShape {
   readonly aggregates: ReadonlyArray<Aggregate.Any>
-  readonly read: (name: string, options?: ReadOptions) => Effect.Effect<ReadonlyArray<unknown>, AggregateStale | AggregateNotFound | StoreUnavailable>
+  /**
+   * The rows. An incremental aggregate whose state is not built yet (its first build is running)
+   * is waited for, up to `buildWaitMs`: a read never answers from a state that is not built.
+   */
+  readonly read: (
+    name: string,
+    options?: ReadOptions
+  ) => Effect.Effect<ReadonlyArray<unknown>, AggregateStale | AggregateNotReady | AggregateNotFound | StoreUnavailable>
   readonly meta: (name: string) => Effect.Effect<Meta, AggregateNotFound | StoreUnavailable>
   /** A manual refresh (skipped when one is running). */
   readonly refresh: (name: string) => Effect.Effect<Outcome, AggregateNotFound>
@@ -63,7 +70,8 @@ export interface AggregateSchedulerShape {
 /** What one trigger did. */
 export interface TriggerOutcome {
   readonly name: string
-  readonly trigger: "boot" | "schedule" | "change" | "manual"
+  /** `read`: the build a read started for an incremental aggregate not built yet (see `read`). */
+  readonly trigger: "boot" | "schedule" | "change" | "manual" | "read"
   readonly outcome: Outcome
   readonly at: number
 }
@@ -103,6 +111,8 @@ interface Entry {
   readonly aggregate: Aggregate.Any
   readonly shape: Incremental.Shape | undefined
   readonly lock: Effect.Semaphore
+  /** Refreshes finished on this replica (a read waiting for a build tells a finished one from none). */
+  readonly attempts: Ref.Ref<number>
   readonly nextAt: Ref.Ref<number | null>
   readonly debounceAt: Ref.Ref<number | null>
 }
@@ -139,6 +149,7 @@ const make = (
         // Throws AggregateDefinitionError at boot for a source that is not an app table.
         shape: aggregate.incremental === undefined ? undefined : Incremental.resolve(aggregate, options.tables ?? []),
         lock: yield* Effect.makeSemaphore(1),
+        attempts: yield* Ref.make(0),
         nextAt: yield* Ref.make<number | null>(null),
         debounceAt: yield* Ref.make<number | null>(null)
       })
@@ -191,12 +202,18 @@ const make = (
         if (aggregate.strategy === "merge") yield* storage.merge(aggregate.name, outcome.right, started, finished - started)
         else yield* storage.replace(aggregate.name, outcome.right.map((r) => r.row), started, finished - started)
         return "refreshed" as const
-      }).pipe(Effect.catchAllCause((cause) =>
-        Effect.zipRight(
-          Effect.logWarning(`aggregate "${entry.aggregate.name}" refresh could not be stored`, cause),
-          Effect.ignore(storage.fail(entry.aggregate.name, errorText(cause))).pipe(Effect.as("failed" as const))
-        )
-      ))
+      }).pipe(
+        Effect.catchAllCause((cause) =>
+          Effect.zipRight(
+            Effect.logWarning(`aggregate "${entry.aggregate.name}" refresh could not be stored`, cause),
+            Effect.ignore(storage.fail(entry.aggregate.name, errorText(cause))).pipe(Effect.as("failed" as const))
+          )
+        ),
+        Effect.ensuring(Ref.update(entry.attempts, (n) => n + 1))
+      )
+
+    const publish = (entry: Entry, kind: TriggerOutcome["trigger"]) => (outcome: Outcome) =>
+      Effect.flatMap(Clock.currentTimeMillis, (at) => PubSub.publish(hub, { name: entry.aggregate.name, trigger: kind, outcome, at }))
 
     /** Runs a refresh unless one is running here; `claim` decides across replicas for scheduled triggers. */
     const trigger = (entry: Entry, kind: TriggerOutcome["trigger"], claim?: Effect.Effect<boolean, StoreUnavailable>): Effect.Effect<Outcome> =>
@@ -205,24 +222,40 @@ const make = (
           claim.pipe(Effect.catchAll((error) => Effect.as(Effect.logWarning(`aggregate "${entry.aggregate.name}": claim failed`, error), false))),
           (claimed): Effect.Effect<Outcome> => claimed ? perform(entry) : Effect.succeed("skipped")
         )
-      ).pipe(
-        Effect.map(Option.getOrElse((): Outcome => "skipped")),
-        Effect.tap((outcome) =>
-          Effect.flatMap(Clock.currentTimeMillis, (at) => PubSub.publish(hub, { name: entry.aggregate.name, trigger: kind, outcome, at }))
+      ).pipe(Effect.map(Option.getOrElse((): Outcome => "skipped")), Effect.tap(publish(entry, kind)))
+
+    /**
+     * The boot build, forked with the lock taken first: a read arriving before the build has
+     * started waits for it instead of starting one of its own.
+     */
+    const bootBuild = (entry: Entry) =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.zipRight(
+          entry.lock.take(1),
+          Effect.forkIn(restore(perform(entry)).pipe(Effect.ensuring(entry.lock.release(1)), Effect.tap(publish(entry, "boot"))), scope)
         )
       )
 
-    /** Scheduled triggers: the next slot, claimed across replicas. */
+    /**
+     * Scheduled triggers: the next slot, claimed across replicas. The first slot is set before the
+     * loop is forked and each next one before its trigger runs, so `nextRefreshAt` is never empty
+     * for a scheduled aggregate (a forked fiber may wait behind a long build to start).
+     */
     const scheduleLoop = (entry: Entry, nextSlot: (now: number) => number) =>
       Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const slot = nextSlot(now)
+        let slot = nextSlot(yield* Clock.currentTimeMillis)
         yield* Ref.set(entry.nextAt, slot)
-        // In steps a timer can hold: a 30-day interval or a monthly cron slot is further away than
-        // Effect's live clock can wait in one sleep.
-        yield* Sleep.sleepUntil(slot)
-        yield* Effect.fork(trigger(entry, "schedule", storage.claimSlot(entry.aggregate.name, slot)))
-      }).pipe(Effect.forever)
+        const tick = Effect.gen(function*() {
+          // In steps a timer can hold: a 30-day interval or a monthly cron slot is further away than
+          // Effect's live clock can wait in one sleep.
+          yield* Sleep.sleepUntil(slot)
+          const fired = slot
+          slot = nextSlot(Math.max(yield* Clock.currentTimeMillis, fired))
+          yield* Ref.set(entry.nextAt, slot)
+          yield* Effect.fork(trigger(entry, "schedule", storage.claimSlot(entry.aggregate.name, fired)))
+        })
+        yield* Effect.forkIn(Effect.forever(tick), scope)
+      })
 
     const start = (entry: Entry) =>
       Effect.gen(function*() {
@@ -254,13 +287,13 @@ const make = (
           }
         } else if (!(entry.shape !== undefined && aggregate.bootRefresh === "persistent" && meta.ready)) {
           // An incremental aggregate whose state is ready was kept exact by every write: nothing to redo.
-          boots.push(yield* Effect.forkIn(trigger(entry, "boot"), scope))
+          boots.push(yield* bootBuild(entry))
         }
         const policy = aggregate.policy
         if (policy._tag === "interval" || policy._tag === "hybrid") {
-          yield* Effect.forkIn(scheduleLoop(entry, (now) => (Math.floor(now / policy.ms) + 1) * policy.ms), scope)
+          yield* scheduleLoop(entry, (now) => (Math.floor(now / policy.ms) + 1) * policy.ms)
         } else if (policy._tag === "cron") {
-          yield* Effect.forkIn(scheduleLoop(entry, (now) => Cron.next(policy.cron, new Date(now)).getTime()), scope)
+          yield* scheduleLoop(entry, (now) => Cron.next(policy.cron, new Date(now)).getTime())
         }
         if (policy._tag === "hybrid") {
           const watched = new Set(policy.onChange)
@@ -307,10 +340,40 @@ const make = (
     }
     for (const entry of entries.values()) yield* start(entry)
 
+    /**
+     * An incremental aggregate's state once built: waits for the build running here (the boot's),
+     * or runs one when none is (a boot build that failed, a state reset by another replica). A
+     * build that finished (and failed) while this read waited is this read's answer: reads do not
+     * start builds back to back. The build runs in the scheduler's scope, so a read that gives up
+     * does not cut it short.
+     */
+    const built = (entry: Entry, waitMs: number) =>
+      Effect.gen(function*() {
+        const name = entry.aggregate.name
+        const before = yield* Ref.get(entry.attempts)
+        const build = entry.lock.withPermits(1)(Effect.gen(function*() {
+          const meta = yield* storage.meta(name)
+          if (meta.ready || (yield* Ref.get(entry.attempts)) !== before) return meta
+          yield* Effect.flatMap(perform(entry), publish(entry, "read"))
+          return yield* storage.meta(name)
+        }))
+        const fiber = yield* Effect.forkIn(build, scope)
+        const meta = yield* Fiber.join(fiber).pipe(Effect.timeoutFail({
+          duration: waitMs,
+          onTimeout: () => new AggregateNotReady({ aggregate: name, reason: `its build did not finish within ${waitMs} ms` })
+        }))
+        if (!meta.ready) return yield* new AggregateNotReady({ aggregate: name, reason: meta.lastError ?? "its build did not complete" })
+        return meta
+      })
+
     const read = (name: string, options: ReadOptions = {}) =>
       Effect.gen(function*() {
         const entry = yield* entryOf(name)
-        const meta = yield* storage.meta(name)
+        let meta = yield* storage.meta(name)
+        if (entry.shape !== undefined && !meta.ready) {
+          const wait = options.buildWaitMs
+          meta = yield* built(entry, wait !== undefined && wait >= 0 ? wait : 30_000)
+        }
         if (options.maxAgeMs !== undefined && !(entry.shape !== undefined && meta.ready)) {
           const now = yield* Clock.currentTimeMillis
           if (meta.refreshedAt === null || now - meta.refreshedAt > options.maxAgeMs) {
@@ -321,11 +384,9 @@ const make = (
         if (entry.shape !== undefined) {
           const shape = entry.shape
           const toRow = entry.aggregate.incremental!.toRow
-          rows = meta.ready
-            ? Incremental.visible(shape, yield* storage.groups(name)).map((g) =>
-              toRow({ group: Incremental.normalGroup(shape, g.group), value: Incremental.valueOfGroup(shape.op, g) })
-            )
-            : []
+          rows = Incremental.visible(shape, yield* storage.groups(name)).map((g) =>
+            toRow({ group: Incremental.normalGroup(shape, g.group), value: Incremental.valueOfGroup(shape.op, g) })
+          )
         } else {
           const decode = Schema.decodeUnknownEither(entry.aggregate.output)
           const decoded: Array<unknown> = []

@@ -22,6 +22,21 @@ export class AggregateStale extends Schema.TaggedError<AggregateStale>()("Aggreg
   }
 }
 
+/**
+ * `read` of an incremental aggregate whose state is not built yet (its first build, or a rebuild
+ * after its definition changed) when the build failed or did not finish within the read's
+ * `buildWaitMs`. A read never answers from a state that is not built: its rows would be wrong.
+ */
+export class AggregateNotReady extends Schema.TaggedError<AggregateNotReady>()("AggregateNotReady", {
+  aggregate: Schema.String,
+  /** Why: the build's error, or that it did not finish within the wait. */
+  reason: Schema.String
+}) {
+  override get message() {
+    return `aggregate "${this.aggregate}" is not built yet: ${this.reason}`
+  }
+}
+
 /** An aggregate build read the analytics sink and the configured provider cannot answer. */
 export class AnalyticsCapabilityNotSupported
   extends Schema.TaggedError<AnalyticsCapabilityNotSupported>()("AnalyticsCapabilityNotSupported", {

@@ -10,6 +10,11 @@ export interface ReadOptions {
   readonly direction?: "asc" | "desc"
   /** Fail `AggregateStale` when the last refresh is older than this. */
   readonly maxAgeMs?: number
+  /**
+   * Incremental aggregates: how long a read waits for a state that is not built yet (the first
+   * build after boot) before failing `AggregateNotReady`; default 30,000, 0 fails at once.
+   */
+  readonly buildWaitMs?: number
 }
 
 /** A value as compared and keyed: dates by their time. */

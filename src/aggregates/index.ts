@@ -19,6 +19,7 @@ export {
   AggregateBootFailed,
   AggregateDefinitionError,
   AggregateNotFound,
+  AggregateNotReady,
   AggregateStale,
   AnalyticsCapabilityNotSupported
 } from "./Errors.js"

@@ -7,14 +7,17 @@ import type * as Aggregate from "./Aggregate.js"
 import { AggregateScheduler } from "./AggregateScheduler.js"
 import type { Meta, Outcome } from "./AggregateScheduler.js"
 import type { ReadOptions } from "./Read.js"
-import type { AggregateNotFound, AggregateStale } from "./Errors.js"
+import type { AggregateNotFound, AggregateNotReady, AggregateStale } from "./Errors.js"
 
 /** The handle of one aggregate. */
 export interface Handle<A> {
-  /** Rows per the options; `AggregateStale` when `maxAgeMs` is given and the last refresh is older. */
+  /**
+   * Rows per the options; `AggregateStale` when `maxAgeMs` is given and the last refresh is older;
+   * an incremental aggregate not built yet is waited for (`AggregateNotReady` if it cannot be).
+   */
   readonly read: (
     options?: ReadOptions & { readonly orderBy?: keyof A & string }
-  ) => Effect.Effect<ReadonlyArray<A>, AggregateStale | AggregateNotFound | StoreUnavailable, AggregateScheduler>
+  ) => Effect.Effect<ReadonlyArray<A>, AggregateStale | AggregateNotReady | AggregateNotFound | StoreUnavailable, AggregateScheduler>
   readonly meta: () => Effect.Effect<Meta, AggregateNotFound | StoreUnavailable, AggregateScheduler>
   /** A manual refresh: `skipped` when one is running. */
   readonly refresh: () => Effect.Effect<Outcome, AggregateNotFound, AggregateScheduler>
@@ -25,7 +28,7 @@ export const useAggregate = <A, I>(aggregate: Aggregate.Aggregate<A, I>): Handle
   read: (options) =>
     Effect.flatMap(AggregateScheduler, (scheduler) => scheduler.read(aggregate.name, options)) as Effect.Effect<
       ReadonlyArray<A>,
-      AggregateStale | AggregateNotFound | StoreUnavailable,
+      AggregateStale | AggregateNotReady | AggregateNotFound | StoreUnavailable,
       AggregateScheduler
     >,
   meta: () => Effect.flatMap(AggregateScheduler, (scheduler) => scheduler.meta(aggregate.name)),
