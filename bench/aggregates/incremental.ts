@@ -8,6 +8,10 @@
  *    (default 1,000,000). The peer for "maintenance alone" is the same update of the same table
  *    with no aggregate on it.
  * 2. Insert throughput into a table with one incremental aggregate against the same table without.
+ * 3. PostgreSQL: 8 concurrent writers updating their own rows, all in one group (one hot group row)
+ *    against each in a group of its own, with the `sum` and without any aggregate (the peer).
+ *
+ * `FW_BENCH_AGG_TIERS` (default `sqlite,pg`) picks the tiers.
  */
 import type { SqlClient } from "@effect/sql"
 import { SqlClient as Sql } from "@effect/sql"
@@ -25,6 +29,9 @@ import type { Tier } from "./stack.js"
 const rows = Number(process.env.FW_BENCH_AGG_ROWS ?? 1_000_000)
 const changes = Number(process.env.FW_BENCH_AGG_CHANGES ?? 200)
 const inserts = Number(process.env.FW_BENCH_AGG_INSERTS ?? 2_000)
+const writers = 8
+const perWriter = Number(process.env.FW_BENCH_AGG_PER_WRITER ?? 100)
+const tiers = (process.env.FW_BENCH_AGG_TIERS ?? "sqlite,pg").split(",") as ReadonlyArray<Tier>
 
 const Source = defineTable("source", { fields: { g: Schema.String, x: Schema.Number }, indexes: [["g", "x"]] })
 const Plain = defineTable("plain", { fields: { g: Schema.String, x: Schema.Number } })
@@ -170,7 +177,34 @@ const measure = (tier: Tier) =>
         }
         return [median(plainRates), median(fedRates)] as const
       }))
-    return { tier, loadMs, fullSum, fullMax, bare: Math.min(bare, bareAgain), sumRaise, maxRaise, maxLower, plain, fed, sumTrigger, maxRaiseTrigger, maxLowerTrigger, engineBare, engineSum, engineRaise, engineLower }
+    /**
+     * 8 writers at once, each updating `perWriter` rows of its own, one at a time: `hot` puts every
+     * row in group g0 (row ids ≡ 0 mod 100), else writer w's rows are all in group g<w>. Writes/s of
+     * the whole burst, best of 3 rounds.
+     */
+    const concurrent = (hot: boolean, round: number) =>
+      Effect.gen(function*() {
+        let best = 0
+        for (let r = 0; r < 3; r++) {
+          const start = performance.now()
+          yield* Effect.forEach(Array.from({ length: writers }, (_, w) => w), (w) =>
+            Effect.gen(function*() {
+              for (let j = 0; j < perWriter; j++) {
+                const i = 100 * (1 + w * perWriter + j) + (hot ? 0 : w)
+                yield* store.update(Source, `r${i}`, { x: 600_000 + round * 10 + r + j })
+              }
+            }), { concurrency: "unbounded", discard: true })
+          best = Math.max(best, (writers * perWriter) / ((performance.now() - start) / 1000))
+        }
+        return best
+      })
+    const contention = tier !== "pg" ? null : yield* Effect.gen(function*() {
+      const bareSpread = yield* concurrent(false, 0)
+      const bareHot = yield* concurrent(true, 1)
+      const [sumSpread, sumHot] = yield* withAggregates([sumByGroup], () => Effect.all([concurrent(false, 2), concurrent(true, 3)]))
+      return { bareSpread, bareHot, sumSpread, sumHot }
+    })
+    return { tier, contention, loadMs, fullSum, fullMax, bare: Math.min(bare, bareAgain), sumRaise, maxRaise, maxLower, plain, fed, sumTrigger, maxRaiseTrigger, maxLowerTrigger, engineBare, engineSum, engineRaise, engineLower }
   }))
 
 export const run = async () => {
@@ -178,7 +212,8 @@ export const run = async () => {
   const inserted: Array<Record<string, string | number>> = []
   const triggers: Array<Record<string, string | number>> = []
   const engine: Array<Record<string, string | number>> = []
-  for (const tier of ["sqlite", "pg"] as const) {
+  const contention: Array<Record<string, string | number>> = []
+  for (const tier of tiers) {
     const r = await Effect.runPromise(measure(tier))
     const alone = (perChange: number) => Math.max(0.001, perChange - r.bare)
     results.push({
@@ -218,11 +253,23 @@ export const run = async () => {
       "inserts/s with one incremental sum": perSecond(r.fed),
       ratio: (r.fed / r.plain).toFixed(2)
     })
+    if (r.contention !== null) {
+      const c = r.contention
+      contention.push({
+        tier,
+        "no aggregate: 8 groups / 1 group (writes/s)": `${perSecond(c.bareSpread)} / ${perSecond(c.bareHot)}`,
+        "sum: 8 groups / 1 group (writes/s)": `${perSecond(c.sumSpread)} / ${perSecond(c.sumHot)}`,
+        "sum vs none, 8 groups": (c.sumSpread / c.bareSpread).toFixed(2),
+        "sum vs none, 1 hot group": (c.sumHot / c.bareHot).toFixed(2),
+        "sum: 1 hot group / 8 groups": (c.sumHot / c.sumSpread).toFixed(2)
+      })
+    }
     console.log(`${tier} done (${loadAverage()})`, JSON.stringify(results.at(-1)), JSON.stringify(inserted.at(-1)))
   }
   table(`Incremental aggregate: per change (write + maintenance, one aggregate) vs a full refresh (load ${loadAverage()})`, results)
   table("In the engine: per row of one 200-row UPDATE (its trigger included), fastest of 5, against a full refresh", engine)
   table("PostgreSQL: time in the aggregate's trigger per update (EXPLAIN ANALYZE, median of 30)", triggers)
+  table(`${writers} concurrent writers, ${perWriter} updates each of their own rows: all in one group or each in its own (best of 3)`, contention)
   table(`Insert throughput with one incremental aggregate vs without (median of 3 rounds of ${inserts})`, inserted)
 }
 

@@ -112,7 +112,23 @@ const bodies = (dialect: Dialect, shape: Shape) => {
     const nulls = shape.groupBy.map((c) => `OLD.${quote(c)} IS NULL`).join(" OR ")
     return `IF ${nulls} THEN ${update(same)}; ELSE ${update(equal)}; END IF`
   })()
-  return { remove: upsert("OLD.", -1), add: upsert("NEW.", 1), rescan }
+  if (dialect === "sqlite" || extreme) return { remove: upsert("OLD.", -1), add: upsert("NEW.", 1), rescan, stay: null }
+  // PostgreSQL, count/sum/avg: the group's row exists but for a group's first row, so a plain
+  // UPDATE by id comes first (no insert attempted, no conflict resolved, no group JSON built), the
+  // upsert only when it found nothing. An update that keeps its row in its group adds the value's
+  // difference in one statement (a count has nothing to add), where remove + add took two upserts.
+  const counters = (row: string, sign: 1 | -1) => {
+    const minus = sign === 1 ? "" : "-"
+    return [`n = n ${sign === 1 ? "+" : "-"} 1`, `c = c + ${minus}${counted(row)}`, ...(x !== null && shape.op !== "count" ? [`s = s + ${minus}COALESCE(${row}${x}, 0)`] : [])]
+  }
+  const first = (row: string, sign: 1 | -1) =>
+    `UPDATE ${t} SET ${counters(row, sign).join(", ")} WHERE id = ${idExpression(dialect, shape, row)}; IF NOT FOUND THEN ${upsert(row, sign)}; END IF`
+  const stay = shape.op === "count" || x === null
+    ? "RETURN NULL"
+    : `UPDATE ${t} SET c = c + ${counted("NEW.")} - ${counted("OLD.")}, s = s + COALESCE(NEW.${x}, 0) - COALESCE(OLD.${x}, 0) WHERE id = ${
+      idExpression(dialect, shape, "NEW.")
+    }; RETURN NULL`
+  return { remove: first("OLD.", -1), add: first("NEW.", 1), rescan, stay }
 }
 
 /** The columns whose change matters to the aggregate (an update touching none of them is ignored). */
@@ -130,7 +146,7 @@ export const versionOf = (dialect: Dialect, shape: Shape) =>
   `fw:${createHash("sha256").update(install(dialect, shape).join("\n")).digest("hex").slice(0, 16)}`
 
 const statements = (dialect: Dialect, shape: Shape, version: string): ReadonlyArray<string> => {
-  const { add, remove, rescan } = bodies(dialect, shape)
+  const { add, remove, rescan, stay } = bodies(dialect, shape)
   const table = quote(shape.table.name)
   const columns = watched(shape)
   const changed = columns.map((c) => `OLD.${quote(c)} IS NOT NEW.${quote(c)}`).join(" OR ")
@@ -153,10 +169,13 @@ const statements = (dialect: Dialect, shape: Shape, version: string): ReadonlyAr
   const name = quote(objectNames(shape.name).pg)
   const rescanBlock = rescan === null ? "" : `IF TG_OP <> 'INSERT' THEN ${rescan}; END IF;`
   const distinct = columns.map((c) => `OLD.${quote(c)} IS DISTINCT FROM NEW.${quote(c)}`).join(" OR ")
+  const moved = shape.groupBy.map((c) => `OLD.${quote(c)} IS DISTINCT FROM NEW.${quote(c)}`).join(" OR ")
+  const stayBlock = stay === null ? "" : `IF TG_OP = 'UPDATE' AND NOT (${moved || "false"}) THEN ${stay}; END IF;`
   return [
     `CREATE OR REPLACE FUNCTION ${name}() RETURNS trigger LANGUAGE plpgsql AS $fw$
 BEGIN
   IF TG_OP = 'UPDATE' AND NOT (${distinct || "false"}) THEN RETURN NULL; END IF;
+  ${stayBlock}
   IF TG_OP = 'INSERT' THEN ${add};
   ELSIF TG_OP = 'DELETE' THEN ${remove};
   ELSIF ${idExpression(dialect, shape, "NEW.")} < ${idExpression(dialect, shape, "OLD.")} THEN ${add}; ${remove};
