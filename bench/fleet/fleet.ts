@@ -2,11 +2,15 @@
  * Fleet benchmark (issues 16 and 24): three replicas of the harness app as real processes on one
  * PostgreSQL.
  * - committed writes per second through `POST /rpc` with 48 in flight across the three, row history
- *   on and off, against raw `pg` inserts of the same rows with 48 in flight from three processes
- *   (a pool of 16 each) in the same run: `FW_BENCH_ROUNDS` rounds (default 3) of the three peers,
- *   each warmed up once and kept running, each first in its round in turn; the ratios are the
- *   medians of the rounds' (the shared machine's speed drifts by a fifth or more within a minute,
- *   and peers measured a minute apart, each once, gave ratios scattered over ±0.04);
+ *   on and off, against two peers in the same run: what a user would write instead, a Fastify app
+ *   of three processes inserting the same rows over `pg` and NOTIFYing each, every process
+ *   LISTENing (`fastifyPeer.ts`, driven by the same load generator with the same rpc request; its
+ *   NOTIFY after the insert's commit, or with `FW_BENCH_PEER_NOTIFY=inside` in the insert's
+ *   transaction), and raw `pg` inserts of the same rows with 48 in flight from three processes (a
+ *   pool of 16 each): `FW_BENCH_ROUNDS` rounds (default 3) of the four, each warmed up once and kept
+ *   running, each first in its round in turn; the ratios are the medians of the rounds' (the shared
+ *   machine's speed drifts by a fifth or more within a minute, and peers measured a minute apart,
+ *   each once, gave ratios scattered over ±0.04);
  * - write → change event latency on the writing replica and on the others (p50, p99), and the call
  *   round trip, at paced rates (`FW_BENCH_RATES`, default 250,500,1000 commits per second) where
  *   the box is not saturated: the figure then shows the framework's latency, not the queueing of
@@ -21,10 +25,11 @@
  * typed rpc client cost ~2 ms of CPU per call, as much as a third of a replica's, on the same two
  * cores; undici's `dispatch` 0.058–0.065 ms against 0.035–0.05 on raw sockets).
  * `FW_BENCH_WRITES` sets the writes per run (default 2,000), `FW_BENCH_WARM` the writes that warm each
- * fleet, and the raw peer, up first (default 20,000: with 4,000 the replicas still used 0.46 ms of
+ * fleet, and each peer, up first (default 20,000: with 4,000 the replicas still used 0.46 ms of
  * CPU per write where they settle at 0.24, and the raw peer ran 9,700 inserts/s against 17,500); `FW_BENCH_ONLY=paced` runs only the
- * paced and role runs (history on), `FW_BENCH_ONLY=saturated` only the saturated run with history on
- * (with `FW_BENCH_PROF`: a profile of saturation alone); `FW_BENCH_PROF=<dir>` runs the replicas under `--cpu-prof`
+ * paced and role runs (history on), `FW_BENCH_ONLY=rounds` only the saturated rounds of the four,
+ * `FW_BENCH_ONLY=saturated` only the saturated run with history on
+ * (with `FW_BENCH_PROF`: a profile of saturation alone); `FW_BENCH_PROF=<dir>` runs the replicas and the Fastify peer's processes under `--cpu-prof`
  * (profiles written to `<dir>` when they exit; summarise with `bench/profileSummary.ts`), sampled every
  * `FW_BENCH_PROF_INTERVAL` microseconds (default 1000); `FW_BENCH_NODE_ARGS` adds options to the
  * replicas' `node` (space-separated, e.g. `--log-deopt --logfile=/tmp/v8-%p.log`); `FW_COALESCE_MS`
@@ -50,17 +55,24 @@ const RATES = (process.env.FW_BENCH_RATES ?? "250,500,1000").split(",").map(Numb
 const ROLE_RATE = Number(process.env.FW_BENCH_ROLE_RATE ?? 150)
 const ONLY_PACED = process.env.FW_BENCH_ONLY === "paced"
 const ONLY_SATURATED = process.env.FW_BENCH_ONLY === "saturated"
+const ONLY_ROUNDS = process.env.FW_BENCH_ONLY === "rounds"
 const PROF = process.env.FW_BENCH_PROF
 const NODE_ARGS = nodeArgsFrom("FW_BENCH_NODE_ARGS")
 const TRACE = process.env.FW_BENCH_TRACE === "1"
 const IN_FLIGHT = 48
 const WARM = Number(process.env.FW_BENCH_WARM ?? 20_000)
 const ROUNDS = Math.max(1, Number(process.env.FW_BENCH_ROUNDS ?? 3))
+const PEER_NOTIFY = process.env.FW_BENCH_PEER_NOTIFY === "inside" ? "inside" : "after"
 
-/** Three replicas and their database (the server's CPU is counted for its backends only). */
+/**
+ * Three serving processes and their database (the server's CPU is counted for its backends only):
+ * fw replicas, or the Fastify peer's processes, which answer the same routes.
+ */
 interface Replicas {
-  readonly replicas: ReadonlyArray<Fleet.Replica>
+  readonly replicas: ReadonlyArray<Pick<Fleet.Replica, "url" | "child">>
   readonly database: string
+  /** fw replicas, which show their fleet tap's work on `GET /_trace` (`FW_BENCH_TRACE`). */
+  readonly fw: boolean
 }
 
 const freshDb = async () => {
@@ -96,7 +108,7 @@ const post = (url: string, tag: string, payload: unknown, id: number) =>
   postJson(url, JSON.stringify({ _tag: "Request", id: String(id), tag, payload, headers: [] }))
 
 /** The statements a replica has sent to PostgreSQL so far, by name or text (`GET /_queries`). */
-const queriesOf = (replica: Fleet.Replica) =>
+const queriesOf = (replica: Replicas["replicas"][number]) =>
   Effect.promise(async () => (await (await fetch(`${replica.url}/_queries`)).json()) as Record<string, number>)
 
 /** Per write: the statements each replica sent during a run (the difference of two `queriesOf`). */
@@ -129,7 +141,7 @@ interface Trace {
  * commit); `read`, that read's round trip; `deliver`, from its answer to the harness listener.
  * Printed as p50 / p90 / p99 of each, and the means of each over the slowest 1% of changes.
  */
-const breakdown = (replicas: ReadonlyArray<Fleet.Replica>, prefix: string, received: ReadonlyArray<ReadonlyArray<Received>>) =>
+const breakdown = (replicas: Replicas["replicas"], prefix: string, received: ReadonlyArray<ReadonlyArray<Received>>) =>
   Effect.gen(function*() {
     const traces = yield* Effect.promise(() => Promise.all(replicas.map(async (replica) => (await (await fetch(`${replica.url}/_trace`)).json()) as Trace)))
     const writer = new Map<string, { readonly committed: number; readonly origin: string | null }>()
@@ -200,7 +212,7 @@ interface Run {
  * once, each sent at its due time when `rate` is given (a write is late only when `IN_FLIGHT` are
  * still unanswered). Returns when every replica received every change.
  */
-const drive = ({ database, replicas }: Replicas, prefix: string, writes: number, rate: number | undefined, target: (i: number) => number) =>
+const drive = ({ database, fw, replicas }: Replicas, prefix: string, writes: number, rate: number | undefined, target: (i: number) => number) =>
   Effect.gen(function*() {
     const queriesBefore = yield* Effect.all(replicas.map(queriesOf))
     const replicasBefore = replicas.map((replica) => cpuOf(replica.child.pid!))
@@ -260,7 +272,7 @@ const drive = ({ database, replicas }: Replicas, prefix: string, writes: number,
       for (const event of events) (event.remote ? remote : local).push(event.receivedAt - event.at)
       received.push(events)
     }
-    if (TRACE) yield* breakdown(replicas, prefix, received)
+    if (TRACE && fw) yield* breakdown(replicas, prefix, received)
     const committed = new Map<string, number>()
     for (const events of received) for (const event of events) if (!event.remote) committed.set(event.id, event.receivedAt)
     const commitToRemote: Array<number> = []
@@ -275,6 +287,7 @@ const drive = ({ database, replicas }: Replicas, prefix: string, writes: number,
     const statements = replicas.map((_, i) => perWrite(queriesBefore[i]!, queriesAfter[i]!, writes))
     for (const list of [local, remote, commitToRemote, call]) list.sort((a, b) => a - b)
     if (transportErrors > 0) console.log(`(${prefix}: ${transportErrors} transport errors, sent again)`)
+    if (failed > 0) console.log(`(${prefix}: ${failed} writes answered an error)`)
     return {
       perSecond: writes / seconds,
       local,
@@ -289,6 +302,34 @@ const drive = ({ database, replicas }: Replicas, prefix: string, writes: number,
     } satisfies Run
   })
 
+/** Options of every served child's `node`: `FW_BENCH_NODE_ARGS`, and `--cpu-prof` under `FW_BENCH_PROF`. */
+const childNodeArgs = [
+  ...NODE_ARGS,
+  ...(PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${PROF}`, `--cpu-prof-interval=${process.env.FW_BENCH_PROF_INTERVAL ?? 1000}`])
+]
+
+/**
+ * The Fastify peer (`fastifyPeer.ts`): three processes on a fresh database with the same `docs`
+ * table, each inserting and NOTIFYing per write and LISTENing, warmed up as the fleets are and
+ * driven by the same load generator. `FW_BENCH_PEER_NOTIFY` (`after`, default, or `inside`) says
+ * where its NOTIFY goes.
+ */
+const fastifyPeer = Effect.gen(function*() {
+  const db = yield* Effect.acquireRelease(Effect.promise(freshDb), (db) => Effect.promise(db.drop))
+  yield* SchemaDiffer.apply([Docs]).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(db.url) })), Effect.orDie)
+  const appPath = yield* Effect.promise(() => Fleet.bundleApp("../../bench/fleet/fastifyPeer.ts"))
+  const env = { DATABASE_URL: db.url, FW_PEER_NOTIFY: PEER_NOTIFY }
+  const replicas = yield* Effect.all([0, 1, 2].map((i) => Fleet.spawnApp(`f${i}`, appPath, env, childNodeArgs)), { concurrency: "unbounded" })
+  const warmed: Replicas = { replicas, database: db.url, fw: false }
+  yield* drive(warmed, "warm", WARM, undefined, roundRobin)
+  yield* rest(warmed)
+  return warmed
+})
+
+/** The Fastify peer's pools' connections closed between runs (see `fastifyPeer.ts`). */
+const rest = ({ replicas }: Replicas) =>
+  Effect.promise(() => Promise.all(replicas.map((replica) => fetch(`${replica.url}/_rest`, { method: "POST" }))))
+
 /** Three replicas on a fresh database, history on or off, warmed up. */
 const fleet = (history: boolean) =>
   Effect.gen(function*() {
@@ -296,21 +337,16 @@ const fleet = (history: boolean) =>
     yield* SchemaDiffer.apply([Docs, RowHistory]).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(db.url) })), Effect.orDie)
     const env: Record<string, string> = history ? { FW_COUNT_QUERIES: "1" } : { FW_HISTORY: "off", FW_COUNT_QUERIES: "1" }
     if (TRACE) env.FW_TRACE_DELIVERY = "1"
-    const replicas = yield* Effect.all(
-      [0, 1, 2].map((i) =>
-        Fleet.start(`b${i}`, db.url, env, [...NODE_ARGS, ...(PROF === undefined ? [] : ["--cpu-prof", `--cpu-prof-dir=${PROF}`, `--cpu-prof-interval=${process.env.FW_BENCH_PROF_INTERVAL ?? 1000}`])])
-      ),
-      { concurrency: "unbounded" }
-    )
+    const replicas = yield* Effect.all([0, 1, 2].map((i) => Fleet.start(`b${i}`, db.url, env, childNodeArgs)), { concurrency: "unbounded" })
     // Warm up every replica's pool, caches and V8's optimised code, as the raw peer is: a served
     // app runs warm, and a short warm-up left much of a run's CPU to the optimising compiler.
-    const warmed: Replicas = { replicas, database: db.url }
+    const warmed: Replicas = { replicas, database: db.url, fw: true }
     yield* drive(warmed, "warm", WARM, undefined, (i) => i % 3)
     return warmed
   })
 
 /** A profiled replica writes its profile on a clean exit only: SIGTERM, then wait for it to go. */
-const stopForProfile = (replicas: ReadonlyArray<Fleet.Replica>) =>
+const stopForProfile = (replicas: Replicas["replicas"]) =>
   PROF === undefined ? Effect.void : Effect.promise(() =>
     Promise.all(replicas.map((replica) =>
       new Promise<void>((resolve) => {
@@ -386,6 +422,7 @@ const rawPeer = Effect.gen(function*() {
       const done = yield* linesMatching(/^DONE ([\d.]+)/)
       const seconds = (performance.now() - started) / 1000
       const serverAfter = yield* Effect.promise(() => serverCpu(db.url))
+      for (const child of children) child.stdin!.write("rest\n")
       return {
         perSecond: WRITES / seconds,
         cpu: done.reduce((sum, match) => sum + Number(match[1]), 0) / WRITES,
@@ -433,58 +470,85 @@ export const main = Effect.gen(function*() {
   if (!ONLY_PACED) {
     yield* Effect.scoped(Effect.gen(function*() {
       const runRaw = yield* rawPeer
+      const fastify = yield* fastifyPeer
       const fleetOff = yield* fleet(false)
       const fleetOn = yield* fleet(true)
-      const rounds: Array<{ readonly raw: RawRun; readonly off: Run; readonly on: Run }> = []
+      const rounds: Array<{ readonly raw: RawRun; readonly peer: Run; readonly off: Run; readonly on: Run }> = []
       for (let round = 0; round < ROUNDS; round++) {
         const prefix = `w${round}`
         let raw: RawRun | undefined
+        let peer: Run | undefined
         let off: Run | undefined
         let on: Run | undefined
         const steps = [
           Effect.map(runRaw(prefix), (run) => void (raw = run)),
+          Effect.map(drive(fastify, prefix, WRITES, undefined, roundRobin), (run) => void (peer = run)).pipe(Effect.zipLeft(rest(fastify))),
           Effect.map(drive(fleetOff, prefix, WRITES, undefined, roundRobin), (run) => void (off = run)),
           Effect.map(drive(fleetOn, prefix, WRITES, undefined, roundRobin), (run) => void (on = run))
         ]
-        // Each peer goes first, second and third in turn: the shared machine's speed drifts, and a
-        // drift during a round must not favour the same peer every round.
+        // Each peer goes first, second, third and fourth in turn: the shared machine's speed drifts,
+        // and a drift during a round must not favour the same peer every round.
         for (let step = 0; step < steps.length; step++) yield* steps[(step + round) % steps.length]!
-        rounds.push({ raw: raw!, off: off!, on: on! })
+        rounds.push({ raw: raw!, peer: peer!, off: off!, on: on! })
       }
       const ratio = (n: number) => `${n.toFixed(2)}×`
-      const offRatios = rounds.map(({ off, raw }) => off.perSecond / raw.perSecond)
-      const onRatios = rounds.map(({ on, raw }) => on.perSecond / raw.perSecond)
-      table(`fleet, saturated, by round (each peer first in turn): ${WRITES} writes per run`, rounds.map(({ off, on, raw }, round) => ({
+      const ratios = (pick: (round: (typeof rounds)[number]) => number) => rounds.map(pick)
+      const offRatios = ratios(({ off, raw }) => off.perSecond / raw.perSecond)
+      const onRatios = ratios(({ on, raw }) => on.perSecond / raw.perSecond)
+      const peerRatios = ratios(({ peer, raw }) => peer.perSecond / raw.perSecond)
+      const offPeerRatios = ratios(({ off, peer }) => off.perSecond / peer.perSecond)
+      const onPeerRatios = ratios(({ on, peer }) => on.perSecond / peer.perSecond)
+      table(`fleet, saturated, by round (each peer first in turn): ${WRITES} writes per run`, rounds.map(({ off, on, peer, raw }, round) => ({
         round: String(round + 1),
         "raw pg inserts/s": perSecond(raw.perSecond),
+        "Fastify + pg writes/s": perSecond(peer.perSecond),
         "history off writes/s": perSecond(off.perSecond),
         "history on writes/s": perSecond(on.perSecond),
-        "off vs raw": ratio(offRatios[round]!),
-        "on vs raw": ratio(onRatios[round]!),
-        "CPU/write raw: client + server": `${cpu(raw.cpu)} + ${cpu(raw.serverCpu)}`,
-        "CPU/write on: replicas + server + generator": `${cpu(sum(on.replicaCpu))} + ${cpu(on.serverCpu)} + ${cpu(on.clientCpu)}`
+        "off / on vs Fastify": `${ratio(offPeerRatios[round]!)} / ${ratio(onPeerRatios[round]!)}`,
+        "off / on vs raw": `${ratio(offRatios[round]!)} / ${ratio(onRatios[round]!)}`,
+        "CPU/write Fastify: processes + server": `${cpu(sum(peer.replicaCpu))} + ${cpu(peer.serverCpu)}`,
+        "CPU/write on: replicas + server": `${cpu(sum(on.replicaCpu))} + ${cpu(on.serverCpu)}`
       })))
-      const pooled = (pick: (run: Run) => ReadonlyArray<number>) => rounds.flatMap(({ on }) => pick(on)).sort((a, b) => a - b)
+      const pooled = (run: (round: (typeof rounds)[number]) => Run, pick: (run: Run) => ReadonlyArray<number>) =>
+        rounds.flatMap((round) => pick(run(round))).sort((a, b) => a - b)
       const middle = (pick: (round: (typeof rounds)[number]) => number) => median(rounds.map(pick))
-      const row = (what: string, value: string, vsRaw = "") => ({ what, value, "vs raw pg": vsRaw })
-      table(`fleet, saturated: ${WRITES} writes over POST /rpc, ${IN_FLIGHT} in flight across 3 replica processes (raw pg peer: 3 processes × 16); medians of ${ROUNDS} rounds`, [
-        row("raw pg inserts/s", perSecond(middle(({ raw }) => raw.perSecond)), "1.00×"),
-        row("rpc writes/s, history off", perSecond(middle(({ off }) => off.perSecond)), ratio(median(offRatios))),
-        row("rpc writes/s, history on (sync)", perSecond(middle(({ on }) => on.perSecond)), ratio(median(onRatios))),
-        row("history on, saturated: write → event, writing replica p50 / p99", p(pooled((run) => run.local))),
-        row("history on, saturated: write → event, other replicas p50 / p99", p(pooled((run) => run.remote))),
-        row("history on, saturated: commit on writer → event on others p50 / p99", p(pooled((run) => run.commitToRemote))),
-        row("CPU per write: raw pg processes (all three)", cpu(middle(({ raw }) => raw.cpu))),
-        row(
-          "CPU per write: PostgreSQL server, raw pg / history off / on",
-          `${cpu(middle(({ raw }) => raw.serverCpu))} / ${cpu(middle(({ off }) => off.serverCpu))} / ${cpu(middle(({ on }) => on.serverCpu))}`
-        ),
-        row("CPU per write: replicas (all three), history off / on", `${cpu(middle(({ off }) => sum(off.replicaCpu)))} / ${cpu(middle(({ on }) => sum(on.replicaCpu)))}`),
-        row("outbox reads per write (all three), history off / on", `${middle(({ off }) => reads(off.statements)).toFixed(2)} / ${middle(({ on }) => reads(on.statements)).toFixed(2)}`),
-        row("CPU per write: load generator (raw http), history off / on", `${cpu(middle(({ off }) => off.clientCpu))} / ${cpu(middle(({ on }) => on.clientCpu))}`)
-      ])
+      const row = (what: string, value: string, vsPeer = "", vsRaw = "") => ({ what, value, "vs Fastify + pg": vsPeer, "vs raw pg": vsRaw })
+      const latency = (what: string, run: (round: (typeof rounds)[number]) => Run) => [
+        row(`${what}, saturated: write → event, writing process p50 / p99`, p(pooled(run, (r) => r.local))),
+        row(`${what}, saturated: write → event, other processes p50 / p99`, p(pooled(run, (r) => r.remote)))
+      ]
+      table(
+        `fleet, saturated: ${WRITES} writes over POST /rpc, ${IN_FLIGHT} in flight across 3 processes (Fastify + pg peer: NOTIFY ${PEER_NOTIFY} the insert's commit; raw pg peer: 3 processes × 16); medians of ${ROUNDS} rounds`,
+        [
+          row("raw pg inserts/s", perSecond(middle(({ raw }) => raw.perSecond)), "", "1.00×"),
+          row("Fastify + pg writes/s (insert + NOTIFY, LISTEN)", perSecond(middle(({ peer }) => peer.perSecond)), "1.00×", ratio(median(peerRatios))),
+          row("rpc writes/s, history off", perSecond(middle(({ off }) => off.perSecond)), ratio(median(offPeerRatios)), ratio(median(offRatios))),
+          row("rpc writes/s, history on (sync)", perSecond(middle(({ on }) => on.perSecond)), ratio(median(onPeerRatios)), ratio(median(onRatios))),
+          ...latency("history on", ({ on }) => on),
+          row("history on, saturated: commit on writer → event on others p50 / p99", p(pooled(({ on }) => on, (r) => r.commitToRemote))),
+          // The peer's writing process hears its own change through its LISTEN like the others.
+          ...latency("Fastify + pg", ({ peer }) => peer),
+          row("CPU per write: raw pg processes (all three)", cpu(middle(({ raw }) => raw.cpu))),
+          row(
+            "CPU per write: PostgreSQL server, raw pg / Fastify + pg / history off / on",
+            [middle(({ raw }) => raw.serverCpu), middle(({ peer }) => peer.serverCpu), middle(({ off }) => off.serverCpu), middle(({ on }) => on.serverCpu)]
+              .map(cpu).join(" / ")
+          ),
+          row(
+            "CPU per write: serving processes (all three), Fastify + pg / history off / on",
+            `${cpu(middle(({ peer }) => sum(peer.replicaCpu)))} / ${cpu(middle(({ off }) => sum(off.replicaCpu)))} / ${cpu(middle(({ on }) => sum(on.replicaCpu)))}`
+          ),
+          row("outbox reads per write (all three), history off / on", `${middle(({ off }) => reads(off.statements)).toFixed(2)} / ${middle(({ on }) => reads(on.statements)).toFixed(2)}`),
+          row(
+            "CPU per write: load generator (raw http), Fastify + pg / history off / on",
+            `${cpu(middle(({ peer }) => peer.clientCpu))} / ${cpu(middle(({ off }) => off.clientCpu))} / ${cpu(middle(({ on }) => on.clientCpu))}`
+          )
+        ]
+      )
+      yield* stopForProfile([...fastify.replicas, ...fleetOff.replicas, ...fleetOn.replicas])
     }))
   }
+  if (ONLY_ROUNDS) return
   yield* Effect.scoped(Effect.gen(function*() {
     const fleetOn = yield* fleet(true)
     const rows: Array<Record<string, string>> = []

@@ -3,8 +3,10 @@
  * (every third, from `FW_RAW_FIRST`) with 16 in flight. Prints `READY` once warmed up (its share
  * of `FW_BENCH_WARM` rows inserted first, as each fleet is warmed up); then for each line `go
  * <prefix>` on stdin inserts its share of `FW_BENCH_WRITES` rows named `<prefix>-i` and prints
- * `DONE <cpu ms>` (its own CPU time while inserting); closes its connections on `end` (the bench
- * reads their backends' CPU before).
+ * `DONE <cpu ms>` (its own CPU time while inserting); on `rest` (sent once the bench has read
+ * their backends' CPU) closes its connections, opened again by the next `go`: the PostgreSQL server
+ * the benchmark shares allows 100 connections, and the peers' pools would otherwise hold theirs
+ * beside the others' for ten seconds after each run; on `end` closes them and exits.
  */
 import pg from "pg"
 import { createInterface } from "node:readline"
@@ -15,7 +17,8 @@ const writes = Number(process.env.FW_BENCH_WRITES ?? 3_000)
 const warm = Number(process.env.FW_BENCH_WARM ?? 0)
 const inFlight = 16
 
-const pool = new pg.Pool({ connectionString: url, max: inFlight }).on("error", () => undefined)
+const makePool = () => new pg.Pool({ connectionString: url, max: inFlight }).on("error", () => undefined)
+let pool = makePool()
 /** Inserts every third of `count` rows named `${prefix}-i`, from `first`, 16 in flight. */
 const insert = (prefix: string, count: number) => {
   let next = first
@@ -33,6 +36,11 @@ console.log("READY")
 const lines = createInterface({ input: process.stdin })
 for await (const line of lines) {
   const [command, prefix = "w"] = line.trim().split(" ")
+  if (command === "rest") {
+    await pool.end()
+    pool = makePool()
+    continue
+  }
   if (command !== "go") break
   const before = process.cpuUsage()
   await insert(prefix, writes)
