@@ -185,6 +185,9 @@ export const rpcPoster = (connections: number) => {
       origin.waiting.shift()?.()
     }
     socket.on("error", gone)
+    // A socket the server ended (its keep-alive timeout) is never reused: written to before its
+    // `close`, it fails with EPIPE, and a retry could pick another such socket.
+    socket.on("end", () => gone(new Error("connection ended by the server")))
     socket.on("close", () => gone(new Error("connection closed")))
     socket.on("data", (chunk: Buffer) => {
       connection.received = connection.received.length === 0 ? chunk : Buffer.concat([connection.received, chunk])
