@@ -518,7 +518,7 @@ export const main = Effect.gen(function*() {
         row(`${what}, saturated: write → event, other processes p50 / p99`, p(pooled(run, (r) => r.remote)))
       ]
       table(
-        `fleet, saturated: ${WRITES} writes over POST /rpc, ${IN_FLIGHT} in flight across 3 processes (Fastify + pg peer: NOTIFY ${PEER_NOTIFY} the insert's commit; raw pg peer: 3 processes × 16); medians of ${ROUNDS} rounds`,
+        `fleet, saturated: ${WRITES} writes over POST /rpc, ${IN_FLIGHT} in flight across 3 processes (Fastify + pg peer: NOTIFY ${PEER_NOTIFY === "after" ? "after the insert's commit" : "in the insert's transaction"}; raw pg peer: 3 processes × 16); medians of ${ROUNDS} rounds`,
         [
           row("raw pg inserts/s", perSecond(middle(({ raw }) => raw.perSecond)), "", "1.00×"),
           row("Fastify + pg writes/s (insert + NOTIFY, LISTEN)", perSecond(middle(({ peer }) => peer.perSecond)), "1.00×", ratio(median(peerRatios))),
