@@ -22,6 +22,8 @@ Layer.launch(Layer.mergeAll(
   }))
 ).pipe(
   Layer.provide(Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))),
-  Layer.provide((process.env.FW_BENCH_PLATFORM === "1" ? NodeHttpServer.layer : NodeServer.layer)(createServer, { port: 0, host: "127.0.0.1" })),
+  Layer.provide(process.env.FW_BENCH_PLATFORM === "1"
+    ? Layer.orDie(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+    : NodeServer.layer(createServer, { port: 0, host: "127.0.0.1" })),
   Layer.provide(process.env.FW_BENCH_TRACER === "1" ? Layer.setTracer(passThrough) : Layer.empty)
 )).pipe(NodeRuntime.runMain)

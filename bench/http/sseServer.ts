@@ -110,7 +110,10 @@ const floor = HttpLayerRouter.use((router) =>
   })
 )
 
-const serverLayer = process.env["FW_BENCH_PLATFORM"] === "1" ? NodeHttpServer.layer : NodeServer.layer
+// The two listeners' boot errors differ (`ServeError`, `ListenFailed`): a bench only needs one type.
+const serverLayer: typeof NodeServer.layer = process.env["FW_BENCH_PLATFORM"] === "1"
+  ? (evaluate, options) => Layer.orDie(NodeHttpServer.layer(evaluate, options))
+  : NodeServer.layer
 
 Layer.launch(Layer.mergeAll(
   Server.layer(app, { routes: Layer.mergeAll(floor, profiling), announce: false }),

@@ -35,6 +35,15 @@ export const positiveIntegerFromEnv = (name: string, fallback: number): Effect.E
     })
   )
 
+/**
+ * A TCP port from the environment variable `name` (1 to 65535); unset or empty means `fallback`.
+ * Anything else fails `SettingInvalid` naming the variable.
+ */
+export const portFromEnv = (name: string, fallback: number): Effect.Effect<number, SettingInvalid> => {
+  const invalid = () => new SettingInvalid({ setting: name, expected: "a port number from 1 to 65535 (unset or empty for the default)" })
+  return positiveIntegerFromEnv(name, fallback).pipe(Effect.filterOrFail((port) => port <= 65535, invalid), Effect.mapError(invalid))
+}
+
 const isPositiveInteger = (value: unknown): value is number =>
   typeof value === "number" && Number.isSafeInteger(value) && value > 0
 
@@ -67,10 +76,42 @@ const envText = (name: string): string | undefined => {
   return raw === undefined || raw.length === 0 ? undefined : raw
 }
 
+/**
+ * Node's report of an error thrown at a module's top level (where these are called) is a source
+ * frame, the error's fields and the Node version: eleven lines around the one that matters. While
+ * a refusal is in flight (until the next macrotask, after the module loader has rethrown it), an
+ * uncaught `SettingInvalid` is printed as `fw: <message>` alone, exit code 1. Any other uncaught
+ * error meanwhile is reported as Node would (printed, exit 1) unless someone else listens.
+ */
+let reporting = false
+const reportUncaught = () => {
+  const process = globalThis.process
+  if (reporting || typeof process?.on !== "function") return
+  reporting = true
+  const onUncaught = (error: unknown) => {
+    if (error instanceof SettingInvalid) {
+      process.stderr.write(`fw: ${error.message}\n`)
+      return process.exit(1)
+    }
+    stop()
+    if (process.listenerCount("uncaughtException") === 0) {
+      console.error(error)
+      process.exit(1)
+    }
+  }
+  const stop = () => {
+    process.off("uncaughtException", onUncaught)
+    reporting = false
+  }
+  process.on("uncaughtException", onUncaught)
+  setImmediate(stop)
+}
+
 /** Throws `SettingInvalid` without the stack: the message says all, and the stack would bury it. */
 const refuse = (setting: string, expected: string): never => {
   const error = new SettingInvalid({ setting, expected })
   error.stack = `SettingInvalid: ${error.message}`
+  reportUncaught()
   throw error
 }
 

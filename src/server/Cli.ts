@@ -7,6 +7,7 @@ import { Console, Effect, Layer, Option, Schema } from "effect"
 import { spawn } from "node:child_process"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as path from "node:path"
 import * as Aggregates from "../aggregates/index.js"
 import type { App } from "../app/App.js"
@@ -25,6 +26,19 @@ export class EntryInvalid extends Schema.TaggedError<EntryInvalid>()("EntryInval
   entry: Schema.String,
   message: Schema.String
 }) {}
+
+/**
+ * An error as the one line the CLI prints: its message's first line, never empty (an error without
+ * a message, such as the platform's `ServeError`, is named by its tag and its cause's message).
+ */
+export const oneLine = (error: Error): string => {
+  const first = (text: unknown) => typeof text === "string" ? text.split("\n")[0]!.trim() : ""
+  const message = first(error.message)
+  if (message.length > 0) return message
+  const name = first((error as { readonly _tag?: unknown })._tag) || error.name
+  const cause = error.cause instanceof Error ? first(error.cause.message) : first(error.cause)
+  return cause.length > 0 ? `${name}: ${cause}` : name
+}
 
 /**
  * The nearest `package.json` above `dir` whose `type` is not `"module"`, or undefined. An app
@@ -89,6 +103,44 @@ const loadEntry = (file: string) =>
       ? Effect.succeed(module.default)
       : Effect.fail(new EntryInvalid({ entry: file, message: "the default export must be defineEntry({app, store})" }))))
 
+const summary = "serve an fw app, manage its database and indexes, scaffold a new one"
+
+/** Every command the CLI runs: its usage and what it does (the help lists each once). */
+const commands = [
+  ["dev", "<entry>", "apply the schema, then serve the app with request logs, restarting when a file changes"],
+  ["serve", "<entry>", "serve the app"],
+  ["db apply", "[--dry-run] <entry>", "create the missing tables, columns and indexes"],
+  ["search reindex", "<entry> <index>", "rebuild a search index from its table into a fresh index, then swap it in"],
+  ["init", "<dir>", "scaffold an app (entry, one table, procedures, a test) in a new directory"]
+] as const
+const described = Object.fromEntries(commands.map(([name, , description]) => [name, description])) as Record<typeof commands[number][0], string>
+
+/**
+ * `fw --help` (and `fw` alone): plain text, each command once. @effect/cli's own page would list
+ * the command groups (`db`, `search`) beside their commands and its built-in options first.
+ */
+export const help = (version: string): string => {
+  const usages = commands.map(([name, args]) => `${name} ${args}`)
+  const width = Math.max(...usages.map((usage) => usage.length)) + 2
+  return [
+    `fw ${version}: ${summary}`,
+    "",
+    "USAGE",
+    "  fw <command> [arguments]",
+    "",
+    "COMMANDS",
+    ...commands.map(([, , description], i) => `  ${usages[i]!.padEnd(width)}${description}`),
+    "",
+    "<entry> is a module whose default export is defineEntry({app, store}). PORT sets the port of dev and",
+    "serve (default: the entry's port, else 3000). `fw <command> --help` describes one command;",
+    "`fw --version` prints the version.",
+    ""
+  ].join("\n")
+}
+
+/** The CLI's version. */
+export const version = "0.1.0"
+
 const entryArg = Args.file({ name: "entry", exists: "yes" })
 
 /**
@@ -123,8 +175,7 @@ const withAggregates = (file: string, app: App, dev: boolean) =>
 const serve = (file: string, dev: boolean) =>
   Effect.gen(function*() {
     const entry = yield* loadEntry(file)
-    const port = yield* Settings.positiveIntegerFromEnv("PORT", entry.port ?? 3000)
-    const host = entry.host ?? "127.0.0.1"
+    const { host, port } = yield* address(entry)
     const served = yield* withAggregates(file, entry.app, dev)
     // The server prints the startup line once it listens.
     const main = Server.layer(served.app, { applySchema: dev, logRequests: dev }).pipe(
@@ -135,7 +186,36 @@ const serve = (file: string, dev: boolean) =>
     if (served.aggregates.length > 0) {
       yield* Effect.logInfo(`fw: aggregates from *.aggregate.ts: ${served.aggregates.map((a) => a.name).join(", ")}`)
     }
-    return yield* Layer.launch(main)
+    return yield* portHint(Layer.launch(main))
+  })
+
+/** Where the entry is served: `PORT` over the entry's port (default 3000), on the entry's host (default 127.0.0.1). */
+const address = (entry: Entry) =>
+  Effect.map(Settings.portFromEnv("PORT", entry.port ?? 3000), (port) => ({ port, host: entry.host ?? "127.0.0.1" }))
+
+/**
+ * Fails `ListenFailed` when the entry's address cannot be listened on now (the port is taken):
+ * `fw dev` checks before it starts watching, so that mistake is one line and exit 1, not a
+ * watcher waiting for a file change that cannot help.
+ */
+const checkAddress = (entry: Entry) =>
+  Effect.flatMap(address(entry), (options) =>
+    Effect.async<void, NodeServer.ListenFailed>((resume) => {
+      const probe = net.createServer()
+      probe.once("error", (error) => resume(Effect.fail(NodeServer.listenFailed(options, error))))
+      try {
+        probe.listen(options, () => probe.close(() => resume(Effect.void)))
+      } catch (error) {
+        resume(Effect.fail(NodeServer.listenFailed(options, error)))
+      }
+    }))
+
+/** A listener refusal, told how the CLI chooses another port. */
+const portHint = <A, E, R>(effect: Effect.Effect<A, E | NodeServer.ListenFailed, R>) =>
+  Effect.catchIf(effect, (error): error is NodeServer.ListenFailed => error instanceof NodeServer.ListenFailed, (error) => {
+    const hinted = new NodeServer.ListenFailed({ ...error, message: `${error.message} (set PORT to choose it)` })
+    hinted.stack = `ListenFailed: ${hinted.message}`
+    return Effect.fail(hinted)
   })
 
 /** Set in the process `fw dev` runs under `tsx watch`: that one serves, its parent only watches. */
@@ -143,11 +223,12 @@ const watchedChild = "FW_DEV_WATCHED"
 
 /**
  * `fw dev`: the CLI again under `tsx watch`, which restarts it when the entry or any file it
- * imports changes. The entry is checked here first, so a mistake is one line, not a restart loop.
+ * imports changes. The entry is loaded (its settings read) and its port checked here first, so a
+ * mistake is one line and exit 1, not a watcher waiting silently.
  */
 const watch = (file: string) =>
   Effect.gen(function*() {
-    yield* precheck(file)
+    yield* portHint(checkAddress(yield* loadEntry(file)))
     const cli = process.argv[1]
     if (cli === undefined) return yield* serve(file, true)
     const tsx = fileURLToPath(import.meta.resolve("tsx/cli"))
@@ -164,11 +245,11 @@ const watch = (file: string) =>
 
 const dev = Command.make("dev", { entry: entryArg }, ({ entry }) =>
   process.env[watchedChild] === "1" ? serve(entry, true) : watch(entry)).pipe(
-    Command.withDescription("apply the schema, then serve the app with request logs, restarting when a file changes")
+    Command.withDescription(described.dev)
   )
 
 const serveCommand = Command.make("serve", { entry: entryArg }, ({ entry }) => serve(entry, false)).pipe(
-  Command.withDescription("serve the app")
+  Command.withDescription(described.serve)
 )
 
 const apply = Command.make(
@@ -187,7 +268,7 @@ const apply = Command.make(
       if (steps.length === 0) return yield* Console.log("schema is up to date")
       for (const step of steps) yield* Console.log(`${dryRun ? "would " : ""}${step.description}\n  ${step.sql}`)
     }).pipe(Effect.provide(Layer.unwrapEffect(Effect.map(loadEntry(file), (entry) => entry.store))))
-).pipe(Command.withDescription("create the missing tables, columns and indexes"))
+).pipe(Command.withDescription(described["db apply"]))
 
 const db = Command.make("db").pipe(Command.withDescription("the database schema"), Command.withSubcommands([apply]))
 
@@ -216,7 +297,7 @@ const reindex = Command.make(
       const result = yield* reindexCommand(entry.app.plugins, index, onProgress).pipe(Effect.provide(entry.store))
       yield* Console.log(`reindexed "${result.index}": ${result.rows} rows`)
     })
-).pipe(Command.withDescription("rebuild a search index from its table into a fresh index, then swap it in"))
+).pipe(Command.withDescription(described["search reindex"]))
 
 const search = Command.make("search").pipe(
   Command.withDescription("search indexes"),
@@ -227,13 +308,13 @@ const init = Command.make("init", { dir: Args.text({ name: "dir" }) }, ({ dir })
   Effect.gen(function*() {
     const written = yield* Init.init(dir)
     yield* Console.log(`created ${dir}: ${written.join(", ")}\nnext: cd ${dir} && npm install && npm test && npm run dev`)
-  })).pipe(Command.withDescription("scaffold an app (entry, one table, procedures, a test) in a new directory"))
+  })).pipe(Command.withDescription(described.init))
 
 /** The `fw` command. */
 export const command = Command.make("fw").pipe(
-  Command.withDescription("serve an fw app, manage its database and indexes, scaffold a new one; ENTRY is a module whose default export is defineEntry({app, store})"),
+  Command.withDescription(summary),
   Command.withSubcommands([dev, serveCommand, db, search, init])
 )
 
 /** Runs the CLI with `argv`. */
-export const run = Command.run(command, { name: "fw", version: "0.1.0" })
+export const run = Command.run(command, { name: "fw", version })

@@ -21,7 +21,7 @@ import type { HttpApp, HttpMiddleware } from "@effect/platform"
 import { HttpApp as HttpAppModule, HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse, Socket } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import type { Exit, Fiber } from "effect"
-import { Cause, Context, Effect, ExecutionStrategy, FiberRef, FiberRefs, FiberSet, Layer, Runtime, Scope } from "effect"
+import { Cause, Context, Effect, ExecutionStrategy, FiberRef, FiberRefs, FiberSet, Layer, Runtime, Schema, Scope } from "effect"
 import type * as Http from "node:http"
 import * as HttpModule from "node:http"
 import type * as Net from "node:net"
@@ -218,11 +218,43 @@ const upgradeHandler = <R>(
 /** Whether requests get the platform's span: a tracer is installed and tracing is on. */
 const traced = Effect.zipWith(Effect.tracer, FiberRef.get(FiberRef.currentTracerEnabled), (tracer, enabled) => enabled && Telemetry.isInstalled(tracer))
 
+/**
+ * The listener could not start: the port is taken, needs privileges, or is not a port. Its message
+ * is one line saying what to do (its stack is that line: a boot error is read, not debugged).
+ */
+export class ListenFailed extends Schema.TaggedError<ListenFailed>()("ListenFailed", {
+  port: Schema.optional(Schema.Number),
+  host: Schema.optional(Schema.String),
+  message: Schema.String
+}) {}
+
+/** What `listen` with `options` failing with `error` means for the user, as a `ListenFailed`. */
+export const listenFailed = (options: Net.ListenOptions, error: unknown): ListenFailed => {
+  const code = (error as { readonly code?: unknown } | null)?.code
+  const where = `${options.host ?? "every interface"}${options.port === undefined ? "" : `, port ${options.port}`}`
+  const message = code === "EADDRINUSE"
+    ? `port ${options.port} is in use (on ${options.host ?? "every interface"}): stop the program listening there, or serve on another port`
+    : code === "EACCES"
+    ? `port ${options.port} needs privileges this process does not have: serve on a port above 1023`
+    : code === "ERR_SOCKET_BAD_PORT"
+    ? `port ${String(options.port)} is not a port: choose one from 1 to 65535 (0 for any free port)`
+    : code === "EADDRNOTAVAIL" || code === "ENOTFOUND" || code === "EAI_AGAIN"
+    ? `host ${options.host} is not an address of this machine: serve on 127.0.0.1, 0.0.0.0 or one of its own addresses`
+    : `cannot listen on ${where}: ${error instanceof Error ? error.message.split("\n")[0] : String(error)}`
+  const failed = new ListenFailed({
+    ...(typeof options.port === "number" ? { port: options.port } : {}),
+    ...(options.host === undefined ? {} : { host: options.host }),
+    message
+  })
+  failed.stack = `ListenFailed: ${message}`
+  return failed
+}
+
 /** The `HttpServer` listening on the server `evaluate` makes, with `options` (port, host, ...). */
 export const make = (
   evaluate: () => Http.Server,
   options: Net.ListenOptions
-): Effect.Effect<HttpServer.HttpServer, HttpServerError.ServeError, Scope.Scope> =>
+): Effect.Effect<HttpServer.HttpServer, ListenFailed, Scope.Scope> =>
   Effect.gen(function*() {
     const scope = yield* Effect.scope
     const server = yield* Effect.acquireRelease(
@@ -233,13 +265,19 @@ export const make = (
           server.close((error) => resume(error ? Effect.die(error) : Effect.void))
         })
     )
-    yield* Effect.async<void, HttpServerError.ServeError>((resume) => {
-      const onError = (cause: Error) => resume(Effect.fail(new HttpServerError.ServeError({ cause })))
+    yield* Effect.async<void, ListenFailed>((resume) => {
+      const onError = (cause: Error) => resume(Effect.fail(listenFailed(options, cause)))
       server.on("error", onError)
-      server.listen(options, () => {
+      try {
+        server.listen(options, () => {
+          server.off("error", onError)
+          resume(Effect.void)
+        })
+      } catch (error) {
+        // `listen` throws at once for a port out of range (`ERR_SOCKET_BAD_PORT`).
         server.off("error", onError)
-        resume(Effect.void)
-      })
+        resume(Effect.fail(listenFailed(options, error)))
+      }
     })
     const address = server.address()!
     // The WebSocket server is made on the first upgrade, and closed with the listener.
@@ -279,5 +317,5 @@ export const make = (
  */
 export const layer = (evaluate: () => Http.Server, options: Net.ListenOptions): Layer.Layer<
   HttpServer.HttpServer | Layer.Layer.Success<typeof NodeHttpServer.layerContext>,
-  HttpServerError.ServeError
+  ListenFailed
 > => Layer.mergeAll(Layer.scoped(HttpServer.HttpServer, make(evaluate, options)), NodeHttpServer.layerContext)

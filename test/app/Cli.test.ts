@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { execFile, spawn } from "node:child_process"
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { createServer, type AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
@@ -41,16 +42,104 @@ describe("fw CLI", () => {
     assert.include(unknown, `no search index "nope"`)
   }, 90_000)
 
-  it("--help lists every command with its description", async () => {
-    const help = (await run(process.execPath, [bin, "--help"])).stdout.replace(/\x1b\[[0-9;]*m/g, "")
+  it("--help into a pipe is plain text listing each command once, with its description", async () => {
+    const [help, bare] = await Promise.all([run(process.execPath, [bin, "--help"]), run(process.execPath, [bin])])
+    assert.notMatch(help.stdout, /\x1b\[/, "colour codes printed into a pipe")
+    assert.strictEqual(bare.stdout, help.stdout)
+    const commands = help.stdout.split("\n").filter((line) => /^  [a-z]/.test(line) && !line.startsWith("  fw "))
+    assert.deepStrictEqual(commands.map((line) => line.split("<")[0]!.replace("[--dry-run]", "").trim()), ["dev", "serve", "db apply", "search reindex", "init"])
     for (const line of [
-      /- dev <entry> +apply the schema, then serve the app with request logs, restarting when a file changes/,
-      /- serve <entry> +serve the app/,
-      /- db apply \[--dry-run\] <entry> +create the missing tables, columns and indexes/,
-      /- search reindex <entry> <index> +rebuild a search index/,
-      /- init <dir> +scaffold an app/
-    ]) assert.match(help, line)
+      /^  dev <entry> +apply the schema, then serve the app with request logs, restarting when a file changes$/m,
+      /^  serve <entry> +serve the app$/m,
+      /^  db apply \[--dry-run\] <entry> +create the missing tables, columns and indexes$/m,
+      /^  search reindex <entry> <index> +rebuild a search index/m,
+      /^  init <dir> +scaffold an app/m
+    ]) assert.match(help.stdout, line)
+    // A command's own page (@effect/cli's) is plain in a pipe too.
+    const db = await run(process.execPath, [bin, "db", "apply", "--help"])
+    assert.include(db.stdout, "create the missing tables, columns and indexes")
+    assert.notMatch(db.stdout, /\x1b\[/)
   }, 60_000)
+
+  it("a port in use or out of range is one line and exit 1 for serve and dev (dev does not start watching)", async () => {
+    const folder = appFolder()
+    const src = (module: string) => JSON.stringify(path.resolve("src", module))
+    writeFileSync(path.join(folder, "entry.ts"), [
+      `import { defineApp } from ${src("app/App.ts")}`,
+      `import { defineEntry } from ${src("server/Entry.ts")}`,
+      `import { memory } from ${JSON.stringify(path.resolve("test/client/fixtures.ts"))}`,
+      `export default defineEntry({ app: defineApp({ name: "app" }), store: memory })`,
+      ``
+    ].join("\n"))
+    const entryFile = path.join(folder, "entry.ts")
+    const holder = createServer()
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve))
+    const port = (holder.address() as AddressInfo).port
+    try {
+      const inUse = `fw: port ${port} is in use (on 127.0.0.1): stop the program listening there, or serve on another port (set PORT to choose it)`
+      const outOfRange = "fw: PORT must be a port number from 1 to 65535 (unset or empty for the default)"
+      const [serveBusy, devBusy, serveRange, devRange] = await Promise.all([
+        failure([bin, "serve", entryFile], { ...process.env, PORT: String(port) }),
+        failure([bin, "dev", entryFile], { ...process.env, PORT: String(port) }),
+        failure([bin, "serve", entryFile], { ...process.env, PORT: "99999" }),
+        failure([bin, "dev", entryFile], { ...process.env, PORT: "99999" })
+      ])
+      assert.deepStrictEqual(serveBusy, { code: 1, lines: [inUse] })
+      assert.deepStrictEqual(devBusy, { code: 1, lines: [inUse] })
+      assert.deepStrictEqual(serveRange, { code: 1, lines: [outOfRange] })
+      assert.deepStrictEqual(devRange, { code: 1, lines: [outOfRange] })
+    } finally {
+      holder.close()
+    }
+  }, 180_000)
+
+  it("a program launched with NodeRuntime.runMain (the README's main.ts) reports a missing secret and a port in use in one line, without a stack", async () => {
+    // Under the repository, so `@effect/platform-node` resolves to the copy the sources use.
+    const folder = mkdtempSync(path.resolve("test/app/tour-"))
+    const src = (module: string) => JSON.stringify(path.resolve("src", module))
+    // The README tour's shape: the secret read at the top level, the server launched by runMain.
+    writeFileSync(path.join(folder, "main.ts"), [
+      `import { NodeRuntime } from "@effect/platform-node"`,
+      `import { Layer } from "effect"`,
+      `import { createServer } from "node:http"`,
+      `import { defineApp } from ${src("app/App.ts")}`,
+      `import * as Settings from ${src("app/Settings.ts")}`,
+      `import * as NodeServer from ${src("server/NodeServer.ts")}`,
+      `import * as Server from ${src("server/Server.ts")}`,
+      `import { memory } from ${JSON.stringify(path.resolve("test/client/fixtures.ts"))}`,
+      `const secret = Settings.secretFromEnv("SESSION_SECRET")`,
+      `const app = defineApp({ name: secret.slice(0, 0) + "app" })`,
+      `const Main = Server.layer(app).pipe(Layer.provide(memory), Layer.provide(NodeServer.layer(createServer, { port: Number(process.env.PORT), host: "127.0.0.1" })))`,
+      `Layer.launch(Main).pipe(NodeRuntime.runMain)`,
+      ``
+    ].join("\n"))
+    const tsx = path.resolve("node_modules/tsx/dist/cli.mjs")
+    const holder = createServer()
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve))
+    const port = (holder.address() as AddressInfo).port
+    const { SESSION_SECRET: _, ...withoutSecret } = process.env
+    try {
+      const [unset, busy, range] = await Promise.all([
+        failure([tsx, path.join(folder, "main.ts")], { ...withoutSecret, PORT: String(port) }),
+        failure([tsx, path.join(folder, "main.ts")], { ...process.env, SESSION_SECRET: "s".repeat(32), PORT: String(port) }),
+        failure([tsx, path.join(folder, "main.ts")], { ...process.env, SESSION_SECRET: "s".repeat(32), PORT: "99999" })
+      ])
+      assert.deepStrictEqual(unset, {
+        code: 1,
+        lines: ["fw: SESSION_SECRET must be set to a secret of at least 32 bytes (e.g. the output of `openssl rand -base64 48`)"]
+      })
+      // runMain's logger heads its report with a time and a fiber id; the error under it is one line.
+      assert.strictEqual(busy.code, 1)
+      assert.strictEqual(busy.lines.length, 2)
+      assert.match(busy.lines[0]!, /^\[[\d:.]+\] ERROR \(#\d+\):$/)
+      assert.strictEqual(busy.lines[1]!.trim(), `ListenFailed: port ${port} is in use (on 127.0.0.1): stop the program listening there, or serve on another port`)
+      assert.strictEqual(range.lines.length, 2)
+      assert.strictEqual(range.lines[1]!.trim(), "ListenFailed: port 99999 is not a port: choose one from 1 to 65535 (0 for any free port)")
+    } finally {
+      holder.close()
+      rmSync(folder, { recursive: true, force: true })
+    }
+  }, 180_000)
 
   it("user errors are one line and exit 1: an unset secret, a missing argument, a file that is not an entry (not run), a CommonJS folder", async () => {
     const folder = appFolder()

@@ -39,7 +39,9 @@ const serve = (app: App, routes?: Server.Options["routes"], tracer?: Tracer.Trac
   Effect.gen(function*() {
     const serving = Server.layer(app, { announce: false, ...(routes === undefined ? {} : { routes }) }).pipe(
       Layer.provide(memory),
-      Layer.provideMerge((platform ? NodeHttpServer.layer : NodeServer.layer)(createServer, { port: 0, host: "127.0.0.1" }))
+      Layer.provideMerge(platform
+        ? Layer.orDie(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
+        : NodeServer.layer(createServer, { port: 0, host: "127.0.0.1" }))
     )
     const context = yield* Layer.build(tracer === undefined ? serving : serving.pipe(Layer.provide(Layer.setTracer(tracer)))).pipe(
       Effect.provide(Logger.replace(Logger.defaultLogger, Serve.capture(logs)))
