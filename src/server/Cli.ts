@@ -17,6 +17,7 @@ import * as SchemaDiffer from "../kernel/schema/SchemaDiffer.js"
 import * as BootServer from "./BootServer.js"
 import * as NodeServer from "./NodeServer.js"
 import type { Entry } from "./Entry.js"
+import { commands, summary, version } from "./CliHelp.js"
 import * as Init from "./Init.js"
 import * as SchemaApply from "./SchemaApply.js"
 import * as Server from "./Server.js"
@@ -26,19 +27,6 @@ export class EntryInvalid extends Schema.TaggedError<EntryInvalid>()("EntryInval
   entry: Schema.String,
   message: Schema.String
 }) {}
-
-/**
- * An error as the one line the CLI prints: its message's first line, never empty (an error without
- * a message, such as the platform's `ServeError`, is named by its tag and its cause's message).
- */
-export const oneLine = (error: Error): string => {
-  const first = (text: unknown) => typeof text === "string" ? text.split("\n")[0]!.trim() : ""
-  const message = first(error.message)
-  if (message.length > 0) return message
-  const name = first((error as { readonly _tag?: unknown })._tag) || error.name
-  const cause = error.cause instanceof Error ? first(error.cause.message) : first(error.cause)
-  return cause.length > 0 ? `${name}: ${cause}` : name
-}
 
 /**
  * The nearest `package.json` above `dir` whose `type` is not `"module"`, or undefined. An app
@@ -103,43 +91,8 @@ const loadEntry = (file: string) =>
       ? Effect.succeed(module.default)
       : Effect.fail(new EntryInvalid({ entry: file, message: "the default export must be defineEntry({app, store})" }))))
 
-const summary = "serve an fw app, manage its database and indexes, scaffold a new one"
-
-/** Every command the CLI runs: its usage and what it does (the help lists each once). */
-const commands = [
-  ["dev", "<entry>", "apply the schema, then serve the app with request logs, restarting when a file changes"],
-  ["serve", "<entry>", "serve the app"],
-  ["db apply", "[--dry-run] <entry>", "create the missing tables, columns and indexes"],
-  ["search reindex", "<entry> <index>", "rebuild a search index from its table into a fresh index, then swap it in"],
-  ["init", "<dir>", "scaffold an app (entry, one table, procedures, a test) in a new directory"]
-] as const
+/** Each command's description, as the help page gives it. */
 const described = Object.fromEntries(commands.map(([name, , description]) => [name, description])) as Record<typeof commands[number][0], string>
-
-/**
- * `fw --help` (and `fw` alone): plain text, each command once. @effect/cli's own page would list
- * the command groups (`db`, `search`) beside their commands and its built-in options first.
- */
-export const help = (version: string): string => {
-  const usages = commands.map(([name, args]) => `${name} ${args}`)
-  const width = Math.max(...usages.map((usage) => usage.length)) + 2
-  return [
-    `fw ${version}: ${summary}`,
-    "",
-    "USAGE",
-    "  fw <command> [arguments]",
-    "",
-    "COMMANDS",
-    ...commands.map(([, , description], i) => `  ${usages[i]!.padEnd(width)}${description}`),
-    "",
-    "<entry> is a module whose default export is defineEntry({app, store}). PORT sets the port of dev and",
-    "serve (default: the entry's port, else 3000). `fw <command> --help` describes one command;",
-    "`fw --version` prints the version.",
-    ""
-  ].join("\n")
-}
-
-/** The CLI's version. */
-export const version = "0.1.0"
 
 const entryArg = Args.file({ name: "entry", exists: "yes" })
 

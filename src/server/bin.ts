@@ -2,7 +2,7 @@
 import { ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer, Logger } from "effect"
-import * as Cli from "./Cli.js"
+import * as CliHelp from "./CliHelp.js"
 
 // FW_LOG_FORMAT=json: every log line one JSON object (for log collectors); unset, runMain's pretty
 // lines. The pretty logger runMain installs must be disabled, or both would print.
@@ -30,20 +30,21 @@ const plain = (console: Console.Console): Console.Console => {
 
 const args = process.argv.slice(2)
 const program = args.length === 0 || (args.length === 1 && (args[0] === "--help" || args[0] === "-h"))
-  ? Console.log(Cli.help(Cli.version).trimEnd())
-  : Cli.run(process.argv)
+  ? Console.log(CliHelp.help(CliHelp.version).trimEnd())
+  : Effect.flatMap(Effect.promise(() => import("./Cli.js")), (Cli) => Cli.run(process.argv))
 
 program.pipe(
   // A usage mistake (a missing argument, an unknown command): @effect/cli has printed it already.
   Effect.catchIf(ValidationError.isValidationError, () => Effect.sync(() => process.exitCode = 1)),
   Effect.catchIf(
-    (error): error is Cli.EntryInvalid => error instanceof Cli.EntryInvalid,
+    (error): error is { readonly _tag: "EntryInvalid"; readonly entry: string; readonly message: string } =>
+      typeof error === "object" && error !== null && "_tag" in error && error._tag === "EntryInvalid",
     (error) => Console.error(`fw: ${error.entry}: ${error.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))
   ),
   // A command's own failure (an unknown index, a refused configuration, a port in use) is one readable line.
   Effect.catchIf(
     (error): error is Error => error instanceof Error,
-    (error) => Console.error(`fw: ${Cli.oneLine(error)}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))
+    (error) => Console.error(`fw: ${CliHelp.oneLine(error)}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))
   ),
   (program) => Console.consoleWith((console) => Effect.withConsole(program, plain(console))),
   Effect.provide(NodeContext.layer),

@@ -59,7 +59,7 @@ describe("fw CLI", () => {
     const db = await run(process.execPath, [bin, "db", "apply", "--help"])
     assert.include(db.stdout, "create the missing tables, columns and indexes")
     assert.notMatch(db.stdout, /\x1b\[/)
-  }, 60_000)
+  }, 180_000)
 
   it("a port in use or out of range is one line and exit 1 for serve and dev (dev does not start watching)", async () => {
     const folder = appFolder()
