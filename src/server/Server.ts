@@ -47,6 +47,7 @@ import * as PluginHost from "./PluginHost.js"
 import * as RpcGroup from "../app/RpcGroup.js"
 import * as Rpc from "./Rpc.js"
 import * as RpcHttp from "./RpcHttp.js"
+import * as RpcPlain from "./RpcPlain.js"
 import * as RpcProtocol from "./RpcProtocol.js"
 import * as RpcSocket from "./RpcSocket.js"
 import * as RequestTracing from "./RequestTracing.js"
@@ -99,7 +100,8 @@ const websocketProtocol = (maxBodyBytes: number, knownTags: ReadonlySet<string>)
 
 /**
  * Both rpc transports: the WebSocket upgrade on `GET /rpc` (the `@effect/rpc` server, answering
- * unknown tags with a typed error), and `POST /rpc` answered by `RpcHttp` within the body cap.
+ * unknown tags with a typed error), and `POST /rpc` answered by `RpcHttp` within the body cap;
+ * with plain JSON calls on `POST /rpc/<tag>` (`RpcPlain`).
  */
 const rpcRoutes = (serverGroup: RpcGroup.Group, maxBodyBytes: number, knownTags = new Set(serverGroup.requests.keys())) =>
   Layer.mergeAll(
@@ -111,6 +113,9 @@ const rpcRoutes = (serverGroup: RpcGroup.Group, maxBodyBytes: number, knownTags 
         const runtime = yield* Runtime.Runtime
         // Direct dispatch (see `DirectRoute`) skips the router's per-request context for every call.
         yield* router.add("POST", rpcPath, yield* RpcHttp.route(runtime, maxBodyBytes))
+        // Plain JSON calls: `POST /rpc/<tag>` (a tag may hold any character a path segment can).
+        const plain = RpcPlain.make(runtime, maxBodyBytes)
+        yield* router.add("POST", `${RpcPlain.pathPrefix}*`, Effect.flatMap(HttpServerRequest.HttpServerRequest, plain))
       })
     )
   )
