@@ -21,7 +21,7 @@ describe("fw CLI", () => {
     assert.notInclude(applied.stdout, "would")
     const again = await run(process.execPath, [bin, "db", "apply", entry], { env })
     assert.include(again.stdout, "schema is up to date")
-  }, 60_000)
+  }, 180_000)
 
   it("search reindex rebuilds an index from its table and reports progress", async () => {
     const db = path.join(mkdtempSync(path.join(tmpdir(), "fw-cli-")), "app.db")
