@@ -219,8 +219,10 @@ export const make = (config: EngineBConfig): EngineBackend => {
         const abort = Effect.suspend(() => (settled ? Effect.void : (settled = true, drop(fresh))))
         yield* Effect.addFinalizer(() => abort)
         return {
-          upsert: (docs) => upsertInto(fresh, spec, docs),
-          remove: (ids) => removeFrom(fresh, ids),
+          // Once swapped or dropped, `fresh` names the previous generation or nothing: a write there
+          // would re-create an index no one drops.
+          upsert: (docs) => Effect.suspend(() => settled ? Effect.void : upsertInto(fresh, spec, docs)),
+          remove: (ids) => Effect.suspend(() => settled ? Effect.void : removeFrom(fresh, ids)),
           swap: Effect.gen(function*() {
             yield* task("reindex", (c) => c.swapIndexes([{ indexes: [spec.index, fresh], rename: false }]))
             settled = true

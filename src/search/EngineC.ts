@@ -235,8 +235,9 @@ export const make = (config: EngineCConfig): EngineBackend => {
         const abort = Effect.suspend(() => (settled ? Effect.void : (settled = true, drop)))
         yield* Effect.addFinalizer(() => abort)
         return {
-          upsert: (docs) => (docs.length === 0 ? Effect.void : upsertInto(fresh, spec, docs)),
-          remove: (ids) => (ids.length === 0 ? Effect.void : removeFrom(fresh, ids)),
+          // Once moved or dropped, `fresh` names nothing: a write there would re-create an index no one drops.
+          upsert: (docs) => Effect.suspend(() => (docs.length === 0 || settled ? Effect.void : upsertInto(fresh, spec, docs))),
+          remove: (ids) => Effect.suspend(() => (ids.length === 0 || settled ? Effect.void : removeFrom(fresh, ids))),
           // The move replaces the live index (documents and settings) atomically and removes `fresh`.
           swap: Effect.gen(function*() {
             const r = yield* call("reindex", (c) => c.operationIndex({ indexName: fresh, operationIndexParams: { operation: "move", destination: spec.index } }))

@@ -24,8 +24,31 @@ export interface ReindexProgress {
   readonly total: number
 }
 
-/** The fresh indexes being built, by index name, with the rows changed since their walk began. */
-export type Rebuilding = Map<string, { readonly rebuild: Rebuild; readonly touched: Set<string> }>
+/**
+ * A fresh index being built: the rows changed since its walk began, and the gate of the live
+ * writes that copy a change into it. Once `swapping` is set no write enters it any more (the live
+ * index is the fresh one, or about to be: a write into the old name would re-create the rebuild
+ * index the swap dropped), and the swap waits for the copies already under way (`gate`).
+ */
+export interface Building {
+  readonly rebuild: Rebuild
+  readonly touched: Set<string>
+  swapping: boolean
+  readonly gate: Effect.Semaphore
+}
+
+/** Permits of a `Building` gate: a copy takes one, the swap all of them. */
+export const gatePermits = 1_000_000
+
+/** The fresh indexes being built, by index name. */
+export type Rebuilding = Map<string, Building>
+
+/**
+ * Copies a live write into the fresh index of `building`, unless its swap has begun (the row is
+ * in `touched`: re-read before the swap, or recorded for the sweep after it).
+ */
+export const copy = <E>(building: Building, write: (rebuild: Rebuild) => Effect.Effect<void, E>): Effect.Effect<void, E> =>
+  Effect.suspend(() => building.swapping ? Effect.void : building.gate.withPermits(1)(Effect.suspend(() => building.swapping ? Effect.void : write(building.rebuild))))
 
 /** Reindexing over the sync engine's parts. */
 export const make = (options: {
@@ -68,7 +91,8 @@ export const make = (options: {
         abort: Effect.void
       }
       const touched = new Set<string>()
-      rebuilding.set(index.name, { rebuild, touched })
+      const building: Building = { rebuild, touched, swapping: false, gate: yield* Effect.makeSemaphore(gatePermits) }
+      rebuilding.set(index.name, building)
       yield* Effect.addFinalizer((exit) =>
         Effect.zipRight(
           Effect.sync(() => rebuilding.delete(index.name)),
@@ -113,7 +137,9 @@ export const make = (options: {
         }
       }
       yield* onProgress({ index: indexName, phase: "swapping", done, total })
-      yield* retryTransient(rebuild.swap)
+      // No copy enters the fresh index from here on; the swap waits for the ones under way.
+      building.swapping = true
+      yield* building.gate.withPermits(gatePermits)(retryTransient(rebuild.swap))
       // Anything still changing after the last pass is left to the sweep.
       for (const rowId of touched) {
         yield* record(index, rowId, "failed", new DocumentInvalid({ index: index.name, rowId, message: "changed during reindex swap" }), 0)

@@ -142,9 +142,8 @@ export const make = (options: {
         if (building !== undefined) building.touched.add(rowId)
         if (doc === null) yield* backend.remove(index.spec.index, [rowId])
         else yield* backend.upsert(index.spec.index, [doc])
-        if (building !== undefined) {
-          yield* (doc === null ? building.rebuild.remove([rowId]) : building.rebuild.upsert([doc]))
-        }
+        // Copied unless the swap began meanwhile (the live write then already reaches the fresh index, or the sweep repairs the row).
+        if (building !== undefined) yield* Reindex.copy(building, (rebuild) => doc === null ? rebuild.remove([rowId]) : rebuild.upsert([doc]))
         yield* stats.count(index, doc === null ? "removed" : "synced")
       })
 
