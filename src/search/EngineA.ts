@@ -12,7 +12,7 @@ import type { Client as TypesenseClient } from "typesense"
 import type { SearchBackendError } from "./Errors.js"
 import type { EngineBackend, EngineTuning } from "./EngineSupport.js"
 import { backendError, emptyResult, finishHighlight, finishListHighlight, hostOf, lazyModule, presentationParams, reservedFieldOf, searchableFields, sentinelPost, sentinelPre, stripShadows, tsField } from "./EngineSupport.js"
-import type { Document, Filter, IndexSpec, Query, Rebuild, Result, Scalar } from "./SearchBackend.js"
+import type { Document, Filter, IndexSpec, Query, Rebuild, Result, Scalar, WriteOp, WriteResult } from "./SearchBackend.js"
 import { isoInstant, maxEdits, readPath, SearchBackend } from "./SearchBackend.js"
 
 /** engineA configuration (`{engine: 'engineA', url, apiKey}`). */
@@ -198,6 +198,46 @@ export const make = (config: EngineAConfig): EngineBackend => {
         Effect.catchIf((e) => e.httpStatus === 404 && /document/i.test(e.message), () => Effect.void)
       ), { discard: true })
 
+  /**
+   * A batch: the removals in one filtered delete (ids with a backtick, which `filter_by` cannot
+   * quote, one by one), then the documents in one JSONL import whose per-line results say which
+   * documents Typesense refused.
+   */
+  const writeInto = (collection: string, spec: IndexSpec, ops: ReadonlyArray<WriteOp>) =>
+    Effect.gen(function*() {
+      const refused: Array<WriteResult["refused"][number]> = []
+      const quoted: Array<string> = []
+      const unquotable: Array<string> = []
+      const docs: Array<Record<string, unknown>> = []
+      for (const op of ops) {
+        if (op.doc === null) {
+          const value = quoteValue(op.id)
+          if (value === undefined) unquotable.push(op.id)
+          else quoted.push(value)
+          continue
+        }
+        const prepared = Effect.runSync(Effect.either(prepare(spec, [op.doc], "write")))
+        if (prepared._tag === "Left") refused.push({ id: op.id, error: prepared.left })
+        else docs.push(prepared.right[0]!)
+      }
+      if (quoted.length > 0) yield* call("write", (c) => c.collections(collection).documents().delete({ filter_by: `id:[${quoted.join(",")}]` }))
+      if (unquotable.length > 0) yield* removeFrom(collection, unquotable)
+      if (docs.length > 0) {
+        const results = yield* call("write", (c) =>
+          c.collections(collection).documents().import(docs, { action: "upsert" }).catch((error: unknown) => {
+            const results = (error as { name?: string; importResults?: unknown })?.importResults
+            if ((error as { name?: string })?.name === "ImportError" && Array.isArray(results)) return results as ReadonlyArray<{ success: boolean; error?: string }>
+            throw error
+          }))
+        results.forEach((result, i) => {
+          if (result.success) return
+          const id = String(docs[i]?.["id"])
+          refused.push({ id, error: backendError(NAME, "write", `Typesense refused document "${id}": ${result.error ?? "no reason given"}`, { kind: "permanent" }) })
+        })
+      }
+      return { refused }
+    })
+
   const searchPage = (index: string, params: Record<string, unknown>) =>
     call("query", (c) => c.collections(index).documents().search(params as never, {}))
 
@@ -292,6 +332,7 @@ export const make = (config: EngineAConfig): EngineBackend => {
       }),
     upsert: (index, docs) => Effect.flatMap(specOf(index, "upsert"), (spec) => importInto(index, spec, docs)),
     remove: (index, ids) => removeFrom(index, ids),
+    write: (index, ops) => Effect.flatMap(specOf(index, "write"), (spec) => writeInto(index, spec, ops)),
     query,
     documents: (index) =>
       Stream.unwrap(

@@ -15,7 +15,7 @@ import type { Meilisearch, Task } from "meilisearch"
 import type { SearchBackendError } from "./Errors.js"
 import type { Clause, EngineBackend, EngineTuning } from "./EngineSupport.js"
 import { backendError, decodeFacetCounts, emptyResult, eqField, filterableFields, highlightedHit, hostOf, lazyModule, presentationParams, reservedFieldOf, retryAfterMs, searchableFields, sentinelPost, sentinelPre, shadowClause, stripShadows, tsField, withShadows } from "./EngineSupport.js"
-import type { Document, IndexSpec, Query, Rebuild, Result } from "./SearchBackend.js"
+import type { Document, IndexSpec, Query, Rebuild, Result, WriteOp, WriteResult } from "./SearchBackend.js"
 import { readPath, SearchBackend } from "./SearchBackend.js"
 
 /** engineB configuration (`{engine: 'engineB', url, apiKey}`). */
@@ -96,6 +96,8 @@ export const classify = (operation: string, error: unknown): SearchBackendError 
   return backendError(NAME, operation, `Meilisearch: ${e?.message ?? String(error)}${detail === undefined ? "" : ` (${String(detail)})`}`, { kind: "transient" })
 }
 
+const written: WriteResult = { refused: [] }
+
 /** Builds the engineB backend. */
 export const make = (config: EngineBConfig): EngineBackend => {
   const timeoutMs = config.timeoutMs ?? 5000
@@ -150,6 +152,21 @@ export const make = (config: EngineBConfig): EngineBackend => {
   const removeFrom = (uid: string, ids: ReadonlyArray<string>) =>
     ids.length === 0 ? Effect.void : task("remove", (c) => c.index(uid).deleteDocuments(ids.map(encodeId)))
 
+  /**
+   * A batch: one document task and one deletion task, sent together and awaited together (the
+   * ids are distinct, so their order does not matter). Meilisearch fails a document task as a
+   * whole for one bad document: the sync engine then splits the batch.
+   */
+  const writeInto = (uid: string, spec: IndexSpec, ops: ReadonlyArray<WriteOp>) => {
+    const docs: Array<Document> = []
+    const removed: Array<string> = []
+    for (const op of ops) {
+      if (op.doc === null) removed.push(op.id)
+      else docs.push(op.doc)
+    }
+    return Effect.as(Effect.all([upsertInto(uid, spec, docs), removeFrom(uid, removed)], { concurrency: 2, discard: true }), written)
+  }
+
   const query = (index: string, query: Query): Effect.Effect<Result, SearchBackendError> =>
     Effect.gen(function*() {
       const spec = yield* specOf(index, "query")
@@ -202,6 +219,7 @@ export const make = (config: EngineBConfig): EngineBackend => {
       }),
     upsert: (index, docs) => Effect.flatMap(specOf(index, "upsert"), (spec) => upsertInto(index, spec, docs)),
     remove: (index, ids) => removeFrom(index, ids),
+    write: (index, ops) => Effect.flatMap(specOf(index, "write"), (spec) => writeInto(index, spec, ops)),
     query,
     documents: (index) =>
       Stream.paginateChunkEffect(0, (offset) =>

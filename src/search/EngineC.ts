@@ -15,7 +15,7 @@ import type { Algoliasearch } from "algoliasearch"
 import type { SearchBackendError } from "./Errors.js"
 import type { Clause, EngineBackend, EngineTuning } from "./EngineSupport.js"
 import { backendError, decodeFacetCounts, emptyResult, eqField, filterableFields, highlightedHit, lazyModule, presentationParams, reservedFieldOf, searchableFields, sentinelPost, sentinelPre, shadowClause, stripShadows, withShadows } from "./EngineSupport.js"
-import type { Document, IndexSpec, Query, Rebuild, Result } from "./SearchBackend.js"
+import type { Document, IndexSpec, Query, Rebuild, Result, WriteOp, WriteResult } from "./SearchBackend.js"
 import { readPath, SearchBackend } from "./SearchBackend.js"
 
 /** engineC configuration (`{engine: 'engineC', appId, apiKey}`). */
@@ -155,6 +155,24 @@ export const make = (config: EngineCConfig): EngineBackend => {
       (requests) => batch(indexName, "upsert", requests)
     )
 
+  /** A batch: removals and documents in one `batch` request (per 1000 operations), one task each. */
+  const writeInto = (indexName: string, spec: IndexSpec, ops: ReadonlyArray<WriteOp>) =>
+    Effect.gen(function*() {
+      const refused: Array<WriteResult["refused"][number]> = []
+      const requests: Array<{ action: "updateObject" | "deleteObject"; body: Record<string, unknown> }> = []
+      for (const op of ops) {
+        if (op.doc === null) {
+          requests.push({ action: "deleteObject", body: { objectID: op.id } })
+          continue
+        }
+        const reserved = reservedFieldOf(op.doc) ?? (Object.prototype.hasOwnProperty.call(op.doc, "objectID") ? "objectID" : undefined)
+        if (reserved === undefined) requests.push({ action: "updateObject", body: { ...withShadows(spec, op.doc), objectID: op.id } })
+        else refused.push({ id: op.id, error: backendError(NAME, "write", `document "${op.id}" has the reserved field "${reserved}"`, { kind: "permanent" }) })
+      }
+      if (requests.length > 0) yield* batch(indexName, "write", requests)
+      return { refused }
+    })
+
   const removeFrom = (indexName: string, ids: ReadonlyArray<string>) =>
     batch(indexName, "remove", ids.map((id) => ({ action: "deleteObject" as const, body: { objectID: id } })))
 
@@ -215,6 +233,7 @@ export const make = (config: EngineCConfig): EngineBackend => {
       }),
     upsert: (index, docs) => (docs.length === 0 ? Effect.void : Effect.flatMap(specOf(index, "upsert"), (spec) => upsertInto(index, spec, docs))),
     remove: (index, ids) => (ids.length === 0 ? Effect.void : removeFrom(index, ids)),
+    write: (index, ops) => (ops.length === 0 ? Effect.succeed({ refused: [] }) : Effect.flatMap(specOf(index, "write"), (spec) => writeInto(index, spec, ops))),
     query,
     documents: (index) =>
       Stream.paginateChunkEffect(undefined as string | undefined | null, (cursor) =>

@@ -282,6 +282,15 @@ export const make = (): SearchBackendShape => {
         const target = indexOf(index)
         for (const id of ids) target.removeOne(id)
       }),
+    write: (index, ops) =>
+      Effect.sync(() => {
+        const target = indexOf(index)
+        for (const op of ops) {
+          if (op.doc === null) target.removeOne(op.id)
+          else target.upsert(op.doc)
+        }
+        return { refused: [] }
+      }),
     query: (index, query) => Effect.sync(() => indexOf(index).query(query)),
     documents: (index) => Stream.suspend(() => Stream.fromIterable(indexOf(index).all())),
     rebuild: (spec) =>

@@ -45,6 +45,12 @@ export interface SyncOptions {
   readonly reindexBatchSize?: number
   readonly statsFlushIntervalMs?: number
   readonly statsFlushMaxBuffered?: number
+  /** Most changes of one index in one engine request (default 1000). */
+  readonly batchMaxDocuments?: number
+  /** Most bytes (documents as JSON) of one engine request (default 4 MiB; a larger document goes alone). */
+  readonly batchMaxBytes?: number
+  /** Batches of one index sent and not yet acknowledged at most (default 4). */
+  readonly batchesInFlight?: number
 }
 
 /** Options of `searchPlugin`. */
@@ -81,7 +87,10 @@ export const defaults: Sync = {
   resyncBatchSize: 200,
   reindexBatchSize: 1000,
   statsFlushIntervalMs: 5000,
-  statsFlushMaxBuffered: 1000
+  statsFlushMaxBuffered: 1000,
+  batchMaxDocuments: 1000,
+  batchMaxBytes: 4 * 1024 * 1024,
+  batchesInFlight: 4
 }
 
 /** A declared index, checked. */
@@ -101,7 +110,7 @@ export const check = (options: Options): { readonly sync: Sync; readonly indexes
   for (const [key, value] of Object.entries(sync)) {
     if (!nonNegativeInteger(value)) throw new SearchConfigInvalid(`sync.${key} must be a non-negative integer, got ${value}`)
   }
-  for (const key of ["retryBaseDelayMs", "retryMaxDelayMs", "resyncBatchSize", "reindexBatchSize", "statsFlushMaxBuffered"] as const) {
+  for (const key of ["retryBaseDelayMs", "retryMaxDelayMs", "resyncBatchSize", "reindexBatchSize", "statsFlushMaxBuffered", "batchMaxDocuments", "batchMaxBytes", "batchesInFlight"] as const) {
     if (sync[key] === 0) throw new SearchConfigInvalid(`sync.${key} must be at least 1`)
   }
   if (options.indexes === undefined || Object.keys(options.indexes).length === 0) {

@@ -11,7 +11,7 @@
  * ledger (which takes over). A marker that outlives its process (a crash between commit and the
  * engine's acknowledgement) is moved to the drift ledger by the sweep, which then repairs the row.
  */
-import { Clock, Effect, Option } from "effect"
+import { Clock, Deferred, Effect, Exit, FiberId, Option } from "effect"
 import type { PendingChange } from "../kernel/changes/ChangeTap.js"
 import * as StageStatements from "../kernel/store/StageStatements.js"
 import type { StoreShape } from "../kernel/store/Store.js"
@@ -56,6 +56,7 @@ const maxBatch = 1000
 export const makeClearer = (store: StoreShape, background: (effect: Effect.Effect<void>) => Effect.Effect<void>) => {
   let queued: Array<string> = []
   let running = false
+  let waiters: Array<Deferred.Deferred<void>> = []
   /**
    * Lets the listener go on while it keeps settling changes (each yield gives it a turn), so one
    * delete takes every marker it settled meanwhile rather than one each; stops once a turn adds none.
@@ -67,6 +68,8 @@ export const makeClearer = (store: StoreShape, background: (effect: Effect.Effec
   const flush: Effect.Effect<void> = Effect.suspend(() => gather(0)).pipe(Effect.zipRight(Effect.suspend(() => {
     if (queued.length === 0) {
       running = false
+      for (const waiter of waiters) Deferred.unsafeDone(waiter, Exit.void)
+      waiters = []
       return Effect.void
     }
     const batch = queued
@@ -88,7 +91,14 @@ export const makeClearer = (store: StoreShape, background: (effect: Effect.Effec
         return background(flush)
       }),
     /** Refs queued and not yet deleted. */
-    queued: (ref: string) => queued.includes(ref)
+    queued: (ref: string) => queued.includes(ref),
+    /** Completes once every marker queued so far is deleted (or its delete failed). */
+    idle: Effect.suspend((): Effect.Effect<void> => {
+      if (!running) return Effect.void
+      const waiter = Deferred.unsafeMake<void>(FiberId.none)
+      waiters.push(waiter)
+      return Deferred.await(waiter)
+    })
   }
 }
 

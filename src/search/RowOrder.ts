@@ -20,6 +20,8 @@ export const make = () => {
     get: (key: string): Mark | undefined => busy.get(key),
     /** Marks the row busy now (before its retry is forked, so the next change sees it). */
     claim: (key: string): void => void busy.set(key, { dirty: false }),
+    /** Frees a row `claim` marked busy. */
+    release: (key: string): void => void busy.delete(key),
     /** How many rows are busy. */
     size: (): number => busy.size,
     /** Runs `body` with the row busy (keeping a mark `claim` set); frees it after. */

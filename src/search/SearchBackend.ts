@@ -134,6 +134,17 @@ export interface Rebuild {
   readonly abort: Effect.Effect<void>
 }
 
+/** One operation of a batch write: the document to insert or replace, or `null` to remove `id`. */
+export interface WriteOp {
+  readonly id: string
+  readonly doc: Document | null
+}
+
+/** The answer to a batch write: the operations the engine refused one by one (the rest applied). */
+export interface WriteResult {
+  readonly refused: ReadonlyArray<{ readonly id: string; readonly error: SearchBackendError }>
+}
+
 /** A search backend. `upsert`, `remove` and `query` are required; the rest make it a full citizen. */
 export interface SearchBackendShape {
   /** `memory`, `sql`, `engineA`, ... (in logs, errors and the inspect view). */
@@ -146,6 +157,14 @@ export interface SearchBackendShape {
   readonly upsert: (index: string, docs: ReadonlyArray<Document>) => Effect.Effect<void, SearchBackendError>
   /** Removes documents by id; absent ids are not an error. */
   readonly remove: (index: string, ids: ReadonlyArray<string>) => Effect.Effect<void, SearchBackendError>
+  /**
+   * Applies a batch of operations on distinct ids in one engine request where the engine allows
+   * (the sync engine's path). A document the engine refuses alone is answered in `refused`; a
+   * failure of the whole request fails the effect (transient: the batch is retried; permanent: the
+   * sync engine splits the batch to find the refused documents). Without it the sync engine calls
+   * `remove`, then `upsert`.
+   */
+  readonly write?: (index: string, ops: ReadonlyArray<WriteOp>) => Effect.Effect<WriteResult, SearchBackendError>
   /** Answers a validated query. */
   readonly query: (index: string, query: Query) => Effect.Effect<Result, SearchBackendError>
   /** Every document of the live index (export / browse), for reconciliation and tests. */

@@ -41,6 +41,12 @@ export interface SearchPlugin extends Plugin.Plugin {
   /** Completes when no background retry is pending. */
   readonly idle: Effect.Effect<void>
   /**
+   * Completes once every change the listener received so far is in the index, recorded in the
+   * drift ledger, or with its retry (after `ChangeTap.settled`: the index is eventually
+   * consistent). Immediate when the plugin is not running.
+   */
+  readonly settled: Effect.Effect<void>
+  /**
    * Reindexes one index from a process that does not serve the app (the `fw search reindex`
    * command): builds the backend, walks the table, swaps. Refused for the memory backend, whose
    * index lives in the serving process (use the inspect route there).
@@ -112,7 +118,7 @@ const boot = (
     }
     yield* engine.startSweep
     if (checked.sync.statsFlushIntervalMs > 0) {
-      yield* Effect.zipRight(engine.flushStats, factory.durable ? Effect.void : engine.checkPeers(singleProcess)).pipe(
+      yield* Effect.zipRight(Effect.zipRight(engine.flushStats, engine.publishLag), factory.durable ? Effect.void : engine.checkPeers(singleProcess)).pipe(
         Effect.repeat(Schedule.spaced(checked.sync.statsFlushIntervalMs)),
         Effect.delay(checked.sync.statsFlushIntervalMs),
         Effect.forkScoped
@@ -191,8 +197,9 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
     // The memory tier dies with its process, rows and all: a marker there would guard nothing.
     onStageTiers: ["sqlite", "pg"],
     // Off the writer's path: the listener runs on its own fiber, in commit order, so a write never
-    // waits for the engine (a slow or failing engine costs writers nothing). The index is eventually
-    // consistent; `ChangeTap.settled` waits for it (tests, shutdown).
+    // waits for the engine (a slow or failing engine costs writers nothing). The change joins its
+    // index's lane and goes out with the lane's next batch. The index is eventually consistent:
+    // `ChangeTap.settled` then the plugin's `settled` wait for it (tests, shutdown).
     onChangeEvent: (event) =>
       indexedTables.has(event.table) ? Effect.flatMap(running, (current) => current.engine.onChange(event)) : Effect.void,
     recordChangeFailure: (event, cause) =>
@@ -215,6 +222,8 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
     resync: (index) => Effect.flatMap(running, (current) => current.engine.resync(index)),
     reindex: (index, onProgress) => Effect.flatMap(running, (current) => current.engine.reindex(index, onProgress)),
     idle: Effect.flatMap(running, (current) => current.engine.idle).pipe(Effect.ignore),
+    settled: Effect.flatMap(Deferred.poll(started), (polled) =>
+      Option.isNone(polled) ? Effect.void : Effect.flatMap(Effect.either(polled.value), (current) => current._tag === "Left" ? Effect.void : current.right.engine.drained)),
     reindexOffline: (index, onProgress) =>
       Effect.scoped(Effect.gen(function*() {
         if (!factory.durable) {

@@ -24,7 +24,7 @@ import type { BackendFactory } from "./Backend.js"
 import { SearchBackendError } from "./Errors.js"
 import * as Matching from "./Matching.js"
 import * as Rank from "./Rank.js"
-import type { Document, Hit, IndexSpec, Query, Rebuild, Result, SearchBackendShape } from "./SearchBackend.js"
+import type { Document, Hit, IndexSpec, Query, Rebuild, Result, SearchBackendShape, WriteOp, WriteResult } from "./SearchBackend.js"
 import { maxEdits, SearchBackend } from "./SearchBackend.js"
 import * as SqlPg from "./SqlPg.js"
 import * as Text from "./Text.js"
@@ -83,14 +83,13 @@ export const make = Effect.gen(function*() {
   }
 
   const removeIn = (index: string, gen: number, ids: ReadonlyArray<string>) =>
-    pg ? Effect.asVoid(run(`DELETE FROM _fw_search_docs WHERE idx = $1 AND gen = $2 AND id = ANY($3::text[])`, [index, gen, ids])) : Effect.forEach(ids, (id) =>
+    pg ? Effect.asVoid(run(`DELETE FROM _fw_search_docs WHERE idx = $1 AND gen = $2 AND id = ANY($3::text[])`, [index, gen, ids])) : Effect.forEach(slices(ids, sqliteRows), (part) =>
       Effect.gen(function*() {
-          const rows = yield* run(`SELECT rid FROM _fw_search_docs WHERE idx = ? AND gen = ? AND id = ?`, [index, gen, id])
-          for (const row of rows) {
-            yield* run(`DELETE FROM _fw_search_fts WHERE rowid = ?`, [row["rid"]])
-            yield* run(`DELETE FROM _fw_search_docs WHERE rid = ?`, [row["rid"]])
-          }
-        }), { discard: true })
+        // Two statements per slice, whatever its size: the text rows, then the documents.
+        const marks = part.map(() => "?").join(", ")
+        yield* run(`DELETE FROM _fw_search_fts WHERE rowid IN (SELECT rid FROM _fw_search_docs WHERE idx = ? AND gen = ? AND id IN (${marks}))`, [index, gen, ...part])
+        yield* run(`DELETE FROM _fw_search_docs WHERE idx = ? AND gen = ? AND id IN (${marks})`, [index, gen, ...part])
+      }), { discard: true })
 
   /**
    * PostgreSQL plans a text query well only with statistics on the documents: without them (a
@@ -149,41 +148,54 @@ export const make = Effect.gen(function*() {
       }
     })
 
-  const upsertIn = (index: string, gen: number, docs: ReadonlyArray<Document>) =>
-    pg ? upsertPg(index, gen, docs) : Effect.gen(function*() {
+  /** SQLite: a batch is a few statements whatever its size (removal, documents, text rows, vocabulary). */
+  const upsertSqlite = (index: string, gen: number, docs: ReadonlyArray<Document>) =>
+    Effect.gen(function*() {
       const spec = specOf(index)
-      yield* removeIn(index, gen, docs.map((doc) => doc.id))
-      const cached = vocabularies.get(`${index}:${gen}`)
-      for (const doc of docs) {
-        const words = bodyOf(spec, doc)
-        const body = words.join(" ")
-        const tenant = doc[spec.tenantField]
-        const tenantText = typeof tenant === "string" ? tenant : null
-        if (pg) {
-          yield* run(`INSERT INTO _fw_search_docs (idx, gen, id, doc, tenant, body) VALUES ($1, $2, $3, $4, $5, $6)`, [index, gen, doc.id, JSON.stringify(doc), tenantText, body])
-        } else {
-          const [row] = yield* run(`INSERT INTO _fw_search_docs (idx, gen, id, doc, tenant, body) VALUES (?, ?, ?, ?, ?, ?) RETURNING rid`, [index, gen, doc.id, JSON.stringify(doc), tenantText, body])
-          yield* run(`INSERT INTO _fw_search_fts (rowid, body) VALUES (?, ?)`, [row!["rid"], body])
+      // The last version of an id in a batch wins.
+      const batch = [...new Map(docs.map((doc) => [doc.id, doc])).values()]
+      yield* removeIn(index, gen, batch.map((doc) => doc.id))
+      const seen = new Set<string>()
+      for (const part of slices(batch, sqliteRows / 5)) {
+        const values: Array<unknown> = []
+        for (const doc of part) {
+          const words = bodyOf(spec, doc)
+          for (const word of words) seen.add(word)
+          const tenant = doc[spec.tenantField]
+          values.push(index, gen, doc.id, JSON.stringify(doc), typeof tenant === "string" ? tenant : null, words.join(" "))
         }
-        const unseen = [...new Set(words)].filter((word) => cached === undefined || !cached.words.has(word))
-        // In slices, to stay under the databases' parameter limits.
-        for (let start = 0; start < unseen.length; start += 300) {
-          const fresh = unseen.slice(start, start + 300)
-          // SQLite placeholders are positional: each row repeats its parameters.
-          const values = fresh.map((_, i) => pg ? `($1, $2, $${i + 3})` : "(?, ?, ?)").join(", ")
-          yield* run(
-            `INSERT INTO _fw_search_terms (idx, gen, term) VALUES ${values} ON CONFLICT DO NOTHING`,
-            pg ? [index, gen, ...fresh] : fresh.flatMap((word) => [index, gen, word])
-          )
-          if (cached !== undefined) {
-            for (const word of fresh) {
-              cached.words.add(word)
-              cached.vocabulary.add(word)
-            }
+        const inserted = yield* run(
+          `INSERT INTO _fw_search_docs (idx, gen, id, doc, tenant, body) VALUES ${part.map(() => "(?, ?, ?, ?, ?, ?)").join(", ")} RETURNING rid, body`,
+          values
+        )
+        yield* run(`INSERT INTO _fw_search_fts (rowid, body) VALUES ${inserted.map(() => "(?, ?)").join(", ")}`, inserted.flatMap((row) => [row["rid"], row["body"]]))
+      }
+      const cached = vocabularies.get(`${index}:${gen}`)
+      const unseen = [...seen].filter((word) => cached === undefined || !cached.words.has(word))
+      for (const fresh of slices(unseen, sqliteRows / 2)) {
+        yield* run(`INSERT INTO _fw_search_terms (idx, gen, term) VALUES ${fresh.map(() => "(?, ?, ?)").join(", ")} ON CONFLICT DO NOTHING`, fresh.flatMap((word) => [index, gen, word]))
+        if (cached !== undefined) {
+          for (const word of fresh) {
+            cached.words.add(word)
+            cached.vocabulary.add(word)
           }
         }
       }
     })
+
+  const upsertIn = (index: string, gen: number, docs: ReadonlyArray<Document>) =>
+    docs.length === 0 ? Effect.void : pg ? upsertPg(index, gen, docs) : upsertSqlite(index, gen, docs)
+
+  /** A batch of removals and upserts (distinct ids) in one transaction. */
+  const writeIn = (index: string, gen: number, ops: ReadonlyArray<WriteOp>) => {
+    const removed: Array<string> = []
+    const docs: Array<Document> = []
+    for (const op of ops) {
+      if (op.doc === null) removed.push(op.id)
+      else docs.push(op.doc)
+    }
+    return Effect.zipRight(removed.length === 0 ? Effect.void : removeIn(index, gen, removed), upsertIn(index, gen, docs))
+  }
 
   /**
    * The vocabulary of a generation: cached and kept current with this process's writes; re-read
@@ -330,6 +342,8 @@ export const make = Effect.gen(function*() {
       sql.withTransaction(Effect.flatMap(liveGen(index), (gen) => upsertIn(index, gen, docs))).pipe(Effect.mapError(fail("upsert"))),
     remove: (index, ids) =>
       sql.withTransaction(Effect.flatMap(liveGen(index), (gen) => removeIn(index, gen, ids))).pipe(Effect.mapError(fail("remove"))),
+    write: (index, ops) =>
+      sql.withTransaction(Effect.flatMap(liveGen(index), (gen) => writeIn(index, gen, ops))).pipe(Effect.as(applied), Effect.mapError(fail("write"))),
     query: (index, q) => query(index, q).pipe(Effect.mapError(fail("query"))),
     documents: (index) =>
       Stream.unwrap(Effect.map(liveGen(index), (gen) =>
@@ -385,3 +399,14 @@ export const backend = <E>(client: Layer.Layer<SqlClient.SqlClient, E>): Backend
 
 /** The sql backend as the `SearchBackend` service, over the provided SqlClient. */
 export const layer: Layer.Layer<SearchBackend, SqlError, SqlClient.SqlClient> = Layer.effect(SearchBackend, make)
+
+/** Rows per SQLite statement at most (each row binds up to 6 parameters: far under SQLite's limit). */
+const sqliteRows = 500
+
+const applied: WriteResult = { refused: [] }
+
+const slices = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
+  const out: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
+}

@@ -1,5 +1,6 @@
 /**
- * The Search panel of the inspect dashboard: every index with its sync stats and drift, the
+ * The Search panel of the inspect dashboard: every index with its sync stats, its lag (`backlog`
+ * changes not in the engine yet, the oldest `lagMs` old) and drift, the
  * failing rows, a resync (`canResyncSearch`) and a reindex with live progress (`canReindexSearch`),
  * each offered only to an operator holding its capability (the server refuses the others too).
  */
@@ -42,11 +43,13 @@ export const panel: Plugin.DashboardPanel = {
   const refresh = async () => {
     const body = await ctx.pluginInspect("/indexes")
     indexes.replaceChildren(el("table", {},
-      el("thead", {}, el("tr", {}, ["index", "table", "backend", "synced", "removed", "dropped", "drift", "last reindex", ""].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["index", "table", "backend", "synced", "removed", "dropped", "backlog", "lag", "drift", "last reindex", ""].map((h) => el("th", {}, h)))),
       el("tbody", {}, body.indexes.map((index) => el("tr", { "data-index": index.name },
         el("td", {}, index.name), el("td", {}, index.table), el("td", {}, index.backend),
         el("td", {}, String(index.synced)), el("td", {}, String(index.removed)), el("td", {}, String(index.dropped)),
-        el("td", {}, index.drifted ? index.pendingDrift + " pending, last " + at(index.lastDriftAt) : "none"),
+        el("td", { class: "backlog" }, String(index.backlog)),
+        el("td", { class: "lag" }, index.backlog > 0 ? (index.lagMs / 1000).toFixed(1) + " s" : "—"),
+        el("td", {}, index.drifted ? index.ledgerEntries + " in the ledger" + (index.unprotected > 0 ? ", " + index.unprotected + " unprotected (ledger write failed)" : "") + ", last " + at(index.lastDriftAt) : "none"),
         el("td", {}, at(index.lastReindexAt) + (index.lastReindexRows !== null ? " (" + index.lastReindexRows + " rows)" : "")),
         el("td", {}, ctx.can("canReindexSearch") ? el("button", { class: "reindex", onclick: () => reindex(index.name) }, "reindex") : ""))))))
     const failing = await ctx.pluginInspect("/drift")

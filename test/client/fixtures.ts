@@ -15,7 +15,7 @@ import { defineTable } from "../../src/kernel/schema/Table.js"
 import type { AreaErrorClass, SocketConstructor } from "../../src/client/index.js"
 import { mount } from "../../src/client/index.js"
 import { defineFlag, flagsPlugin } from "../../src/flags/index.js"
-import { searchPlugin } from "../../src/search/SearchPlugin.js"
+import { type SearchPlugin, searchPlugin } from "../../src/search/SearchPlugin.js"
 import { Notes, notesIndex } from "../search/support.js"
 import { addTodo, hang, listTodos, Theme, whoami } from "./contracts.js"
 
@@ -94,15 +94,20 @@ export const ThemeFlag = defineFlag({
  */
 export const hooksApp = (flagOptions: { readonly store?: "memory" | "sql" } = {}) => {
   const flags = flagsPlugin({ ...flagOptions, flags: { beta: false, stable: true }, typedFlags: [ThemeFlag] })
+  const search = searchPlugin({ backend: "memory", indexes: { notes: notesIndex }, replicaId: "client-hooks" })
   const app = defineApp({
     name: "client-hooks",
     tables: [...parts.tables, Notes],
     procedures: parts.procedures,
     auth: parts.auth,
-    plugins: [flags, searchPlugin({ backend: "memory", indexes: { notes: notesIndex }, replicaId: "client-hooks" })]
+    plugins: [flags, search]
   })
+  searched = search
   return { app, flags }
 }
+
+/** The search plugin of the last `hooksApp` (its index catches up after the tap settles). */
+let searched: SearchPlugin | undefined
 
 /** The notes `hooksApp` tests search: three of tenant acme, one of globex. */
 export const seedNotes = Effect.gen(function*() {
@@ -112,6 +117,7 @@ export const seedNotes = Effect.gen(function*() {
   yield* notes.insert(Notes, { tenantId: "acme", title: "bread", body: "rye", n: 2 })
   yield* notes.insert(Notes, { tenantId: "globex", title: "milk", body: "globex milk", n: 1 })
   yield* Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.settled)
+  if (searched !== undefined) yield* searched.settled
 })
 
 /** Mounts the api at `url` as alice (tenant acme) or `token`, over `ws`, disposed with the scope. */

@@ -249,10 +249,10 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
         // The engine answers every write at once except the one titled "late", held until released.
         const held: typeof flaky.backend = {
           ...flaky.backend,
-          upsert: (index, docs) =>
-            docs.some((doc) => doc["title"] === "late")
-              ? Effect.zipRight(Deferred.await(release), flaky.backend.upsert(index, docs))
-              : flaky.backend.upsert(index, docs)
+          write: (index, ops) =>
+            ops.some((op) => op.doc?.["title"] === "late")
+              ? Effect.zipRight(Deferred.await(release), flaky.backend.write!(index, ops))
+              : flaky.backend.write!(index, ops)
         }
         const p = plugin(held)
         return Effect.gen(function*() {
@@ -325,7 +325,12 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
           yield* settled
           yield* p.idle
           assert.isTrue(logged.some((line) => line.includes("notes/kept") && line.includes("LedgerWriteFailed")), logged.join("\n"))
+          // Said at error level with the trace, and that the row is unprotected until the sweep.
+          assert.isTrue(logged.some((line) => /notes\/kept \(trace \S+\).*unprotected until the repair sweep/.test(line)), logged.join("\n"))
           assert.deepStrictEqual((yield* pending).map((m) => m.rowId), ["kept"])
+          // Loud where operators look, at once: the stats count the row as drift, not as 0 / false.
+          const [view] = yield* Effect.flatMap(p.running, (running) => running.engine.view)
+          assert.deepStrictEqual([view!.pendingDrift, view!.backlog, view!.unprotected, view!.drifted], [1, 1, 1, true])
           yield* SchemaDiffer.apply([SearchDrift]).pipe(Effect.provideService(SqlClient.SqlClient, sql), Effect.orDie)
           flaky.state.mode = "up"
           // Past the marker's abandonment age, and past the 10 minutes @effect/sql-sqlite-node keeps a

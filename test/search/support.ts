@@ -66,15 +66,21 @@ export const flakyBackend = () => {
     name: "flaky",
     durable: true,
     upsert: (index, docs) => Effect.zipRight(gate("upsert", docs.map((d) => d.id)), inner.upsert(index, docs)),
-    remove: (index, ids) => Effect.zipRight(gate("remove", ids), inner.remove(index, ids))
+    remove: (index, ids) => Effect.zipRight(gate("remove", ids), inner.remove(index, ids)),
+    // A batch is refused whole when one of its documents is (as engineB's task or a SQL statement).
+    write: (index, ops) => Effect.zipRight(gate("write", ops.map((op) => op.id)), inner.write!(index, ops))
   }
   return { backend, state, inner }
 }
 
 export type Client = Layer.Layer<SqlClient.SqlClient, unknown>
 
+/** Plugins started by `stack` (`settled` waits for those running). */
+const stacked = new Set<SearchPlugin>()
+
 /** Store tier (memory when `client` is null) + local change tap + the plugin started. */
 export const stack = (client: Client | null, plugin: SearchPlugin) => {
+  stacked.add(plugin)
   const tables = [Notes, ...searchTables]
   const tier = client === null
     ? Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
@@ -89,10 +95,13 @@ export const stack = (client: Client | null, plugin: SearchPlugin) => {
 }
 
 /**
- * Waits until every change committed so far has been handled by the listeners: the search
- * listener runs off the writer's path, so the index catches up after the write returns.
+ * Waits until every change committed so far has been handled by the listeners and every search
+ * lane has sent its batches: the search listener runs off the writer's path, so the index catches
+ * up after the write returns.
  */
-export const settled = Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.settled)
+export const settled = Effect.flatMap(ChangeTap.ChangeTap, (tap) => tap.settled).pipe(
+  Effect.zipRight(Effect.suspend(() => Effect.forEach([...stacked], (p) => p.settled, { discard: true })))
+)
 
 /** A plugin over `backend` with test-friendly sync options. */
 export const plugin = (backend: BackendOption, more: Partial<Options> = {}) =>

@@ -36,6 +36,10 @@ for (const engine of cases) {
         ...inner,
         upsert: (index, docs) =>
           racing(docs) ? Effect.zipRight(Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(swapped)), inner.upsert(index, docs)) : inner.upsert(index, docs),
+        write: (index, ops) =>
+          racing(ops.flatMap((op) => op.doc === null ? [] : [op.doc]))
+            ? Effect.zipRight(Effect.zipRight(Deferred.succeed(entered, undefined), Deferred.await(swapped)), inner.write!(index, ops))
+            : inner.write!(index, ops),
         rebuild: (spec) =>
           Effect.map(inner.rebuild!(spec), (rebuild) => ({
             ...rebuild,

@@ -29,7 +29,7 @@ interface Collection {
 }
 
 /** The operations this fake models (their validators are compiled at start). */
-const OPERATIONS = ["createCollection", "getCollection", "deleteCollection", "upsertAlias", "getAlias", "importDocuments", "deleteDocument", "exportDocuments", "searchCollection"]
+const OPERATIONS = ["createCollection", "getCollection", "deleteCollection", "upsertAlias", "getAlias", "importDocuments", "deleteDocument", "deleteDocuments", "exportDocuments", "searchCollection"]
 
 type Pred = (doc: Json) => boolean
 
@@ -121,6 +121,17 @@ export const startTypesense = async (): Promise<TypesenseFake> => {
           if (!doc) throw notFound(`Could not find a document with id: ${seg[3]}`)
           c.docs.delete(seg[3]!)
           return { status: 200, body: doc }
+        }
+        case "deleteDocuments": {
+          // Only the filter the backend sends is modelled: `id:[`a`,`b`,…]` (backtick-quoted ids).
+          const c = resolve(seg[1]!)
+          const filter = String(request.query["filter_by"] ?? "")
+          const list = /^id:\[(.*)\]$/.exec(filter)
+          if (!list) throw new HttpError(400, { message: `fake: only filter_by=id:[…] is modelled for deletes, got \`${filter}\`` })
+          const ids = list[1]!.match(/`[^`]*`/g)?.map((quoted) => quoted.slice(1, -1)) ?? []
+          let deleted = 0
+          for (const id of ids) if (c.docs.delete(id)) deleted++
+          return { status: 200, body: { num_deleted: deleted } }
         }
         case "exportDocuments": {
           const c = resolve(seg[1]!)
