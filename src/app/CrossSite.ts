@@ -8,9 +8,13 @@
  * - the request must come from this app's origin (its `Origin` names the `Host` it was sent to) or
  *   one of `http.trustedOrigins`; without `Origin`, `Sec-Fetch-Site` must be `same-origin` or
  *   `none` (typed by the user); a request with neither is not a browser's cross-site request. A
- *   top-level GET navigation (a followed link, the redirect after a login) passes, as it does
- *   `SameSite=Lax`: its answer reaches the user, not the other site. The WebSocket upgrade is not
- *   a navigation;
+ *   top-level GET navigation (a followed link, the redirect after a login) passes where the route
+ *   only reads (`navigable`: a query projection, a GET REST or plugin route), as it does
+ *   `SameSite=Lax`: its answer reaches the user, not the other site. It never passes for a
+ *   mutation or action, whatever its method: what matters is the write, which has happened by the
+ *   time anyone reads the answer. A write attempted on a request admitted only as a navigation is
+ *   refused by the store the route gets (`viaNavigation`). The WebSocket upgrade is not a
+ *   navigation;
  * - a request with a body must declare a JSON type (a cross-site form or `text/plain` body needs
  *   no CORS preflight; `application/json` does).
  *
@@ -47,15 +51,24 @@ const isNavigation = (method: string, headers: Headers.Headers) =>
   (method === "GET" || method === "HEAD") && headers["sec-fetch-mode"] === "navigate" &&
   headers["sec-fetch-dest"] !== "object" && headers["sec-fetch-dest"] !== "embed"
 
-/**
- * Why a request may not use its cookies, or undefined when it may. `bodyExpected`: the transport
- * always reads a body (`POST /rpc`); otherwise a body counts when the request carries one.
- */
-export const problem = (method: string, headers: Headers.Headers, trusted: TrustedOrigins, bodyExpected = false): string | undefined => {
+/** What the screen knows of the route a request goes to. */
+export interface Options {
+  /** The transport always reads a body (`POST /rpc`); otherwise a body counts when the request carries one. */
+  readonly bodyExpected?: boolean
+  /**
+   * The route only reads (a query projection, a GET REST or plugin route, an inspect page): a
+   * top-level navigation from another site may use its cookies. Never for a mutation, an action
+   * or the rpc transports.
+   */
+  readonly navigable?: boolean
+}
+
+/** Why a request may not use its cookies, or undefined when it may. */
+export const problem = (method: string, headers: Headers.Headers, trusted: TrustedOrigins, options: Options = {}): string | undefined => {
   const origin = headers["origin"]
-  if (isNavigation(method, headers)) {
-    // A link followed from another site: what `SameSite=Lax` allows too. Its answer goes to the
-    // user's window, not to the other site's script.
+  if (options.navigable === true && isNavigation(method, headers)) {
+    // A link followed from another site to a page that only reads: what `SameSite=Lax` allows
+    // too. Its answer goes to the user's window, not to the other site's script.
   } else if (origin !== undefined) {
     const normalized = normalizeOrigin(origin)
     const host = headers["host"]?.toLowerCase()
@@ -69,11 +82,24 @@ export const problem = (method: string, headers: Headers.Headers, trusted: Trust
       return "the request comes from another site (Sec-Fetch-Site)"
     }
   }
-  if ((bodyExpected || hasBody(headers)) && !isJson(headers["content-type"])) {
+  if ((options.bodyExpected === true || hasBody(headers)) && !isJson(headers["content-type"])) {
     return "a cookie-authenticated request body must be JSON (Content-Type: application/json)"
   }
   return undefined
 }
+
+/**
+ * Whether a request keeps its cookies only because it is a top-level navigation to a route that
+ * reads: from anywhere else it would have lost them. The route's store refuses writes for it, so
+ * a GET route that writes cannot be made to write for the user by another site's link.
+ */
+export const viaNavigation = (method: string, headers: Headers.Headers, trusted: TrustedOrigins): boolean =>
+  headers["cookie"] !== undefined && isNavigation(method, headers) && problem(method, headers, trusted) !== undefined
+
+/** Why a request admitted as a navigation may not write (`StoreWriteDenied.reason`). */
+export const navigationWrite = {
+  reason: "the request is a navigation from another site (a link or redirect), which may only read; write with POST from this app's own pages"
+} as const
 
 /**
  * The headers to authenticate the request with: its own when it may use its cookies, else the
@@ -83,11 +109,11 @@ export const screen = (
   runtime: RuntimeShape,
   method: string,
   headers: Headers.Headers,
-  options: { readonly bodyExpected?: boolean } = {}
+  options: Options = {}
 ): Effect.Effect<Either.Either<Headers.Headers, HttpServerResponse.HttpServerResponse>> =>
   Effect.gen(function*() {
     if (headers["cookie"] === undefined) return Either.right(headers)
-    const reason = problem(method, headers, runtime.app.trustedOrigins, options.bodyExpected)
+    const reason = problem(method, headers, runtime.app.trustedOrigins, options)
     if (reason === undefined) return Either.right(headers)
     const withoutCookies = HeadersModule.remove(headers, "cookie")
     // Only a request its cookies would authenticate is refused; any other proceeds without them.
@@ -105,7 +131,7 @@ export const screen = (
 export const guarded = <E, R>(
   runtime: RuntimeShape,
   handler: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
-  options: { readonly bodyExpected?: boolean } = {}
+  options: Options = {}
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
     // Without cookies there is nothing to screen (every bearer-token or anonymous call): no step spent.
@@ -128,7 +154,7 @@ export const guardedRequest = <E, R>(
   runtime: RuntimeShape,
   request: HttpServerRequest.HttpServerRequest,
   handler: (request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>,
-  options: { readonly bodyExpected?: boolean } = {}
+  options: Options = {}
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
   request.headers["cookie"] === undefined ? handler(request) : Effect.flatMap(
     screen(runtime, request.method, request.headers, options),

@@ -22,10 +22,12 @@ export const outboundHosts = (plugin: Plugin.Plugin): ReadonlySet<string> =>
 
 /**
  * A store whose writes fail with `StoreWriteDenied` (reads, walks and transactions still work),
- * `purge` of the framework's own tables included.
+ * `purge` of the framework's own tables included: a plugin's without `store:write`, or one given
+ * to a request that may only read (`{reason}`).
  */
-export const readOnlyStore = (store: StoreShape, plugin: string): StoreShape => {
-  const deny = (table: { readonly name: string }) => Effect.fail(new StoreWriteDenied({ table: table.name, plugin }))
+export const readOnlyStore = (store: StoreShape, who: string | { readonly reason: string }): StoreShape => {
+  const denied = typeof who === "string" ? { plugin: who } : who
+  const deny = (table: { readonly name: string }) => Effect.fail(new StoreWriteDenied({ table: table.name, ...denied }))
   return {
     ...store,
     insert: deny,

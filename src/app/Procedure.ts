@@ -3,7 +3,8 @@
  * (side effects beyond the store). Each has Schema input/output, guards and optional REST projection.
  */
 import type { Headers } from "@effect/platform"
-import type { Effect, Schema } from "effect"
+import type { Effect } from "effect"
+import { Schema } from "effect"
 import type { StoreShape } from "../kernel/store/Store.js"
 import type { Subject } from "../kernel/Subject.js"
 import type { Guard } from "./Guard.js"
@@ -22,7 +23,7 @@ export interface HandlerContext {
 
 /** REST projection of a procedure (spec 2.9, 4.5 rule 4). */
 export interface PublicApi {
-  readonly method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE"
+  readonly method?: "GET" | StateChangingMethod
   readonly path?: `/${string}`
   readonly version?: string
   readonly scopes?: ReadonlyArray<string>
@@ -31,6 +32,47 @@ export interface PublicApi {
   readonly idempotent?: boolean
   /** Queries only: project a `text/event-stream` live query. */
   readonly stream?: "sse"
+}
+
+/** The methods a mutation or action may be projected with. */
+export type StateChangingMethod = "POST" | "PUT" | "PATCH" | "DELETE"
+
+/**
+ * The projection of a mutation or action: never `GET` (nor `HEAD`). A browser sends a `GET` with
+ * the user's `SameSite=Lax` cookies when another site links or redirects to it, so a write behind
+ * a `GET` would run for whoever follows the link.
+ */
+export interface StateChangingPublicApi extends PublicApi {
+  readonly method?: StateChangingMethod
+}
+
+/** A `publicApi` declaration the framework refuses; thrown at definition. */
+export class PublicApiInvalid extends Schema.TaggedError<PublicApiInvalid>()("PublicApiInvalid", {
+  /** The procedure, e.g. `mutation "notes.quickAdd"`. */
+  what: Schema.String,
+  reason: Schema.String
+}) {
+  override get message() {
+    return `${this.what} (publicApi): ${this.reason}`
+  }
+}
+
+const stateChangingMethods: ReadonlySet<string> = new Set<StateChangingMethod>(["POST", "PUT", "PATCH", "DELETE"])
+
+/**
+ * Checks that a mutation or action is not projected with a safe method (`GET`, `HEAD`): those are
+ * what a link, an image or a redirect from another site makes the browser send with the user's
+ * cookies. Throws `PublicApiInvalid`; a query passes.
+ */
+export const checkMethod = (kind: Kind, tag: string, publicApi: PublicApi | undefined): void => {
+  const method: unknown = publicApi?.method
+  if (kind === "query" || method === undefined || (typeof method === "string" && stateChangingMethods.has(method))) return
+  throw new PublicApiInvalid({
+    what: `${kind} "${tag}"`,
+    reason: `a ${kind} cannot be projected as ${JSON.stringify(method)}: a link or redirect from another site makes ` +
+      `the browser send GET with the user's cookies, so the write would run for whoever follows it; ` +
+      `use POST, PUT, PATCH or DELETE (or make it a query if it only reads)`
+  })
 }
 
 /**
@@ -65,13 +107,13 @@ export interface Call {
   readonly traceId: string
 }
 
-/** Options of a procedure constructor. */
-export interface Options<I, IE, O, OE> {
+/** Options of a procedure constructor; a mutation's or action's `publicApi` is a `StateChangingPublicApi`. */
+export interface Options<I, IE, O, OE, P extends PublicApi = PublicApi> {
   readonly input: Schema.Schema<I, IE>
   readonly output: Schema.Schema<O, OE>
   readonly handler: (input: I, ctx: HandlerContext) => Effect.Effect<O, unknown>
   readonly guards?: ReadonlyArray<Guard>
-  readonly publicApi?: PublicApi
+  readonly publicApi?: P
 }
 
 const tagPattern = /^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)*$/
@@ -79,9 +121,10 @@ const tagPattern = /^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)*$/
 const make = <K extends Kind>(kind: K) =>
 <const Tag extends string, I, IE, O, OE>(
   tag: Tag,
-  options: Options<I, IE, O, OE>
+  options: Options<I, IE, O, OE, K extends "query" ? PublicApi : StateChangingPublicApi>
 ): Procedure<K, Tag, I, IE, O, OE> => {
   if (!tagPattern.test(tag)) throw new Error(`procedure tag "${tag}" must be dotted identifiers, e.g. "todos.list"`)
+  checkMethod(kind, tag, options.publicApi)
   // A malformed limit must stop the definition, not silently leave the route unlimited.
   const rateLimit = RateLimit.check(options.publicApi?.rateLimit, `procedure "${tag}" (publicApi)`)
   return {
@@ -98,7 +141,7 @@ const make = <K extends Kind>(kind: K) =>
 
 /** Declares a query: reads only; subscribed over the socket it is live. */
 export const query = make("query")
-/** Declares a mutation: writes to the store. */
+/** Declares a mutation: writes to the store. Its `publicApi` method is never `GET` (throws `PublicApiInvalid`). */
 export const mutation = make("mutation")
-/** Declares an action: side effects beyond the store (calls out, sends mail). */
+/** Declares an action: side effects beyond the store (calls out, sends mail). Never projected as `GET` either. */
 export const action = make("action")

@@ -3,7 +3,8 @@
  *
  * 1. method gate: the router; a method not mounted on a known path answers 405 with `Allow`
  *    (`MethodGate`); a cross-site or non-JSON request does not authenticate with its cookies
- *    (`CrossSite`: 403 when they alone would have);
+ *    (`CrossSite`: 403 when they alone would have), except a top-level navigation to a query or a
+ *    hand-written route, never to a mutation or action;
  * 2. sunset gate: 410 with `{version, replacement}` from the sunset date (`Lifecycle`); then, for
  *    body methods, 415 for multipart and the body read within the path's cap, 413 past it
  *    (`Steps.prologue`);
@@ -31,6 +32,12 @@ import type * as RestRoute from "./RestRoute.js"
 import * as RouteEndpoint from "./RouteEndpoint.js"
 import type * as Steps from "./Steps.js"
 
+/**
+ * Queries and hand-written routes may be reached by a link from another site with the user's
+ * cookies; a hand-written route's store then refuses writes (`RouteEndpoint`).
+ */
+const navigable: CrossSite.Options = { navigable: true }
+
 /** What every endpoint handler uses. */
 export type Env = Steps.Env
 
@@ -57,7 +64,7 @@ const routeAnswer = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Env
       // Without cookies there is nothing to screen (`CrossSite.guardedRequest` would call `respond` at once).
       answer = request.headers["cookie"] === undefined
         ? respond(request, params, query, measured)
-        : CrossSite.guardedRequest(env.runtime, request, (screened) => respond(screened, params, query, measured))
+        : CrossSite.guardedRequest(env.runtime, request, (screened) => respond(screened, params, query, measured), navigable)
     } catch (defect) {
       answer = Effect.die(defect)
     }
@@ -85,7 +92,9 @@ export const handler = (endpoint: Endpoint.Endpoint, env: Env, bodyCap: number):
     env.runtime,
     serve._tag === "Procedure"
       ? ProcedureEndpoint.make(endpoint, serve.procedure, serve.scopes, env, bodyCap)
-      : ProcedureEndpoint.makeLive(endpoint, serve.procedure, serve.scopes, env)
+      : ProcedureEndpoint.makeLive(endpoint, serve.procedure, serve.scopes, env),
+    // A mutation or action never runs on another site's navigation, whatever its method.
+    serve.procedure.kind === "query" ? navigable : {}
   ).pipe(
     // A defect outside the handler (a guard that throws, a broken schema) is still a 500 without internals.
     Effect.catchAllCause((cause) => Answer.failure(cause, Provenance.newTraceId(), what))

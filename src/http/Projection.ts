@@ -1,6 +1,6 @@
 /**
  * Projection of procedures carrying `publicApi` (spec 2.9, 4.5 rule 4). A query becomes `GET`, a
- * mutation or action `POST` (override with `method`), at `/<version>/<tag as path>` (version
+ * mutation or action `POST` (override with `method`; never `GET` for them: `PublicApiInvalid`), at `/<version>/<tag as path>` (version
  * `v1` by default, `todos.list` → `/v1/todos/list`; override with `path`, which is then literal
  * unless `version` is also given). `GET` input comes from the query string (read as `QueryInput`
  * describes: `?minRank=3` is the number 3 for a number field), other methods read the JSON body;
@@ -10,7 +10,7 @@
  * `requireScope` for each listed scope. `idempotent: false` keeps the idempotency binding off.
  * `rateLimit` limits the projected route (see `RateLimit`).
  */
-import type * as Procedure from "../app/Procedure.js"
+import * as Procedure from "../app/Procedure.js"
 import * as RateLimit from "../app/RateLimit.js"
 import type * as Endpoint from "./Endpoint.js"
 import * as RestRoute from "./RestRoute.js"
@@ -39,6 +39,8 @@ export const endpoints = (procedures: Iterable<Procedure.Any>): ReadonlyArray<En
   for (const procedure of procedures) {
     const publicApi = procedure.publicApi
     if (publicApi === undefined) continue
+    // Checked at definition; checked again here for a procedure object built by hand.
+    Procedure.checkMethod(procedure.kind, procedure.tag, publicApi)
     const { live, method, path, version } = placement(procedure, publicApi)
     const scopes = publicApi.scopes ?? []
     out.push({

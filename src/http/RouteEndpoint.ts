@@ -2,15 +2,18 @@
  * A hand-written route's part of the pipeline: decode of `{query, params, body}` through its
  * input (400), the caller (401 for a failed credential), its guards (their status), the handler
  * acting for the caller (a failure `{status, message}` keeps its status, anything else is a 500
- * without internals), and the answer: the output encoded as JSON (200, or 304 with `etag`), or a
+ * without internals; a request admitted only as another site's navigation gets a read-only
+ * store), and the answer: the output encoded as JSON (200, or 304 with `etag`), or a
  * streamed `sse(...)` / `bytes(...)` answer (headers only for HEAD).
  */
 import type { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import type { ParseResult, Scope } from "effect"
 import { Cause, Effect, Either, Exit, Option, Stream } from "effect"
+import * as CrossSite from "../app/CrossSite.js"
 import * as Errors from "../app/Errors.js"
 import * as Guard from "../app/Guard.js"
 import * as HttpResponses from "../app/HttpResponses.js"
+import * as PluginServices from "../app/PluginServices.js"
 import * as Now from "../kernel/Now.js"
 import type * as Subject from "../kernel/Subject.js"
 import * as Telemetry from "../kernel/Telemetry.js"
@@ -105,6 +108,7 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
   const limiter = env.rateLimits === undefined ? undefined : RateLimit.limiter(endpoint, env.rateLimits)
 
   const claims = endpoint.claimable && env.idempotency !== undefined
+  const readOnly = PluginServices.readOnlyStore(env.store, CrossSite.navigationWrite)
 
   // The steps below are functions of the route taking the request's `Call`, not closures made per
   // request, and a step that answers at once hands its value straight to the next (no `Exit`, no
@@ -180,7 +184,10 @@ export const make = (endpoint: Endpoint.Endpoint, route: RestRoute.Any, env: Ste
     limited: string | undefined,
     measured: boolean
   ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, Scope.Scope> => {
-    const ctx = new RouteContext(subject, request.headers, env.store)
+    // A link from another site keeps the user's cookies on a GET route (`CrossSite`); the route
+    // may answer it, but not write for the user.
+    const store = CrossSite.viaNavigation(request.method, request.headers, env.runtime.app.trustedOrigins) ? readOnly : env.store
+    const ctx = new RouteContext(subject, request.headers, store)
     const call: Call = { request, input, subject, bytes, limited, measured, ctx }
     if (route.guards.length === 0) return handled(call)
     const checked = Steps.checkGuards(route.guards, ctx)

@@ -41,6 +41,8 @@ export interface Operator {
   readonly via: Via
 }
 
+const navigable: CrossSite.Options = { navigable: true }
+
 const bearer = (headers: Headers.Headers) => /^Bearer\s+(.+)$/i.exec(headers["authorization"] ?? "")?.[1]?.trim()
 
 /**
@@ -61,7 +63,8 @@ export const operator = (
     if (Option.isSome(configured) && given !== undefined && tokenMatches(given, Redacted.value(configured.value))) {
       return Either.right({ subject: inspectSubject, via: "token" as const })
     }
-    const screened = yield* CrossSite.screen(runtime, request.method, request.headers)
+    // Inspect pages may be opened from a link; every inspect route that acts is a POST.
+    const screened = yield* CrossSite.screen(runtime, request.method, request.headers, navigable)
     if (Either.isLeft(screened)) return Either.left(screened.left)
     const resolved = yield* Effect.either(runtime.resolveSubject(screened.right))
     if (Either.isRight(resolved) && Subject.hasScope(resolved.right, Capabilities.inspectScope)) {

@@ -68,13 +68,19 @@ export class ChangeDeliveryFailed extends Schema.TaggedError<ChangeDeliveryFaile
   message: Schema.String
 }) {}
 
-/** A plugin without the `store:write` permission tried to write. */
+/**
+ * A write through a read-only store: a plugin without the `store:write` permission (`plugin`), or
+ * a request that may only read (`reason`, e.g. a navigation from another site).
+ */
 export class StoreWriteDenied extends Schema.TaggedError<StoreWriteDenied>()("StoreWriteDenied", {
   table: Schema.String,
-  plugin: Schema.String
+  plugin: Schema.optional(Schema.String),
+  reason: Schema.optional(Schema.String)
 }) {
   override get message() {
-    return `plugin "${this.plugin}" may not write table "${this.table}": it did not declare "store:write"`
+    return this.plugin !== undefined
+      ? `plugin "${this.plugin}" may not write table "${this.table}": it did not declare "store:write"`
+      : `may not write table "${this.table}": ${this.reason ?? "the store is read-only here"}`
   }
 }
 

@@ -22,7 +22,7 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { RpcSerialization, RpcServer } from "@effect/rpc"
-import { Cause, Console, Effect, Either, Layer } from "effect"
+import { Cause, Console, Context, Effect, Either, Layer } from "effect"
 import * as BodyLimit from "../http/BodyLimit.js"
 import * as Http from "../http/Http.js"
 import * as Dashboard from "../inspect/Dashboard.js"
@@ -32,6 +32,7 @@ import { Store } from "../kernel/store/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import type { App } from "../app/App.js"
 import * as HttpResponses from "../app/HttpResponses.js"
+import { StoreWriteDenied } from "../kernel/Errors.js"
 import * as Plugin from "../app/Plugin.js"
 import * as BodyRead from "../app/BodyRead.js"
 import * as ByteStream from "../app/ByteStream.js"
@@ -120,12 +121,17 @@ const rpcRoutes = (serverGroup: RpcGroup.Group, maxBodyBytes: number, knownTags 
     )
   )
 
+/** A plugin's GET route may be opened from a link on another site; its store then refuses writes. */
+const navigable: CrossSite.Options = { navigable: true }
+
 /** Mounts one plugin's routes and inspect routes, each running with the plugin's narrowed services. */
 const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
   HttpLayerRouter.use((router) =>
     Effect.gen(function*() {
       const runtime = yield* Runtime.Runtime
       const services = PluginServices.services(plugin, yield* Store, yield* HttpClient.HttpClient)
+      // What a route runs with on a request admitted only as another site's navigation: no writes.
+      const navigationServices = Context.add(services, Store, PluginServices.readOnlyStore(Context.get(services, Store), CrossSite.navigationWrite))
       const mount = (route: Plugin.Route, path: `/${string}`, inspect: boolean) => {
         // Inspect routes run as the operator the gate admitted (`Inspect.gatedWith`).
         const handler = (operator: Subject.Subject | undefined) => Effect.gen(function*() {
@@ -141,7 +147,12 @@ const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
             Object.entries(params).filter((entry): entry is [string, string] => entry[1] !== undefined)
           )
           const result = yield* route.handler.pipe(
-            Effect.provide(services),
+            // Anonymous routes (an IdP's redirect back) read their own cookies and defend themselves.
+            Effect.provide(
+              route.anonymous !== true && CrossSite.viaNavigation(request.method, request.headers, runtime.app.trustedOrigins)
+                ? navigationServices
+                : services
+            ),
             Effect.provideService(Plugin.RouteParams, defined),
             Effect.provideService(Plugin.BodyLimit, route.maxBodyBytes ?? maxBodyBytes),
             Effect.provideService(BodyRead.BodyReader, BodyLimit.readCapped),
@@ -152,6 +163,11 @@ const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
           Effect.catchIf(
             (error): error is BodyLimit.PayloadTooLarge => error instanceof BodyLimit.PayloadTooLarge,
             (error) => Effect.succeed(BodyLimit.payloadTooLargeResponse(error))
+          ),
+          // A write refused by the read-only store of another site's navigation is the caller's 403.
+          Effect.catchIf(
+            (error): error is StoreWriteDenied => error instanceof StoreWriteDenied,
+            (error) => Effect.succeed(HttpResponses.error(403, "StoreWriteDenied", error.message))
           ),
           Effect.catchAllCause((cause) =>
             Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError(`plugin "${plugin.name}" route ${route.method} ${path} failed`, cause).pipe(
@@ -168,7 +184,7 @@ const pluginRoutes = (plugin: Plugin.Plugin, maxBodyBytes: number) =>
             ? Inspect.gatedWith(runtime, route.capability, handler)
             : route.anonymous === true
             ? handler(undefined)
-            : CrossSite.guarded(runtime, handler(undefined))
+            : CrossSite.guarded(runtime, handler(undefined), navigable)
         )
       }
       for (const route of plugin.routes ?? []) yield* mount(route, route.path, false)

@@ -5,7 +5,7 @@
  * JSON when it has a body; otherwise its cookies do not authenticate it (403 when they alone
  * would have). Bearer-token requests are not concerned.
  */
-import { HttpServerResponse } from "@effect/platform"
+import { Headers, HttpServerResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import { request as httpRequest } from "node:http"
@@ -13,12 +13,16 @@ import WebSocket from "ws"
 import { defineApp } from "../../src/app/App.js"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import * as Plugin from "../../src/app/Plugin.js"
-import { mutation, query } from "../../src/app/Procedure.js"
+import * as CrossSite from "../../src/app/CrossSite.js"
+import { action, mutation, PublicApiInvalid, query } from "../../src/app/Procedure.js"
+import type * as Procedure from "../../src/app/Procedure.js"
 import { issueSession, passwordSessionStrategy } from "../../src/auth/Session.js"
 import { defineRestRoute } from "../../src/http/RestRoute.js"
 import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
 import * as Store from "../../src/kernel/store/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
+import { defineTable } from "../../src/kernel/Table.js"
+import * as Projection from "../../src/http/Projection.js"
 import * as Serve from "../support/Serve.js"
 
 const secret = "cross-site-session-secret-0123456789"
@@ -244,5 +248,95 @@ describe("cross-site requests on cookie sessions", () => {
           answer.status === 200 ? (JSON.parse(answer.body) as { id: string }).id : answer.status)
       assert.strictEqual(yield* post({ cookie, origin: "https://evil.test" }), 403)
       assert.strictEqual(yield* post({ cookie, origin: served.url }), "alice")
+    }))
+
+  it("a mutation or action projected as GET (or HEAD) is refused at definition with PublicApiInvalid", () => {
+    const options = {
+      input: Schema.Struct({ title: Schema.String }),
+      output: Schema.Struct({}),
+      handler: () => Effect.succeed({})
+    }
+    // The issue's declaration: a link to /v1/notes/quickAdd?title=x would write for whoever follows it.
+    // @ts-expect-error a mutation's publicApi method is never GET
+    const quickAdd = () => mutation("notes.quickAdd", { ...options, publicApi: { method: "GET" } })
+    assert.throws(quickAdd, PublicApiInvalid)
+    assert.throws(quickAdd, /mutation "notes\.quickAdd" \(publicApi\): a mutation cannot be projected as "GET"/)
+    // @ts-expect-error an action's publicApi method is never GET
+    assert.throws(() => action("mail.send", { ...options, publicApi: { method: "GET" } }), PublicApiInvalid)
+    const head = { method: "HEAD" } as unknown as Procedure.StateChangingPublicApi
+    assert.throws(() => mutation("notes.head", { ...options, publicApi: head }), PublicApiInvalid)
+    // Queries may be GET; mutations keep POST, PUT, PATCH and DELETE.
+    assert.doesNotThrow(() => query("notes.find", { ...options, publicApi: { method: "GET" } }))
+    for (const method of ["POST", "PUT", "PATCH", "DELETE"] as const) {
+      assert.doesNotThrow(() => mutation("notes.put", { ...options, publicApi: { method } }))
+    }
+    // A procedure object built by hand is checked again when it is projected.
+    const built: Procedure.Any = { ...mutation("notes.built", options), publicApi: { method: "GET" } }
+    assert.throws(() => Projection.endpoints([built]), PublicApiInvalid)
+  })
+
+  it("the navigation exception is for routes that only read: a mutation's or action's route never gets it", () => {
+    const headers = (input: Record<string, string>) => Headers.fromInput(input)
+    const navigation = { cookie: "fw:session=x", "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document" }
+    assert.isUndefined(CrossSite.problem("GET", headers(navigation), new Set(), { navigable: true }))
+    assert.isString(CrossSite.problem("GET", headers(navigation), new Set(), { navigable: false }))
+    assert.isString(CrossSite.problem("GET", headers(navigation), new Set()))
+    assert.isString(CrossSite.problem("HEAD", headers(navigation), new Set()))
+    // Which requests keep their cookies only as a navigation (their store refuses writes).
+    assert.isTrue(CrossSite.viaNavigation("GET", headers(navigation), new Set()))
+    assert.isFalse(CrossSite.viaNavigation("GET", headers({ ...navigation, "sec-fetch-site": "same-origin" }), new Set()))
+    assert.isFalse(CrossSite.viaNavigation("GET", headers({ ...navigation, "sec-fetch-site": "none" }), new Set()))
+    assert.isFalse(CrossSite.viaNavigation("GET", headers({ cookie: "fw:session=x" }), new Set()))
+    const { cookie: _, ...withoutCookie } = navigation
+    assert.isFalse(CrossSite.viaNavigation("GET", headers(withoutCookie), new Set()))
+  })
+
+  it.scopedLive("a GET route that writes, reached by another site's navigation with the cookie: 403 StoreWriteDenied, nothing written; REST and plugin routes", () =>
+    Effect.gen(function*() {
+      const Marks = defineTable("xsite_marks", { fields: { by: Schema.String } })
+      const restMark = defineRestRoute({
+        method: "GET",
+        path: "/mark",
+        handler: (_, { store, subject }) => Effect.as(store.insert(Marks, { by: `rest:${subject.id}` }), { ok: true })
+      })
+      const marks = defineRestRoute({
+        method: "GET",
+        path: "/marks",
+        handler: (_, { store }) => Effect.map(store.find(Marks, {}), (rows) => rows.map((row) => row.by).sort())
+      })
+      const marking = Plugin.definePlugin({
+        name: "cross-site-marks",
+        permissions: ["store:write"],
+        tables: [Marks],
+        routes: [{
+          method: "GET",
+          path: "/plugin/mark",
+          handler: Effect.gen(function*() {
+            const store = yield* Store.Store
+            const subject = yield* Subject.CurrentSubject
+            yield* store.insert(Marks, { by: `plugin:${subject.id}` })
+            return HttpServerResponse.unsafeJson({ ok: true })
+          })
+        }]
+      })
+      const served = yield* Serve.serve(
+        defineApp({ name: "marks", procedures: [whoAmI], restRoutes: [restMark, marks], plugins: [marking], auth: [passwordSessionStrategy({ secret })] }),
+        memory
+      )
+      const cookie = yield* aliceCookie
+      const navigation = { cookie, "sec-fetch-site": "cross-site", "sec-fetch-mode": "navigate", "sec-fetch-dest": "document" }
+      for (const path of ["/mark", "/plugin/mark"]) {
+        const forged = yield* rawGet(`${served.url}${path}`, navigation)
+        assert.strictEqual(forged.status, 403, path)
+        assert.strictEqual((JSON.parse(forged.body) as { _tag: string })._tag, "StoreWriteDenied", path)
+        // Typed in the address bar, or followed from the app's own page: it writes.
+        assert.strictEqual((yield* rawGet(`${served.url}${path}`, { ...navigation, "sec-fetch-site": "none" })).status, 200, path)
+        assert.strictEqual((yield* rawGet(`${served.url}${path}`, { ...navigation, "sec-fetch-site": "same-origin" })).status, 200, path)
+      }
+      assert.deepStrictEqual(JSON.parse((yield* rawGet(`${served.url}/marks`, {})).body), ["plugin:alice", "plugin:alice", "rest:alice", "rest:alice"])
+      // The read reached the same way still answers the user.
+      const read = yield* rawGet(`${served.url}/v1/who`, navigation)
+      assert.strictEqual(read.status, 200)
+      assert.strictEqual((JSON.parse(read.body) as { id: string }).id, "alice")
     }))
 })
