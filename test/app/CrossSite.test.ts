@@ -21,7 +21,7 @@ import { defineRestRoute } from "../../src/http/RestRoute.js"
 import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
 import * as Store from "../../src/kernel/store/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
-import { defineTable } from "../../src/kernel/Table.js"
+import { defineTable } from "../../src/kernel/schema/Table.js"
 import * as Projection from "../../src/http/Projection.js"
 import * as Serve from "../support/Serve.js"
 
