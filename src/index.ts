@@ -12,6 +12,7 @@ export * as SchemaDiffer from "./kernel/schema/SchemaDiffer.js"
 export * as Store from "./kernel/store/Store.js"
 export * as Subject from "./kernel/Subject.js"
 export * as Telemetry from "./kernel/Telemetry.js"
+export * as LogText from "./kernel/LogText.js"
 export * as Table from "./kernel/schema/Table.js"
 export { defineTable } from "./kernel/schema/Table.js"
 

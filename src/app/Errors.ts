@@ -3,6 +3,7 @@
  */
 import { Effect, ParseResult, Schema } from "effect"
 import * as StoreErrors from "../kernel/Errors.js"
+import * as LogText from "../kernel/LogText.js"
 import { FlagDisabled, GuardRefused } from "./Guard.js"
 
 export { FlagDisabled }
@@ -143,7 +144,7 @@ const isFrameworkError = Schema.is(ProcedureError)
 export const forClient = <E extends WireError>(error: E, traceId: string): Effect.Effect<E | ProcedureError> =>
   error._tag === "StoreUnavailable"
     ? Effect.as(
-      Effect.annotateLogs(Effect.logWarning(`store unavailable: ${error.message}`), { traceId }),
+      Effect.annotateLogs(Effect.logWarning(`store unavailable: ${LogText.quote(error.message)}`), { traceId }),
       new StoreErrors.StoreUnavailable({ message: "the database is unavailable; retry later" })
     )
     : Effect.succeed(error)

@@ -8,6 +8,7 @@ import { HttpClient, HttpClientRequest, HttpClientResponse, HttpServerRequest, H
 import { Config, Effect, Option, Redacted, Schema } from "effect"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import * as Plugin from "../app/Plugin.js"
+import * as LogText from "../kernel/LogText.js"
 import type * as Subject from "../kernel/Subject.js"
 import { readCookie } from "../app/AuthStrategy.js"
 import { idpADefaultApi } from "./IdentityProviders.js"
@@ -223,7 +224,7 @@ export const idpAHostedLoginRoutes = (options: RoutesOptions): ReadonlyArray<Plu
       }))
       if (profile._tag === "Left") {
         if (profile.left._tag === "IdpAStateMismatchError") return text(400, profile.left.message)
-        yield* Effect.logWarning("hosted login: the code exchange failed", profile.left.reason)
+        yield* Effect.logWarning(`hosted login: the code exchange failed: ${LogText.quote(profile.left.reason)}`)
         return text(502, "the identity provider could not complete the login")
       }
       const provisioned = yield* Effect.either(provision(profile.right))

@@ -15,6 +15,7 @@ import type { HttpClient } from "@effect/platform"
 import { Effect } from "effect"
 import * as jose from "jose"
 import { constants, type KeyObject, verify, type VerifyKeyObjectInput } from "node:crypto"
+import * as LogText from "../kernel/LogText.js"
 import * as Subject from "../kernel/Subject.js"
 import * as AuthStrategy from "../app/AuthStrategy.js"
 import * as Claims from "./Claims.js"
@@ -278,7 +279,7 @@ export const make = (options: Options): AuthStrategy.AuthStrategy => {
       return yield* verified(token, newer === undefined ? [] : Jwks.candidates(newer, token.alg, token.kid), now)
     }).pipe(Effect.catchAll((error) =>
       // The verdict reason can reach the client: it names no URL; the log keeps the detail.
-      Effect.logWarning(`auth strategy "${options.id}": ${error.message}`).pipe(
+      Effect.logWarning(`auth strategy "${options.id}": ${LogText.quote(error.message)}`).pipe(
         Effect.as(failed({
           reason: `the identity provider's ${error._tag === "JwksUnavailable" ? "key set" : "discovery document"} is unavailable: ${error.reason}`
         }))

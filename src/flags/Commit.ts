@@ -5,6 +5,7 @@
  * them, and refusals (spec 7.1 #10), logged and kept for the inspect list.
  */
 import { Clock, Effect, Either } from "effect"
+import * as LogText from "../kernel/LogText.js"
 import type { StoreShape } from "../kernel/store/Store.js"
 import * as Definition from "./Definition.js"
 import * as Entry from "./Entry.js"
@@ -65,7 +66,7 @@ export const makeWriter = (options: {
   const refuse = (flag: string, reason: string, at: number, source: Refusal["source"]) =>
     Effect.zipRight(
       Effect.sync(() => refused.push({ flag, reason, at, source })),
-      Effect.logWarning(`flags: override of "${flag}" refused whole, the code definition stands: ${reason}`)
+      Effect.logWarning(`flags: override of "${flag}" refused whole, the code definition stands: ${LogText.quote(reason)}`)
     )
 
   /**

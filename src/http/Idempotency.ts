@@ -14,6 +14,7 @@ import { Duration, Effect, Exit, Fiber, Schedule } from "effect"
 import { createHash } from "node:crypto"
 import type { IdempotencyOption } from "../app/App.js"
 import * as HttpResponses from "../app/HttpResponses.js"
+import * as LogText from "../kernel/LogText.js"
 import * as CommitWitness from "../kernel/store/CommitWitness.js"
 import * as Provenance from "../kernel/changes/Provenance.js"
 import type { IdempotencyStoreShape, Scope, StoredResponse } from "./IdempotencyStore.js"
@@ -146,7 +147,7 @@ export const guarded = <R>(
   Effect.flatMap(Effect.either(store.claim(scope, requestFingerprint, settings.leaseMs)), (claimed) => {
     if (claimed._tag === "Left") {
       return Effect.as(
-        Effect.logError("idempotency claim failed", claimed.left.message),
+        Effect.logError(`idempotency claim failed: ${LogText.quote(claimed.left.message)}`),
         HttpResponses.error(503, "IdempotencyUnavailable", "idempotency records are unavailable; retry later")
       )
     }
@@ -172,8 +173,8 @@ export const guarded = <R>(
         // The lease is renewed while the handler runs, so a live owner keeps the key however long
         // it takes, and a dead one (kill -9, a lost machine) lets it lapse after `leaseMs`.
         const renewing = store.renew(scope, claim.owner, settings.leaseMs).pipe(
-          Effect.flatMap((held) => held ? Effect.void : Effect.logWarning("idempotency lease lost while its handler ran", scope.path)),
-          Effect.catchAll((error) => Effect.logWarning("idempotency lease not renewed", error.message)),
+          Effect.flatMap((held) => held ? Effect.void : Effect.logWarning(`idempotency lease lost while its handler ran: ${LogText.quote(scope.path)}`)),
+          Effect.catchAll((error) => Effect.logWarning(`idempotency lease not renewed: ${LogText.quote(error.message)}`)),
           Effect.repeat(Schedule.spaced(Duration.millis(Math.max(1, Math.floor(settings.leaseMs / 3))))),
           Effect.delay(Duration.millis(Math.max(1, Math.floor(settings.leaseMs / 3))))
         )
@@ -192,7 +193,7 @@ export const guarded = <R>(
             ? store.release(scope, claim.owner)
             : store.complete(scope, claim.owner, kept, settings.ttlMs)
           return Effect.zipRight(
-            Effect.catchAll(settle, (error) => Effect.logWarning("idempotency record not settled", error.message)),
+            Effect.catchAll(settle, (error) => Effect.logWarning(`idempotency record not settled: ${LogText.quote(error.message)}`)),
             Effect.map(exit, (outcome) => outcome.response)
           )
         })

@@ -21,6 +21,7 @@ import type { Clock } from "effect"
 import { Effect, Option } from "effect"
 import * as HttpResponses from "../app/HttpResponses.js"
 import type * as RateLimit from "../app/RateLimit.js"
+import * as LogText from "../kernel/LogText.js"
 import type * as Subject from "../kernel/Subject.js"
 import type * as Endpoint from "./Endpoint.js"
 import type { RateLimitStoreShape } from "./RateLimitStore.js"
@@ -115,7 +116,7 @@ export const limiter = (endpoint: Endpoint.Endpoint, env: Env): Limiter | undefi
       }
       return store.hit(prefix + key, windowMs, now).pipe(
         Effect.map((hit) => verdict(hit.count, hit.resetAt, now)),
-        Effect.catchAll((error) => Effect.as(Effect.logError("rate limit not checked", error.message), unavailable))
+        Effect.catchAll((error) => Effect.as(Effect.logError(`rate limit not checked: ${LogText.quote(error.message)}`), unavailable))
       )
     },
     // Two `setHeader`s, not one `setHeaders`: the latter copies through `Object.entries` and two

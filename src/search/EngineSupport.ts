@@ -14,6 +14,7 @@
  * `in`/`nin` and facets read the first, `gt`…`lte` on dates the second, on numbers the field itself.
  */
 import { Effect } from "effect"
+import * as LogText from "../kernel/LogText.js"
 import { SearchBackendError } from "./Errors.js"
 import type { Document, Filter, Hit, IndexSpec, Query, Result, Scalar, SearchBackendShape } from "./SearchBackend.js"
 import { isoInstant, readPath } from "./SearchBackend.js"
@@ -273,5 +274,5 @@ export const presentationParams = (
   }
   return dropped.length === 0
     ? Effect.succeed(kept)
-    : Effect.as(Effect.logWarning(`search ${backend}: engineParams dropped (not presentation-only for this engine): ${dropped.join(", ")}`), kept)
+    : Effect.as(Effect.logWarning(`search ${backend}: engineParams dropped (not presentation-only for this engine): ${LogText.quoteAll(dropped)}`), kept)
 }

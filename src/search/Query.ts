@@ -3,6 +3,7 @@
  * caller's input into a backend `Query` with the caller's tenant ANDed on `tenantField`.
  */
 import { Cause, Effect, Either, Schema } from "effect"
+import * as LogText from "../kernel/LogText.js"
 import * as IsoInstant from "../kernel/schema/IsoInstant.js"
 import type { Subject } from "../kernel/Subject.js"
 import { SearchBackendError, SearchFieldRejected, SearchIndexNotFound, SearchQueryInvalid, SearchTenantMissing } from "./Errors.js"
@@ -196,7 +197,7 @@ export const validate = (
     if (tenantId === null) return yield* Effect.fail(new SearchTenantMissing({ index: index.name }))
     const { dropped, kept } = filterEngineParams(input.engineParams ?? {}, allowedEngineParams)
     if (dropped.length > 0) {
-      yield* Effect.logWarning(`search.query on "${index.name}": dropped engineParams not allowed: ${dropped.join(", ")}`)
+      yield* Effect.logWarning(`search.query on "${index.name}": dropped engineParams not allowed: ${LogText.quoteAll(dropped)}`)
     }
     const query: Query = {
       q: input.q ?? "",
