@@ -29,6 +29,17 @@ export interface Change {
   readonly version: number
 }
 
+/**
+ * Who changes a flag: the authenticated operator (the inspect gate's Subject, `system` /
+ * `inspect-token` for the token, or what server code names itself), and a note they typed.
+ */
+export interface Operator {
+  readonly type: string
+  readonly id: string
+  /** Free text the operator typed (a ticket, a reason): recorded as a note, never as who acted. */
+  readonly note?: string | null
+}
+
 /** The write side of a registry. */
 export interface Writer {
   /** Refused overrides, oldest first. */
@@ -40,7 +51,7 @@ export interface Writer {
   readonly commit: (
     entry: Entry.Entry,
     action: "toggle" | "override" | "clear",
-    actor: string | null,
+    by: Operator,
     next: (current: Entry.Override | undefined, resolved: Definition.Resolved) => Entry.Override | undefined
   ) => Effect.Effect<Change, OverrideRefused | FlagStoreFailed>
   /** Installs a stored override (refused and listed when it no longer fits the code definition). */
@@ -76,7 +87,7 @@ export const makeWriter = (options: {
   const commit = (
     entry: Entry.Entry,
     action: "toggle" | "override" | "clear",
-    actor: string | null,
+    by: Operator,
     next: (current: Entry.Override | undefined, resolved: Definition.Resolved) => Entry.Override | undefined
   ): Effect.Effect<Change, OverrideRefused | FlagStoreFailed> =>
     Effect.gen(function*() {
@@ -112,7 +123,7 @@ export const makeWriter = (options: {
         // A cleared override keeps its row (an empty override): deleting it would restart the
         // flag's version at 1, and every replica (this one included) would take the next change for
         // one older than the version it holds and ignore it.
-        const state = { id: entry.key, override: built.right.override ?? {}, version: version + 1, updatedAt: now, updatedBy: actor }
+        const state = { id: entry.key, override: built.right.override ?? {}, version: version + 1, updatedAt: now, updatedBy: `${by.type}:${by.id}` }
         // No row to lock: a concurrent first writer makes this insert fail `DuplicateRow`, and the
         // whole change is retried on the row that writer committed.
         yield* row._tag === "Some" ? store.upsert(FlagState, state) : store.insert(FlagState, state)
@@ -121,7 +132,10 @@ export const makeWriter = (options: {
         yield* store.insert(FlagAudit, {
           flag: entry.key,
           action,
-          actor,
+          actor: null,
+          operatorType: by.type,
+          operatorId: by.id,
+          note: by.note ?? null,
           at: now,
           before: { ...before, override: stored ?? null },
           after: { ...after, override: built.right.override ?? null }

@@ -71,16 +71,16 @@ export interface FlagRegistryShape {
   readonly isEnabled: (subject: Subject, key: string, source?: Usage.Source) => Effect.Effect<boolean>
   /** The caller's whole flag set (a bulk delivery: never counted as use). */
   readonly snapshot: (subject: Subject) => Effect.Effect<Record<string, boolean>>
-  /** Flips `enabled` (audited with `actor` on the SQL tier). */
-  readonly toggle: (key: string, actor: string | null) => Effect.Effect<Change, FlagNotFound | FlagStoreFailed>
+  /** Flips `enabled` (audited with the operator `by` on the SQL tier). */
+  readonly toggle: (key: string, by: Commit.Operator) => Effect.Effect<Change, FlagNotFound | FlagStoreFailed>
   /** Sets an override; it patches only the fields it names. Refused whole when invalid. */
   readonly override: (
     key: string,
     patch: Readonly<Record<string, unknown>>,
-    actor: string | null
+    by: Commit.Operator
   ) => Effect.Effect<Change, FlagNotFound | OverrideRefused | FlagStoreFailed>
   /** Drops the override: the code definition applies again. */
-  readonly clearOverride: (key: string, actor: string | null) => Effect.Effect<Change, FlagNotFound | FlagStoreFailed>
+  readonly clearOverride: (key: string, by: Commit.Operator) => Effect.Effect<Change, FlagNotFound | FlagStoreFailed>
   /** Audit rows, newest first (empty on the memory tier). */
   readonly audit: (flag?: string) => Effect.Effect<ReadonlyArray<AuditEntry>, FlagStoreFailed>
   /** Every flag with its rollout and lifecycle report. */
@@ -204,17 +204,17 @@ export const make = (config: Config): FlagRegistryShape => {
         for (const key of keys) out[key] = evaluateSync(key, subject, now)
         return out
       }),
-    toggle: (key, actor) =>
+    toggle: (key, by) =>
       Effect.flatMap(entryOf(key), (entry) =>
-        writer.commit(entry, "toggle", actor, (current, resolved) => ({ ...current, enabled: !resolved.enabled })).pipe(
+        writer.commit(entry, "toggle", by, (current, resolved) => ({ ...current, enabled: !resolved.enabled })).pipe(
           // A flip of `enabled` alone cannot fail the value schema.
           Effect.catchTag("OverrideRefused", (error) => Effect.die(error))
         )),
-    override: (key, patch, actor) =>
-      Effect.flatMap(entryOf(key), (entry) => writer.commit(entry, "override", actor, (current) => ({ ...current, ...patch }))),
-    clearOverride: (key, actor) =>
+    override: (key, patch, by) =>
+      Effect.flatMap(entryOf(key), (entry) => writer.commit(entry, "override", by, (current) => ({ ...current, ...patch }))),
+    clearOverride: (key, by) =>
       Effect.flatMap(entryOf(key), (entry) =>
-        writer.commit(entry, "clear", actor, () => undefined).pipe(Effect.catchTag("OverrideRefused", (error) => Effect.die(error)))),
+        writer.commit(entry, "clear", by, () => undefined).pipe(Effect.catchTag("OverrideRefused", (error) => Effect.die(error)))),
     audit: (flag) =>
       bound === undefined
         ? Effect.succeed([])

@@ -11,7 +11,8 @@ export const panel: Plugin.DashboardPanel = {
   module: String.raw`export default async (root, ctx) => {
   const { el } = ctx
   const canToggle = ctx.can("canToggleFlag")
-  const actor = el("input", { id: "flags-actor", placeholder: "acting admin id", value: ctx.operator.subject ? ctx.operator.subject.id : "" })
+  // Who acts is the signed-in operator (recorded by the server); this is only a note beside it.
+  const note = el("input", { id: "flags-note", placeholder: "note (ticket, reason)" })
   const audit = el("div", { id: "flags-audit" })
   const list = el("div", { id: "flags-list" })
   const showAudit = async (flag) => {
@@ -21,7 +22,8 @@ export const panel: Plugin.DashboardPanel = {
       body.note ? el("p", { class: "muted" }, body.note) : "",
       el("table", {}, el("tbody", {}, body.entries.map((entry) => el("tr", { "data-audit": entry.flag },
         el("td", {}, new Date(entry.at).toISOString()), el("td", {}, entry.flag), el("td", {}, entry.action),
-        el("td", {}, entry.actor || "—"), el("td", {}, JSON.stringify(entry.before) + " → " + JSON.stringify(entry.after)))))))
+        el("td", { class: "operator" }, entry.operatorId ? entry.operatorType + ":" + entry.operatorId : "—"),
+        el("td", { class: "note" }, entry.note || (entry.actor ? "claimed: " + entry.actor : "")), el("td", {}, JSON.stringify(entry.before) + " → " + JSON.stringify(entry.after)))))))
   }
   const refresh = async () => {
     const body = await ctx.pluginInspect("/list")
@@ -36,7 +38,7 @@ export const panel: Plugin.DashboardPanel = {
         el("td", {}, JSON.stringify(flag.lifecycle.usage)),
         el("td", {},
           canToggle ? el("button", { class: "toggle", onclick: async () => {
-            await ctx.pluginInspect("/toggle", { method: "POST", body: JSON.stringify({ flag: flag.key, actor: actor.value || null }) })
+            await ctx.pluginInspect("/toggle", { method: "POST", body: JSON.stringify({ flag: flag.key, note: note.value || null }) })
             await refresh()
             await showAudit(flag.key)
           } }, flag.enabled ? "turn off" : "turn on") : "",
@@ -45,7 +47,7 @@ export const panel: Plugin.DashboardPanel = {
   await refresh()
   root.replaceChildren(
     el("h2", {}, "Flags"),
-    canToggle ? el("label", {}, "actor ", actor) : el("p", { class: "muted", id: "flags-read-only" }, "Toggling flags needs the canToggleFlag capability."),
+    canToggle ? el("label", {}, "note ", note) : el("p", { class: "muted", id: "flags-read-only" }, "Toggling flags needs the canToggleFlag capability."),
     list, audit)
   await showAudit()
 }`

@@ -1,27 +1,35 @@
 /**
  * The flags inspect routes (spec 4.1), under `/_fw/inspect/plugins/flags`: `GET /list` (every flag
- * with its rollout and lifecycle report, plus refused overrides), `POST /toggle` `{flag, actor?}`,
- * `POST /override` `{flag, actor?, override}` (or `override: null` to clear) and `GET /audit?flag=`.
- * Writes need the operator's `canToggleFlag` capability.
+ * with its rollout and lifecycle report, plus refused overrides), `POST /toggle` `{flag, note?}`,
+ * `POST /override` `{flag, note?, override}` (or `override: null` to clear) and `GET /audit?flag=`.
+ * Writes need the operator's `canToggleFlag` capability and are audited as that operator (the gate's
+ * Subject, or `system` / `inspect-token`); `note` (formerly `actor`) is free text kept beside it.
  */
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Either, Schema } from "effect"
 import * as Capabilities from "../app/Capabilities.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import * as Plugin from "../app/Plugin.js"
+import * as Subject from "../kernel/Subject.js"
+import type { Operator } from "./Commit.js"
 import type { FlagRegistryShape } from "./FlagRegistry.js"
 
 /** The capability scope that allows toggling and overriding flags. */
 export const canToggleFlag = Capabilities.canToggleFlag
 
+const Note = Schema.optional(Schema.NullOr(Schema.String))
+
 const ToggleBody = Schema.parseJson(Schema.Struct({
   flag: Schema.String,
-  actor: Schema.optional(Schema.NullOr(Schema.String))
+  note: Note,
+  /** The former name of `note`: text the caller typed, recorded as a note. */
+  actor: Note
 }))
 
 const OverrideBody = Schema.parseJson(Schema.Struct({
   flag: Schema.String,
-  actor: Schema.optional(Schema.NullOr(Schema.String)),
+  note: Note,
+  actor: Note,
   override: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 }))
 
@@ -33,6 +41,10 @@ const readJson = <A, I>(schema: Schema.Schema<A, I>) =>
     return Schema.decodeUnknownEither(schema)(new TextDecoder().decode(bytes))
   })
 
+
+/** The operator the inspect gate admitted (`Subject.CurrentSubject` on an inspect route), with the typed note. */
+const operator = (body: { readonly note?: string | null | undefined; readonly actor?: string | null | undefined }) =>
+  Effect.map(Subject.CurrentSubject, (subject): Operator => ({ type: subject.type, id: subject.id, note: body.note ?? body.actor ?? null }))
 
 const answerError = (error: { readonly _tag: string; readonly message: string }) =>
   HttpResponses.error(
@@ -58,8 +70,8 @@ export const routes = (registry: FlagRegistryShape): ReadonlyArray<Plugin.Route>
     capability: canToggleFlag,
     handler: Effect.gen(function*() {
       const body = yield* readJson(ToggleBody)
-      if (Either.isLeft(body)) return HttpResponses.error(400, "InputInvalid", "expected JSON {flag, actor?}")
-      const result = yield* Effect.either(registry.toggle(body.right.flag, body.right.actor ?? null))
+      if (Either.isLeft(body)) return HttpResponses.error(400, "InputInvalid", "expected JSON {flag, note?}")
+      const result = yield* Effect.either(registry.toggle(body.right.flag, yield* operator(body.right)))
       return Either.isLeft(result) ? answerError(result.left) : HttpServerResponse.unsafeJson(result.right)
     })
   },
@@ -69,11 +81,10 @@ export const routes = (registry: FlagRegistryShape): ReadonlyArray<Plugin.Route>
     capability: canToggleFlag,
     handler: Effect.gen(function*() {
       const body = yield* readJson(OverrideBody)
-      if (Either.isLeft(body)) return HttpResponses.error(400, "InputInvalid", "expected JSON {flag, actor?, override: object or null}")
-      const { actor, flag, override } = body.right
-      const result = yield* Effect.either(
-        override === null ? registry.clearOverride(flag, actor ?? null) : registry.override(flag, override, actor ?? null)
-      )
+      if (Either.isLeft(body)) return HttpResponses.error(400, "InputInvalid", "expected JSON {flag, note?, override: object or null}")
+      const { flag, override } = body.right
+      const by = yield* operator(body.right)
+      const result = yield* Effect.either(override === null ? registry.clearOverride(flag, by) : registry.override(flag, override, by))
       return Either.isLeft(result) ? answerError(result.left) : HttpServerResponse.unsafeJson(result.right)
     })
   },

@@ -19,12 +19,20 @@ export const FlagState = defineTable("_fw_feature_flag_state", {
   }
 })
 
-/** `_fw_feature_flag_audit`: append-only, one row per flip or override (who, when, flag, old → new). */
+/**
+ * `_fw_feature_flag_audit`: append-only, one row per flip or override (who, when, flag, old → new).
+ * Who is the authenticated operator (`operatorType`, `operatorId`: a Subject, or `system` /
+ * `inspect-token` for the inspect token); `note` is text the operator typed, never an identity.
+ * `actor` is what rows written before the operator was recorded hold: a caller-typed name, unverified.
+ */
 export const FlagAudit = defineTable("_fw_feature_flag_audit", {
   fields: {
     flag: Schema.String,
     action: Schema.Literal("toggle", "override", "clear"),
     actor: Schema.NullOr(Schema.String),
+    operatorType: Schema.NullOr(Schema.String),
+    operatorId: Schema.NullOr(Schema.String),
+    note: Schema.NullOr(Schema.String),
     at: Schema.Number,
     before: JsonRecord,
     after: JsonRecord

@@ -9,14 +9,16 @@ import { Headers, HttpLayerRouter, HttpServerRequest, HttpServerResponse } from 
 import { Config, Effect, Either, Option, Redacted, Schema } from "effect"
 import { createHash, timingSafeEqual } from "node:crypto"
 import * as Subject from "../kernel/Subject.js"
+import * as LogText from "../kernel/LogText.js"
+import * as Provenance from "../kernel/changes/Provenance.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import * as Capabilities from "../app/Capabilities.js"
 import * as CrossSite from "../app/CrossSite.js"
 import { Runtime, type RuntimeShape } from "../app/Runtime.js"
 import * as BodyLimit from "../http/BodyLimit.js"
 
-/** The subject inspect routes run as. */
-export const inspectSubject = Subject.make({ type: "system", id: "inspect", tenantId: null, scopes: ["*"] })
+/** The operator the bearer of `FW_INSPECT_TOKEN` is: the system, recorded as `system` / `inspect-token`. */
+export const inspectSubject = Subject.make({ type: "system", id: "inspect-token", tenantId: null, scopes: ["*"] })
 
 /** The prefix of every inspect path. */
 export const prefix = "/_fw/inspect"
@@ -87,6 +89,13 @@ export const lacks = (subject: Subject.Subject, capability: string | undefined):
     ? undefined
     : HttpResponses.error(403, "Forbidden", `the operator lacks the capability "${capability}"`)
 
+/**
+ * Logs an operator's action (`what`, e.g. `POST /_fw/inspect/invoke`) at info level, naming the
+ * authenticated operator (type and id, quoted: `LogText`) and, when given, its detail.
+ */
+export const logAction = (operator: Subject.Subject, what: string, detail?: string): Effect.Effect<void> =>
+  Effect.logInfo(`inspect: ${what} by ${LogText.quote(`${operator.type}:${operator.id}`)}${detail === undefined ? "" : ` ${detail}`}`)
+
 /** Runs `f` with the operator's Subject when they hold `capability` (when given); answers the gate's refusal otherwise. */
 export const gatedWith = <E, R>(
   runtime: RuntimeShape,
@@ -96,7 +105,12 @@ export const gatedWith = <E, R>(
   Effect.flatMap(operator(runtime), (gate) => {
     if (Either.isLeft(gate)) return Effect.succeed(gate.left)
     const refused = lacks(gate.right.subject, capability)
-    return refused !== undefined ? Effect.succeed(refused) : f(gate.right.subject)
+    if (refused !== undefined) return Effect.succeed(refused)
+    // Every acting inspect route (a POST: invoke, toggle, override, reindex, resync, refresh) is logged as its operator.
+    return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+      request.method === "GET" || request.method === "HEAD"
+        ? f(gate.right.subject)
+        : Effect.zipRight(logAction(gate.right.subject, `${request.method} ${LogText.quote(request.url)}`), f(gate.right.subject)))
   })
 
 /** Runs `handler` for an operator holding `capability` (when given); answers the gate's refusal otherwise. */
@@ -130,7 +144,7 @@ export const routes = (maxBodyBytes: number) =>
       yield* router.add(
         "POST",
         `${prefix}/invoke`,
-        gated(runtime, Effect.gen(function*() {
+        gatedWith(runtime, Capabilities.canInvokeProcedure, (operator) => Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
           const raw = yield* BodyLimit.readCapped(request, maxBodyBytes)
           const body = yield* Schema.decodeUnknown(InvokeBody)(new TextDecoder().decode(raw))
@@ -144,7 +158,13 @@ export const routes = (maxBodyBytes: number) =>
           })
           const crossTenant = subject.tenantId === null
           // The operator's credentials stay here: procedure code and plugin interceptors never see them.
-          const headers = Headers.remove(request.headers, ["authorization", "cookie"])
+          // The call's trace id (its writes' provenance) is logged with the operator who ran it.
+          const traceId = Provenance.newTraceId()
+          const headers = Headers.set(Headers.remove(request.headers, ["authorization", "cookie"]), "x-fw-trace-id", traceId)
+          yield* Effect.annotateLogs(
+            logAction(operator, "invoke", `of ${LogText.quote(procedure.tag)} as tenant ${LogText.quote(subject.tenantId)}`),
+            { traceId }
+          )
           return yield* runtime.call(procedure, { input: body.input, headers, subject, crossTenant }).pipe(
             Effect.flatMap((output) => Schema.encodeUnknown(procedure.output)(output)),
             Effect.map((result) => HttpServerResponse.unsafeJson({ result })),
@@ -158,7 +178,7 @@ export const routes = (maxBodyBytes: number) =>
             BodyReadFailed: (error) => Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message)),
             ParseError: () => Effect.succeed(HttpResponses.error(400, "InputInvalid", "expected JSON {tag, input, tenantId?}"))
           })
-        ), Capabilities.canInvokeProcedure)
+        ))
       )
       yield* router.add(
         "GET",

@@ -26,7 +26,7 @@ describe("flag overrides of a flag that feeds an experiment", () => {
         [{ name: "control", value: "blue" }],
         [{ name: "control", value: "blue" }, { name: "treatment", value: "green" }, { name: "extra", value: "green" }]
       ]) {
-        const exit = yield* Effect.exit(registry.override("color", { variants }, "ops"))
+        const exit = yield* Effect.exit(registry.override("color", { variants }, { type: "user", id: "ops" }))
         assert.isTrue(Exit.isFailure(exit), JSON.stringify(variants))
         if (Exit.isFailure(exit) && exit.cause._tag === "Fail") {
           assert.strictEqual(exit.cause.error._tag, "OverrideRefused")
@@ -34,7 +34,7 @@ describe("flag overrides of a flag that feeds an experiment", () => {
         }
         assert.deepStrictEqual(registry.resolved("color")!.variants.map((variant) => variant.name), ["control", "treatment"])
       }
-      const accepted = yield* registry.override("color", { rollout: 50, variants: [{ name: "treatment", value: "green", weight: 3 }, { name: "control", value: "blue" }] }, "ops")
+      const accepted = yield* registry.override("color", { rollout: 50, variants: [{ name: "treatment", value: "green", weight: 3 }, { name: "control", value: "blue" }] }, { type: "user", id: "ops" })
       assert.strictEqual(accepted.version, 1)
       assert.deepStrictEqual(registry.resolved("color")!.variants.map((variant) => [variant.name, variant.weight]), [["treatment", 3], ["control", 1]])
     }))

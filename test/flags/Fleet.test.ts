@@ -74,11 +74,13 @@ describe.skipIf(Pg.serverUrl === null)("flags across replicas (PostgreSQL, fleet
       yield* eventually(clientA.call(check, { key: "admin-tools" }, alice), true)
 
       const audit = yield* inspect(servedA, "GET", "/audit")
-      const entries = audit.entries as ReadonlyArray<{ flag: string; actor: string | null; before: { enabled: boolean }; after: { enabled: boolean } }>
-      assert.deepStrictEqual(entries.map((e) => [e.flag, e.actor, e.before.enabled, e.after.enabled]), [
-        ["admin-tools", null, false, true],
-        ["beta", "ops-b", false, true],
-        ["beta", "ops-a", true, false]
+      type Row = { flag: string; operatorType: string; operatorId: string; note: string | null; actor: string | null; before: { enabled: boolean }; after: { enabled: boolean } }
+      const entries = audit.entries as ReadonlyArray<Row>
+      // Who acted is the authenticated operator (the inspect token: the system); the typed text is a note.
+      assert.deepStrictEqual(entries.map((e) => [e.flag, e.operatorType, e.operatorId, e.note, e.actor, e.before.enabled, e.after.enabled]), [
+        ["admin-tools", "system", "inspect-token", null, null, false, true],
+        ["beta", "system", "inspect-token", "ops-b", null, false, true],
+        ["beta", "system", "inspect-token", "ops-a", null, true, false]
       ])
       const list = yield* inspect(servedA, "GET", "/list")
       const beta = (list.flags as ReadonlyArray<{ key: string; version: number; enabled: boolean }>).find((f) => f.key === "beta")!
@@ -134,13 +136,13 @@ describe.skipIf(Pg.serverUrl === null)("concurrent toggles (PostgreSQL, read com
       const b = yield* registryOn(url)
       const flips = 12
       // beta starts without a state row (concurrent first writers), gamma with one.
-      yield* a.toggle("gamma", "setup")
+      yield* a.toggle("gamma", { type: "system", id: "setup" })
       const run = (registry: FlagRegistry.FlagRegistryShape, flag: string, actor: string) =>
-        Effect.forEach(Array.from({ length: flips }), () => registry.toggle(flag, actor), { discard: true })
+        Effect.forEach(Array.from({ length: flips }), () => registry.toggle(flag, { type: "user", id: actor }), { discard: true })
       yield* Effect.all([run(a, "beta", "a"), run(b, "beta", "b"), run(a, "gamma", "a"), run(b, "gamma", "b")], { concurrency: "unbounded" })
       const audit = yield* a.audit()
       for (const [flag, start, setup] of [["beta", true, 0], ["gamma", true, 1]] as const) {
-        const rows = audit.filter((row) => row.flag === flag && row.actor !== "setup")
+        const rows = audit.filter((row) => row.flag === flag && row.operatorId !== "setup")
         assert.strictEqual(rows.length, 2 * flips)
         // Every flip starts from the state the previous one left: as many on→off as off→on.
         assert.isTrue(rows.every((row) => row.after.enabled === !row.before.enabled))
@@ -159,10 +161,10 @@ describe.skipIf(Pg.serverUrl === null)("a cleared override (PostgreSQL)", () => 
       yield* SchemaDiffer.apply([...flagTables.all]).pipe(Effect.provide(Pg.layerClient(url)), Effect.orDie)
       const a = yield* registryOn(url)
       const enabled = (registry: FlagRegistry.FlagRegistryShape) => Effect.map(registry.list, (list) => list.find((e) => e.key === "beta")!)
-      yield* a.toggle("beta", "ops")
-      yield* a.clearOverride("beta", "ops")
+      yield* a.toggle("beta", { type: "user", id: "ops" })
+      yield* a.clearOverride("beta", { type: "user", id: "ops" })
       assert.deepStrictEqual(Object.values(yield* Effect.map(enabled(a), (e) => [e.enabled, e.version])), [true, 2])
-      const flipped = yield* a.toggle("beta", "ops")
+      const flipped = yield* a.toggle("beta", { type: "user", id: "ops" })
       assert.deepStrictEqual([flipped.after.enabled, flipped.version], [false, 3])
       assert.isFalse((yield* enabled(a)).enabled, "the replica that toggled")
       // Another replica reading the stored state (at start, as after a restart) sees the toggle.

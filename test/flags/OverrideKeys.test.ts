@@ -16,7 +16,7 @@ describe("flag overrides: keys", () => {
     Effect.gen(function*() {
       const registry = FlagRegistry.make({ flags: { beta: { rollout: 100 } } })
       for (const body of ['{"__proto__": {"enabled": false}}', '{"__proto__": {"colour": "red"}}', '{"rollout": 100, "__proto__": {"rollout": 0}}']) {
-        const exit = yield* Effect.exit(registry.override("beta", JSON.parse(body) as Record<string, unknown>, "ops"))
+        const exit = yield* Effect.exit(registry.override("beta", JSON.parse(body) as Record<string, unknown>, { type: "user", id: "ops" }))
         assert.isTrue(Exit.isFailure(exit), body)
         if (Exit.isFailure(exit) && exit.cause._tag === "Fail") {
           assert.strictEqual(exit.cause.error._tag, "OverrideRefused", body)

@@ -145,14 +145,20 @@ const liveSuite = (tier: string, store: "memory" | "sql", layer: Layer.Layer<Sto
         const results = yield* Queue.unbounded<unknown>()
         yield* ws.live(evaluate, {}, { headers: alice }).pipe(Stream.runForEach((value) => Queue.offer(results, value)), Effect.forkScoped)
         assert.deepStrictEqual(yield* Queue.take(results), { beta: true, "admin-tools": false, checkout: true })
-        yield* inspect(served, "POST", "/toggle", { flag: "beta", actor: "ops-1" })
+        // What the issue saw: the caller types someone else's name; the row names the authenticated operator.
+        yield* inspect(served, "POST", "/toggle", { flag: "beta", actor: "someone-else@acme.test" })
         assert.deepStrictEqual(yield* Queue.take(results), { beta: false, "admin-tools": false, checkout: true })
-        yield* inspect(served, "POST", "/toggle", { flag: "admin-tools", actor: "ops-2" })
+        yield* inspect(served, "POST", "/toggle", { flag: "admin-tools", note: "ticket 42" })
         assert.deepStrictEqual(yield* Queue.take(results), { beta: false, "admin-tools": true, checkout: true })
+        // Each change is logged as the operator, on every tier.
+        assert.include(served.logs, `INFO inspect: POST "/_fw/inspect/plugins/flags/toggle" by "system:inspect-token"`)
         const audit = yield* inspect(served, "GET", "/audit")
         if (store === "sql") {
           const entries = audit.body.entries as ReadonlyArray<Record<string, unknown>>
-          assert.deepStrictEqual(entries.map((e) => [e.flag, e.actor, e.action]), [["admin-tools", "ops-2", "toggle"], ["beta", "ops-1", "toggle"]])
+          assert.deepStrictEqual(entries.map((e) => [e.flag, e.operatorType, e.operatorId, e.note, e.actor, e.action]), [
+            ["admin-tools", "system", "inspect-token", "ticket 42", null, "toggle"],
+            ["beta", "system", "inspect-token", "someone-else@acme.test", null, "toggle"]
+          ])
           const one = yield* inspect(served, "GET", "/audit?flag=beta")
           assert.strictEqual((one.body.entries as ReadonlyArray<unknown>).length, 1)
         } else {
@@ -164,6 +170,7 @@ const liveSuite = (tier: string, store: "memory" | "sql", layer: Layer.Layer<Sto
 
 liveSuite("memory store", "memory", memory)
 liveSuite("SQLite", "sql", sqlite)
+liveSuite("memory store", "sql", memory)
 
 describe("inspect routes", () => {
   it.scopedLive("list shows every flag with its rollout and lifecycle; a refused override is listed and the definition stands", () =>

@@ -220,7 +220,7 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
       const page = yield* signIn(served.url, inspectToken)
       yield* Effect.promise(() => page.click("#tabs button[data-panel='plugin-flags']"))
       yield* Effect.promise(() => page.waitForSelector("tr[data-flag='beta'] td.enabled:text-is('false')"))
-      yield* Effect.promise(() => page.fill("#flags-actor", "ops-1"))
+      yield* Effect.promise(() => page.fill("#flags-note", "ops-1"))
       yield* Effect.promise(() => page.click("tr[data-flag='beta'] button.toggle"))
       yield* Effect.promise(() => page.waitForSelector("tr[data-flag='beta'] td.enabled:text-is('true')"))
       yield* Effect.promise(() => page.waitForSelector("tr[data-audit='beta']"))
@@ -231,7 +231,11 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
       const audit = yield* Effect.promise(() =>
         fetch(`${served.url}/_fw/inspect/plugins/flags/audit?flag=beta`, { headers: { authorization: `Bearer ${inspectToken}` } }).then((r) => r.json())
       )
-      assert.deepStrictEqual((audit as { entries: Array<{ actor: string }> }).entries.map((e) => e.actor), ["ops-1"])
+      // The note is what was typed; who acted is the operator the gate admitted.
+      assert.deepStrictEqual(
+        (audit as { entries: Array<{ note: string; operatorType: string; operatorId: string }> }).entries.map((e) => [e.note, e.operatorType, e.operatorId]),
+        [["ops-1", "system", "inspect-token"]]
+      )
     }))
 
   it.scopedLive("an operator without canToggleFlag or canInvokeProcedure is offered neither, and the server refuses both", () =>
