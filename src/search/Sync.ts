@@ -25,6 +25,7 @@ import type { Scope } from "effect"
 import { Clock, Deferred, Duration, Effect, Either, Exit, Fiber, FiberId, FiberSet, Metric, Option, Schema, SchemaAST } from "effect"
 import type { ChangeEvent } from "../kernel/changes/ChangeEvent.js"
 import type { StoreShape } from "../kernel/store/Store.js"
+import * as LogText from "../kernel/LogText.js"
 import * as Backoff from "./Backoff.js"
 import * as Batch from "./Batch.js"
 import * as Lane from "./Lane.js"
@@ -285,7 +286,7 @@ export const make = (options: {
           lane.unprotected.add(queued.rowId)
           const kept = queued.refs.length > 0
           yield* Effect.logError(
-            `search: could not write the drift ledger for ${lane.index.name}/${queued.rowId} (trace ${queued.event.provenance.traceId}): ` +
+            `search: could not write the drift ledger for ${lane.index.name} row ${LogText.quote(queued.rowId)} (trace ${queued.event.provenance.traceId}): ` +
               (kept
                 ? `the change is committed but not indexed, and unprotected until the repair sweep adopts its pending-sync marker (after ${Pending.abandonedAfterMs / 1000} s, at the next sweep)`
                 : "the change is committed but not indexed, and nothing records it: a later change of the row or a reindex repairs it"),
@@ -362,7 +363,7 @@ export const make = (options: {
           if (error === undefined) {
             lane.unprotected.delete(queued.rowId)
             const cleared = yield* Effect.either(ledger.clear(index, queued.rowId))
-            if (cleared._tag === "Left") yield* Effect.logWarning(`search: could not clear ${driftId(index.name, queued.rowId)} from the drift ledger`, cleared.left)
+            if (cleared._tag === "Left") yield* Effect.logWarning(`search: could not clear ${LogText.quote(driftId(index.name, queued.rowId))} from the drift ledger`, cleared.left)
             yield* releaseAll(queued, true)
           } else {
             yield* stats.count(index, "dropped")
@@ -433,12 +434,12 @@ export const make = (options: {
           const failedIds = new Set(failed.map((f) => f.id))
           for (const rowId of pendingRows) {
             if (failedIds.has(rowId)) continue
-            yield* ledger.clear(index, rowId).pipe(Effect.catchAll((e) => Effect.logWarning(`search: could not clear ${driftId(index.name, rowId)} from the drift ledger`, e)))
+            yield* ledger.clear(index, rowId).pipe(Effect.catchAll((e) => Effect.logWarning(`search: could not clear ${LogText.quote(driftId(index.name, rowId))} from the drift ledger`, e)))
           }
           for (const { error: rowError, id } of failed) {
             yield* stats.count(index, "dropped")
             yield* ledger.record(index, id, "failed", rowError, attempts).pipe(
-              Effect.catchAll((e) => Effect.logError(`search: could not mark ${driftId(index.name, id)} failed in the drift ledger`, e))
+              Effect.catchAll((e) => Effect.logError(`search: could not mark ${LogText.quote(driftId(index.name, id))} failed in the drift ledger`, e))
             )
           }
           pendingRows = []
@@ -448,7 +449,7 @@ export const make = (options: {
           yield* stats.count(index, "dropped")
           yield* ledger.record(index, rowId, "failed", error, attempts).pipe(
             // The entry is already there as `retrying`: the sweep still repairs it.
-            Effect.catchAll((e) => Effect.logError(`search: could not mark ${driftId(index.name, rowId)} failed in the drift ledger`, e))
+            Effect.catchAll((e) => Effect.logError(`search: could not mark ${LogText.quote(driftId(index.name, rowId))} failed in the drift ledger`, e))
           )
         }
       }).pipe(

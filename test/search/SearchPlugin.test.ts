@@ -324,9 +324,9 @@ const suite = (name: string, client: () => Client | null, restartable: Effect.Ef
           assert.strictEqual(written.id, "kept")
           yield* settled
           yield* p.idle
-          assert.isTrue(logged.some((line) => line.includes("notes/kept") && line.includes("LedgerWriteFailed")), logged.join("\n"))
+          assert.isTrue(logged.some((line) => line.includes("notes row \"kept\"") && line.includes("LedgerWriteFailed")), logged.join("\n"))
           // Said at error level with the trace, and that the row is unprotected until the sweep.
-          assert.isTrue(logged.some((line) => /notes\/kept \(trace \S+\).*unprotected until the repair sweep/.test(line)), logged.join("\n"))
+          assert.isTrue(logged.some((line) => /notes row "kept" \(trace \S+\).*unprotected until the repair sweep/.test(line)), logged.join("\n"))
           assert.deepStrictEqual((yield* pending).map((m) => m.rowId), ["kept"])
           // Loud where operators look, at once: the stats count the row as drift, not as 0 / false.
           const [view] = yield* Effect.flatMap(p.running, (running) => running.engine.view)
