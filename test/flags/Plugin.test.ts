@@ -1,8 +1,8 @@
 /**
  * The flags plugin served over real sockets: gating on WebSocket rpc, POST /rpc and REST
  * projections with `FlagDisabled` decoded by the typed client, `requireFlag`, the live
- * `flags.evaluate` query pushing a toggle (memory and SQLite), the inspect routes and the
- * permissions it asks for.
+ * `flags.evaluate` query pushing a toggle (memory and SQLite), the audit row naming a signed-in
+ * operator (SQLite and PostgreSQL), the inspect routes and the permissions it asks for.
  */
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { SqliteClient } from "@effect/sql-sqlite-node"
@@ -14,9 +14,12 @@ import * as Client from "../../src/client/Client.js"
 import { evaluateTag, flagsEvaluate, flagsPlugin, isFlagEnabled, requireFlag } from "../../src/flags/index.js"
 import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
 import * as Store from "../../src/kernel/store/Store.js"
+import * as Subject from "../../src/kernel/Subject.js"
+import * as Pg from "../support/Pg.js"
 import * as Serve from "../support/Serve.js"
+import * as TokenStrategy from "../support/TokenStrategy.js"
 import { tokenStrategy } from "../app/fixtures.js"
-import { bearer, check, echo, makeApp, pay, purge, ran, report } from "./fixtures.js"
+import { bearer, check, echo, makeApp, pay, plugin, purge, ran, report } from "./fixtures.js"
 
 process.env.FW_INSPECT_TOKEN = "inspect-secret"
 
@@ -171,6 +174,36 @@ const liveSuite = (tier: string, store: "memory" | "sql", layer: Layer.Layer<Sto
 liveSuite("memory store", "memory", memory)
 liveSuite("SQLite", "sql", sqlite)
 liveSuite("memory store", "sql", memory)
+
+const operatorSuite = (tier: string, layer: () => Layer.Layer<Store.Store | ChangeTap.ChangeTap>) =>
+  describe(`the audit trail records a signed-in operator (${tier})`, () => {
+    it.scopedLive("a Subject of the app's strategy with fw:inspect and canToggleFlag is the row's operator; typed text is only a note; without canToggleFlag: 403, no row", () =>
+      Effect.gen(function*() {
+        // The app's own strategy resolves tok-ops (looked up per request: the scope is withdrawn below).
+        const ops = Subject.make({ type: "user", id: "ops-7", tenantId: "acme", scopes: ["fw:inspect", "canToggleFlag"] })
+        const subjects: Record<string, Subject.Subject> = { "tok-ops": ops }
+        const app = defineApp({ procedures: [report], plugins: [plugin({ store: "sql", usage: { track: false } })], auth: TokenStrategy.make("ops", subjects) })
+        const served = yield* Serve.serve(app, layer(), { applySchema: true })
+        const toggle = { flag: "beta", actor: "someone-else@acme.test" }
+        const toggled = yield* http(served, "POST", "/_fw/inspect/plugins/flags/toggle", toggle, "tok-ops")
+        assert.strictEqual(toggled.status, 200)
+        assert.include(served.logs, `INFO inspect: POST "/_fw/inspect/plugins/flags/toggle" by "user:ops-7"`)
+        const rows = () => Effect.map(inspect(served, "GET", "/audit"), (audit) => audit.body.entries as ReadonlyArray<Record<string, unknown>>)
+        const expected = [["beta", "toggle", "user", "ops-7", "someone-else@acme.test", null]]
+        const project = (entries: ReadonlyArray<Record<string, unknown>>) => entries.map((e) => [e.flag, e.action, e.operatorType, e.operatorId, e.note, e.actor])
+        assert.deepStrictEqual(project(yield* rows()), expected)
+        // The same subject without the capability scope: refused before the handler, nothing written.
+        subjects["tok-ops"] = Subject.make({ type: "user", id: "ops-7", tenantId: "acme", scopes: ["fw:inspect"] })
+        const refused = yield* http(served, "POST", "/_fw/inspect/plugins/flags/toggle", toggle, "tok-ops")
+        assert.deepStrictEqual([refused.status, refused.body._tag], [403, "Forbidden"])
+        assert.deepStrictEqual(project(yield* rows()), expected)
+      }))
+  })
+
+operatorSuite("SQLite", () => sqlite)
+if (Pg.serverUrl !== null) {
+  operatorSuite("PostgreSQL", () => Store.layerSql.pipe(Layer.provideMerge(ChangeTap.layerLocal), Layer.provideMerge(Pg.layerFreshClient)))
+} else console.warn(Pg.skipReason)
 
 describe("inspect routes", () => {
   it.scopedLive("list shows every flag with its rollout and lifecycle; a refused override is listed and the definition stands", () =>
