@@ -172,7 +172,7 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
         await dashboard.fill("#token", inspectToken)
         await dashboard.click("#login button")
         await dashboard.click("#tabs button[data-panel='plugin-flags']")
-        await dashboard.fill("#flags-actor", "ops-1")
+        await dashboard.fill("#flags-note", "ops-1: let the team delete notes")
         await dashboard.click("tr[data-flag='delete-notes'] button.toggle")
         await dashboard.waitForSelector("tr[data-flag='delete-notes'] td.enabled:text-is('true')")
       })
