@@ -243,7 +243,7 @@ describe("hosted-login routes on a plain router", () => {
       assert.strictEqual(standIn.exchanges(), 1)
       assert.deepStrictEqual(yield* countRows(store), [0, 0])
       // The operator is told why, in the log (not in the answer).
-      assert.deepStrictEqual(logs, ["WARN hosted login: the code exchange failed the provider answered 400"])
+      assert.deepStrictEqual(logs, ["WARN hosted login: the code exchange failed: \"the provider answered 400\""])
     }))
 
   it.scopedLive("a custom provisioner decides the subject; cookies are Secure behind an https redirect URI", () =>
