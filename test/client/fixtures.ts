@@ -4,7 +4,6 @@
  */
 import { Effect, Layer, Schema } from "effect"
 import { WebSocket } from "ws"
-import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { requireAuthenticated, requireScope } from "../../src/app/Guard.js"
 import { action, mutation, query } from "../../src/app/Procedure.js"
@@ -18,6 +17,7 @@ import { defineFlag, flagsPlugin } from "../../src/flags/index.js"
 import { type SearchPlugin, searchPlugin } from "../../src/search/SearchPlugin.js"
 import { Notes, notesIndex } from "../search/support.js"
 import { addTodo, hang, listTodos, Theme, whoami } from "./contracts.js"
+import * as TokenStrategy from "../support/TokenStrategy.js"
 
 export const Todos = defineTable("client_todos", {
   fields: { tenantId: Schema.String, text: Schema.String },
@@ -35,17 +35,7 @@ export const tokens: Record<string, Subject.Subject> = {
   "tok-carol": Subject.make({ type: "user", id: "carol", tenantId: "acme", scopes: [] })
 }
 
-const tokenStrategy: AuthStrategy.AuthStrategy = {
-  id: "client-test-token",
-  outboundHosts: [],
-  authenticate: ({ headers }) =>
-    Effect.sync(() => {
-      const token = AuthStrategy.readBearer(headers)
-      if (token === undefined) return AuthStrategy.Verdict.NoMatch()
-      const subject = tokens[token]
-      return subject ? AuthStrategy.Verdict.Authenticated({ subject }) : AuthStrategy.Verdict.Failed({ reason: "unknown token" })
-    })
-}
+const tokenStrategy = TokenStrategy.make("client-test-token", tokens)
 
 const list = query(listTodos.tag, {
   input: listTodos.input,

@@ -8,7 +8,6 @@ import { SqlClient as SqlClientTag } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Schema, TestClock } from "effect"
-import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { mutation, query } from "../../src/app/Procedure.js"
 import * as RateLimit from "../../src/app/RateLimit.js"
@@ -24,6 +23,7 @@ import * as Serve from "../support/Serve.js"
 import { jsonBody, send } from "./client.js"
 import type { Reply } from "./client.js"
 import { tiers } from "./tiers.js"
+import * as TokenStrategy from "../support/TokenStrategy.js"
 
 if (!Pg.serverUrl) console.warn(Pg.skipReason)
 
@@ -33,17 +33,7 @@ const callers: Record<string, Subject.Subject> = {
   "tok-bob": Subject.make({ type: "user", id: "bob", tenantId: "globex" })
 }
 
-const tokens: AuthStrategy.AuthStrategy = {
-  id: "rate-limit-test",
-  outboundHosts: [],
-  authenticate: ({ headers }) =>
-    Effect.sync(() => {
-      const token = AuthStrategy.readBearer(headers)
-      if (token === undefined) return AuthStrategy.Verdict.NoMatch()
-      const subject = callers[token]
-      return subject ? AuthStrategy.Verdict.Authenticated({ subject }) : AuthStrategy.Verdict.Failed({ reason: "unknown token" })
-    })
-}
+const tokens = TokenStrategy.make("rate-limit-test", callers)
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
 

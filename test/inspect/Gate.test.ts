@@ -7,7 +7,6 @@
 import { HttpServerResponse } from "@effect/platform"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
-import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
 import { definePlugin } from "../../src/app/Plugin.js"
 import { query } from "../../src/app/Procedure.js"
@@ -17,6 +16,7 @@ import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
 import * as Store from "../../src/kernel/store/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import * as Serve from "../support/Serve.js"
+import * as TokenStrategy from "../support/TokenStrategy.js"
 
 const inspectToken = "gate-inspect-token"
 
@@ -26,17 +26,7 @@ const users: Record<string, Subject.Subject> = {
   "tok-user": Subject.make({ type: "user", id: "user", tenantId: "acme", scopes: ["todos:write"] })
 }
 
-const strategy: AuthStrategy.AuthStrategy = {
-  id: "gate-test",
-  outboundHosts: [],
-  authenticate: ({ headers }) =>
-    Effect.sync(() => {
-      const token = AuthStrategy.readBearer(headers)
-      if (token === undefined) return AuthStrategy.Verdict.NoMatch()
-      const subject = users[token]
-      return subject ? AuthStrategy.Verdict.Authenticated({ subject }) : AuthStrategy.Verdict.Failed({ reason: "unknown token" })
-    })
-}
+const strategy = TokenStrategy.make("gate-test", users)
 
 const demo = definePlugin({
   name: "demo",

@@ -12,7 +12,6 @@ import { assert, describe, it } from "@effect/vitest"
 import type { Scope } from "effect"
 import { Effect, Exit, Layer, Logger, Redacted, Ref } from "effect"
 import { defineApp } from "../../src/app/App.js"
-import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
 import * as Store from "../../src/kernel/store/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
@@ -23,23 +22,14 @@ import type { Query, SearchBackendShape } from "../../src/search/SearchBackend.j
 import * as Sql from "../../src/search/Sql.js"
 import * as Pg from "../support/Pg.js"
 import * as Serve from "../support/Serve.js"
+import * as TokenStrategy from "../support/TokenStrategy.js"
 import type { Client } from "./support.js"
 import { Notes, plugin, search, settled, stack } from "./support.js"
 
 const alice = Subject.make({ type: "user", id: "alice", tenantId: "t1" })
 
 /** Callers authenticate with `authorization: Bearer <id>@<tenant>`. */
-const headerAuth: AuthStrategy.AuthStrategy = {
-  id: "query-input-test",
-  outboundHosts: [],
-  authenticate: ({ headers }) =>
-    Effect.sync(() => {
-      const token = AuthStrategy.readBearer(headers)
-      if (token === undefined) return AuthStrategy.Verdict.NoMatch()
-      const [id = "", tenant = ""] = token.split("@")
-      return AuthStrategy.Verdict.Authenticated({ subject: Subject.make({ type: "user", id, tenantId: tenant }) })
-    })
-}
+const headerAuth = TokenStrategy.idAtTenant("query-input-test")
 
 /** A backend that records the queries it is sent. */
 const recording = (inner: SearchBackendShape) => {

@@ -7,7 +7,6 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, Layer, Schema } from "effect"
 import { WebSocket } from "ws"
 import { AppDefinitionError, defineApp } from "../../src/app/App.js"
-import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import * as Errors from "../../src/app/Errors.js"
 import { definePlugin } from "../../src/app/Plugin.js"
 import * as Procedure from "../../src/app/Procedure.js"
@@ -16,25 +15,15 @@ import type { ClientError, SocketConstructor } from "../../src/client/index.js"
 import { mount, ProtocolError } from "../../src/client/index.js"
 import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
 import * as Store from "../../src/kernel/store/Store.js"
-import * as Subject from "../../src/kernel/Subject.js"
 import { SearchFieldRejected, SearchIndexNotFound, searchErrors, SearchTenantMissing } from "../../src/search/Errors.js"
 import * as Serve from "../support/Serve.js"
+import * as TokenStrategy from "../support/TokenStrategy.js"
 import { Notes, plugin } from "./support.js"
 
 const memory = Store.layerMemory.pipe(Layer.provideMerge(ChangeTap.layerLocal))
 
 /** Callers authenticate with `authorization: Bearer <id>@<tenant>` (nothing after the `@`: no tenant). */
-const headerAuth: AuthStrategy.AuthStrategy = {
-  id: "wire-errors-test",
-  outboundHosts: [],
-  authenticate: ({ headers }) =>
-    Effect.sync(() => {
-      const token = AuthStrategy.readBearer(headers)
-      if (token === undefined) return AuthStrategy.Verdict.NoMatch()
-      const [id = "", tenant = ""] = token.split("@")
-      return AuthStrategy.Verdict.Authenticated({ subject: Subject.make({ type: "user", id, tenantId: tenant === "" ? null : tenant }) })
-    })
-}
+const headerAuth = TokenStrategy.idAtTenant("wire-errors-test")
 
 const searchApp = () => defineApp({ tables: [Notes], plugins: [plugin("memory")], auth: headerAuth })
 
