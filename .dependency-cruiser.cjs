@@ -80,6 +80,20 @@ module.exports = {
       to: { path: "^src/(client|react)/|^src/index\\.ts$" }
     },
     {
+      name: "openfeature-web-only-client",
+      severity: "error",
+      comment: "The OpenFeature web provider runs in the browser: it loads the client (and definitions), never an area or the server.",
+      from: { path: "^src/openfeature/(web|WebProvider)\\.ts$" },
+      to: { path: "^src/", pathNot: "^src/(app|kernel|client)/|^src/openfeature/(web|WebProvider)\\.ts$" }
+    },
+    {
+      name: "openfeature-server-below-the-server",
+      severity: "error",
+      comment: "The OpenFeature server provider reads the flags area; like an area it never imports the server, the client or the entry.",
+      from: { path: "^src/openfeature/" },
+      to: { path: "^src/(server|react)/|^src/index\\.ts$" }
+    },
+    {
       name: "client-only-definitions",
       severity: "error",
       comment: "The browser client imports definitions (app, kernel) and itself, nothing else of src/.",

@@ -6,6 +6,7 @@ import * as Jwt from "./auth/jwt.js"
 import * as FlagsDistribution from "./flags/distribution.js"
 import * as FlagsEvaluate from "./flags/evaluate.js"
 import * as FlagsGated from "./flags/gated.js"
+import * as FlagsOpenFeature from "./flags/openfeature.js"
 import * as Fleet from "./fleet/fleet.js"
 import * as History from "./history.js"
 import * as RateLimit from "./http/rateLimit.js"
@@ -42,6 +43,7 @@ await SamlLimits.run()
 await FlagsEvaluate.run()
 await FlagsDistribution.run()
 await FlagsGated.run()
+await FlagsOpenFeature.run()
 await Standing.run()
 await SearchMemory.run()
 await SearchInsert.run()

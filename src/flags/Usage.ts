@@ -8,8 +8,11 @@ import type { StoreShape } from "../kernel/store/Store.js"
 import { FlagDefinitionError } from "./Errors.js"
 import { FlagUsage } from "./tables.js"
 
-/** Where a server-side read came from. Client hooks and bulk `flags.evaluate` deliveries never count. */
-export type Source = "isFlagEnabled" | "requireFlag" | "flagValue" | "flagVariant" | "gatedBy"
+/**
+ * Where a server-side read came from (`openfeature`: an evaluation through the OpenFeature server
+ * provider). Client hooks, the OpenFeature web provider and bulk `flags.evaluate` deliveries never count.
+ */
+export type Source = "isFlagEnabled" | "requireFlag" | "flagValue" | "flagVariant" | "gatedBy" | "openfeature"
 
 /** The `usage` options of `flagsPlugin` (spec 2.11). */
 export interface Config {
