@@ -13,6 +13,7 @@ import * as Aggregates from "../aggregates/index.js"
 import type { App } from "../app/App.js"
 import * as Settings from "../app/Settings.js"
 import type * as Search from "../search/index.js"
+import * as Standing from "../standing/index.js"
 import * as SchemaDiffer from "../kernel/schema/SchemaDiffer.js"
 import * as BootServer from "./BootServer.js"
 import * as NodeServer from "./NodeServer.js"
@@ -125,11 +126,59 @@ const withAggregates = (file: string, app: App, dev: boolean) =>
     }
   })
 
+/**
+ * The entry's `*.expectation.ts`, `*.budget.ts` and `*.experiment.ts` files (spec 2.14: found by
+ * suffix under the entry's folder, each default-exporting its definition): the app with a standing
+ * plugin running them added. An app that lists its own standing plugin must list every discovered
+ * definition in it (one place decides what runs; a file it leaves out would never run).
+ */
+const withStanding = (file: string, app: App) =>
+  Effect.gen(function*() {
+    const found = yield* Standing.discoverStanding(path.dirname(path.resolve(file)))
+    const count = found.expectations.length + found.budgets.length + found.experiments.length
+    if (count === 0) return { app, standing: found, count }
+    const listed = app.plugins.find((plugin) => plugin.name === "standing") as Standing.StandingPlugin | undefined
+    if (listed !== undefined) {
+      const declared = listed.definitions
+      for (const [kind, files, names] of [
+        ["expectation", found.expectations, declared.expectations.map((e) => e.name)],
+        ["cost budget", found.budgets, declared.budgets.map((b) => b.name)],
+        ["experiment", found.experiments, declared.experiments.map((e) => e.name)]
+      ] as const) {
+        const missing = files.find(({ value }) => !names.includes(value.name))
+        if (missing !== undefined) {
+          return yield* new EntryInvalid({
+            entry: file,
+            message: `${path.relative(process.cwd(), missing.file)}: ${kind} "${missing.value.name}" is not in the app's standingPlugin: list it there, or remove standingPlugin from the app's plugins and the CLI adds one for every discovered file`
+          })
+        }
+      }
+      return { app, standing: found, count }
+    }
+    const plugin = Standing.standingPlugin({
+      expectations: found.expectations.map((f) => f.value),
+      budgets: found.budgets.map((f) => f.value),
+      experiments: found.experiments.map((f) => f.value)
+    })
+    const tables = [...app.tables, ...(plugin.tables ?? []).filter((table) => !app.tables.includes(table))]
+    return { app: { ...app, tables, plugins: [...app.plugins, plugin] } satisfies App, standing: found, count }
+  })
+
+/** The entry's app with what its discovered files add (aggregates, standing primitives). */
+const withDiscovered = (file: string, app: App, dev: boolean) =>
+  Effect.flatMap(withStanding(file, app), (standing) =>
+    Effect.map(withAggregates(file, standing.app, dev), (aggregates) => ({ ...aggregates, standing: standing.standing, standingCount: standing.count })))
+
+/** A `DiscoveryFailed` (a discovered file whose default export is not its definition) as one CLI line. */
+const discoveryLine = <A, E, R>(file: string, effect: Effect.Effect<A, E, R>) =>
+  Effect.catchIf(effect, (error): error is E & Aggregates.DiscoveryFailed => error instanceof Aggregates.DiscoveryFailed, (error) =>
+    Effect.fail(new EntryInvalid({ entry: file, message: `${path.relative(process.cwd(), error.file)}: ${error.reason}` })))
+
 const serve = (file: string, dev: boolean) =>
   Effect.gen(function*() {
     const entry = yield* loadEntry(file)
     const { host, port } = yield* address(entry)
-    const served = yield* withAggregates(file, entry.app, dev)
+    const served = yield* discoveryLine(file, withDiscovered(file, entry.app, dev))
     // The server prints the startup line once it listens.
     const main = Server.layer(served.app, { applySchema: dev, logRequests: dev }).pipe(
       Layer.provide(served.layer),
@@ -138,6 +187,15 @@ const serve = (file: string, dev: boolean) =>
     )
     if (served.aggregates.length > 0) {
       yield* Effect.logInfo(`fw: aggregates from *.aggregate.ts: ${served.aggregates.map((a) => a.name).join(", ")}`)
+    }
+    if (served.standingCount > 0) {
+      const names = (what: string, found: ReadonlyArray<{ readonly value: { readonly name: string } }>) =>
+        found.length === 0 ? [] : [`${what} ${found.map((f) => f.value.name).join(", ")}`]
+      yield* Effect.logInfo(`fw: standing primitives from files: ${[
+        ...names("expectations", served.standing.expectations),
+        ...names("budgets", served.standing.budgets),
+        ...names("experiments", served.standing.experiments)
+      ].join("; ")}`)
     }
     return yield* portHint(Layer.launch(main))
   })
@@ -171,6 +229,9 @@ const portHint = <A, E, R>(effect: Effect.Effect<A, E | NodeServer.ListenFailed,
     return Effect.fail(hinted)
   })
 
+/** The suffixes of the files the CLI discovers under the entry's folder. */
+const discoveredSuffixes = [".aggregate.ts", ".expectation.ts", ".budget.ts", ".experiment.ts"] as const
+
 /** Set in the process `fw dev` runs under `tsx watch`: that one serves, its parent only watches. */
 const watchedChild = "FW_DEV_WATCHED"
 
@@ -186,7 +247,11 @@ const watch = (file: string) =>
     if (cli === undefined) return yield* serve(file, true)
     const tsx = fileURLToPath(import.meta.resolve("tsx/cli"))
     const exitCode = yield* Effect.async<number>((resume) => {
-      const child = spawn(process.execPath, [tsx, "watch", "--clear-screen=false", cli, "dev", file], {
+      // A discovered file is imported, so tsx watches it once it exists; the globs make a new one
+      // (or one that failed to load) restart the server too.
+      const dir = path.dirname(path.resolve(file))
+      const includes = discoveredSuffixes.flatMap((suffix) => ["--include", path.join(dir, `**/*${suffix}`)])
+      const child = spawn(process.execPath, [tsx, "watch", "--clear-screen=false", ...includes, cli, "dev", file], {
         stdio: "inherit",
         env: { ...process.env, [watchedChild]: "1" }
       })
@@ -213,8 +278,8 @@ const apply = Command.make(
       const entry = yield* loadEntry(file)
       const sql = yield* Effect.serviceOption(SqlClient.SqlClient)
       if (Option.isNone(sql)) return yield* Console.log("the entry's store is in memory: nothing to apply")
-      // The tables `fw serve` will need, the aggregates' included when the entry has aggregate files.
-      const { app } = yield* withAggregates(file, entry.app, false)
+      // The tables `fw serve` will need, those of the discovered aggregates and standing primitives included.
+      const { app } = yield* discoveryLine(file, withDiscovered(file, entry.app, false))
       const steps = yield* (dryRun ? SchemaDiffer.plan(app.tables) : SchemaDiffer.apply(app.tables)).pipe(
         Effect.provideService(SqlClient.SqlClient, sql.value)
       )

@@ -41,6 +41,8 @@ export interface StandingPlugin extends Plugin.Plugin {
     never,
     Store
   >
+  /** What it runs (the CLI checks discovered `*.expectation.ts`, … files against it). */
+  readonly definitions: Engine.Config
 }
 
 const unique = (what: string, names: ReadonlyArray<string>) => {
@@ -146,6 +148,7 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
       inspectRoutes: Inspect.routes(engineOf),
       dashboardPanel: Dashboard.panel
     }),
-    registries
+    registries,
+    definitions: config
   }
 }

@@ -1,7 +1,8 @@
 /**
  * `@fw/framework/standing`: data-quality expectations, per-tenant cost budgets and live experiments
  * (spec 2.14, 3.8). Declare them in `*.expectation.ts`, `*.budget.ts` and `*.experiment.ts` files
- * (the default export is the definition) and serve them with `standingPlugin`.
+ * (the default export is the definition; the CLI discovers them) and serve them with
+ * `standingPlugin`, or run them without an app with `layerSql` / `layerMemory`.
  */
 export { defineCostBudget, statusOf, windowOf } from "./CostBudget.js"
 export type { Bounds, CostBudget, Options as CostBudgetOptions, Status as BudgetStatus, Window } from "./CostBudget.js"
@@ -45,4 +46,8 @@ export { chiSquaredSurvival, threshold as srmThreshold } from "./Srm.js"
 export type { Result as SrmResult } from "./Srm.js"
 export { standingPlugin } from "./StandingPlugin.js"
 export type { Options as StandingOptions, StandingPlugin } from "./StandingPlugin.js"
-export { CostEvents, ExpectationState } from "./tables.js"
+export { CostEvents, ExpectationState, tables } from "./tables.js"
+export { layerMemory, layerSql } from "./StandingLayer.js"
+export type { Provided as StandingRegistries } from "./StandingLayer.js"
+export { discoverStanding } from "./Discovery.js"
+export type { Discovered as DiscoveredStanding } from "./Discovery.js"

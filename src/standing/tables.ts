@@ -35,3 +35,6 @@ export const ExpectationState = defineTable("_fw_expectation_state", {
     writer: Schema.NullOr(Schema.String)
   }
 })
+
+/** Every table of the standing primitives (`layerSql` applies them; `fw db apply` does for a served app). */
+export const tables = [CostEvents, ExpectationState] as const
