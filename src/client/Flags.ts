@@ -32,6 +32,11 @@ export const live = <E>(api: Api<E>): LiveQuery<FlagSet, E> => api.live(evaluate
 /** Whether `key` is on in `state`: false until the first result, for an unknown key, and after a refusal. */
 export const isEnabled = <E>(state: LiveState<FlagSet, E>, key: string): boolean => state.data?.[key] === true
 
+const noFlags: FlagSet = Object.freeze({})
+
+/** The flag set of `state`: empty until the first result (the same object until it changes). */
+export const flagSet = <E>(state: LiveState<FlagSet, E>): FlagSet => state.data ?? noFlags
+
 /** A served variant (spec 2.11): a boolean flag yields `on` or `off`; `value` is JSON. */
 export interface Variant {
   readonly name: string
@@ -65,6 +70,27 @@ export const liveVariants = <E>(api: Api<E>): LiveQuery<VariantSet, E> => api.li
 /** The served variant of `key`: undefined until the first result, for an unknown key, after a refusal and when none is served. */
 export const variant = <E>(state: LiveState<VariantSet, E>, key: string): Variant | undefined =>
   state.data?.variants[key] ?? undefined
+
+/** The caller's served variants by key (a variant flag that is off without an `offVariant` serves none, and is absent). */
+export type ServedVariants = Readonly<Record<string, Variant>>
+
+const noVariants: ServedVariants = Object.freeze({})
+// Per delivered set, so the map keeps its identity until the set changes (a UI re-renders only then).
+const servedCache = new WeakMap<object, ServedVariants>()
+
+/** Every served variant of `state`: empty until the first result (the same object until it changes). */
+export const served = <E>(state: LiveState<VariantSet, E>): ServedVariants => {
+  const data = state.data
+  if (data === undefined) return noVariants
+  let out = servedCache.get(data)
+  if (out === undefined) {
+    const entries: Array<[string, Variant]> = []
+    for (const [key, variant] of Object.entries(data.variants)) if (variant !== null) entries.push([key, variant])
+    out = Object.freeze(Object.fromEntries(entries))
+    servedCache.set(data, out)
+  }
+  return out
+}
 
 /**
  * What the client needs of a typed flag: its key, value schema and default (a `defineFlag`
