@@ -1,13 +1,16 @@
 /**
- * Inspect routes of spec 4.1: a snapshot of every aggregate with its metadata, and a manual
- * refresh, at the spec's paths `GET /_fw/inspect/aggregates` and
- * `POST /_fw/inspect/aggregates/<name>/refresh` (the plugin's own absolute inspect path), gated like
- * every inspect route; the refresh needs the `canRefreshAggregate` capability.
+ * The aggregates plugin: the `_fw_aggregate_*` tables, the inspect routes of spec 4.1 (a snapshot
+ * of every aggregate with its metadata, and a manual refresh, at the spec's paths
+ * `GET /_fw/inspect/aggregates` and `POST /_fw/inspect/aggregates/<name>/refresh`, the plugin's own
+ * absolute inspect path, gated like every inspect route; the refresh needs the
+ * `canRefreshAggregate` capability), and the `AggregateScheduler` offered to every guard and
+ * handler, so `useAggregate(def).read()` works in a procedure (spec 4.2).
  *
- * The routes reach the scheduler through `attach`, a layer composed with the scheduler layer.
+ * The routes and handlers reach the running scheduler through `attach`, a layer composed with the
+ * scheduler layer: the plugin is declared before the scheduler exists (an app is a value).
  */
 import { HttpServerResponse } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { Context, Effect, Layer } from "effect"
 import * as Capabilities from "../app/Capabilities.js"
 import * as Dashboard from "./dashboard.js"
 import * as HttpResponses from "../app/HttpResponses.js"
@@ -57,7 +60,35 @@ export interface AggregatesPlugin {
   readonly attach: Layer.Layer<never, never, AggregateScheduler>
 }
 
-/** Builds the aggregates plugin: its `_fw_aggregate_*` tables and the inspect routes. */
+const notRunning = "aggregates: the scheduler is not running (compose aggregatesPlugin().attach with Aggregates.layerMemory or layerSql; the fw CLI does it for *.aggregate.ts files)"
+
+/**
+ * The scheduler handlers see: the attached one, looked up at each call (the plugin is built
+ * before the scheduler runs); a clear defect when none is attached.
+ */
+const handlerScheduler = (current: () => AggregateSchedulerShape | undefined): AggregateSchedulerShape => {
+  const withRunning = <A, E>(f: (scheduler: AggregateSchedulerShape) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
+    Effect.suspend(() => {
+      const running = current()
+      return running === undefined ? Effect.dieMessage(notRunning) : f(running)
+    })
+  return {
+    get aggregates() {
+      return current()?.aggregates ?? []
+    },
+    read: (name, options) => withRunning((s) => s.read(name, options)),
+    meta: (name) => withRunning((s) => s.meta(name)),
+    refresh: (name) => withRunning((s) => s.refresh(name)),
+    outcomes: Effect.flatMap(Effect.sync(current), (running) => running === undefined ? Effect.dieMessage(notRunning) : running.outcomes),
+    booted: withRunning((s) => s.booted)
+  }
+}
+
+/**
+ * Builds the aggregates plugin: its `_fw_aggregate_*` tables, the inspect routes, and the
+ * `AggregateScheduler` for handlers (`useAggregate(def).read()`, `.meta()`, `.refresh()` in a
+ * procedure or a REST route), once `attach` runs.
+ */
 export const aggregatesPlugin = (): AggregatesPlugin => {
   let scheduler: AggregateSchedulerShape | undefined
   const withScheduler = (
@@ -71,6 +102,7 @@ export const aggregatesPlugin = (): AggregatesPlugin => {
     permissions: ["inspect:read", "inspect:write"],
     tables: [...tables],
     dashboardPanel: Dashboard.panel,
+    handlerContext: Context.make(AggregateScheduler, handlerScheduler(() => scheduler)),
     inspectRoutes: [
       {
         method: "GET",
