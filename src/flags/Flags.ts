@@ -1,9 +1,11 @@
 /**
- * What handlers call: `isFlagEnabled`, `requireFlag`, `flagValue`, `flagVariant`, and the pure
- * `evaluateVariant`. They find the registry in the fiber's context (the flags plugin offers it to
- * every guard and handler), so a handler's type needs no extra requirement. Each is a `FiberRead`:
- * the evaluation is a synchronous function on the fiber's `Clock`, answered without a fiber step
- * when yielded in `Effect.gen` and in one step when run as an effect.
+ * What handlers call: `isFlagEnabled`, `requireFlag`, `flagValue`, `flagVariant` (each for any flag
+ * by key, and the last two for a `defineFlag` result too), and the pure `evaluateVariant`. The reads
+ * find the registry in the fiber's context (the flags plugin offers it to every guard and handler),
+ * so a handler's type needs no extra requirement, and evaluate the live flag (its override
+ * applied). Each is a `FiberRead`: the evaluation is a synchronous function on the fiber's `Clock`
+ * (a `TestClock` under test), answered without a fiber step when yielded in `Effect.gen` and in one
+ * step when run as an effect.
  */
 import { Cause, Exit } from "effect"
 import type { Effect } from "effect"
@@ -11,6 +13,7 @@ import type { Guard } from "../app/Guard.js"
 import { FlagDisabled } from "../app/Guard.js"
 import type { Subject } from "../kernel/Subject.js"
 import * as Definition from "./Definition.js"
+import { FlagDefinitionError } from "./Errors.js"
 import * as Evaluate from "./Evaluate.js"
 import * as FiberRead from "./FiberRead.js"
 import type { FlagRegistryShape } from "./FlagRegistry.js"
@@ -79,28 +82,70 @@ export function requireFlag(ctxOrKey: HasSubject | string, key?: string): Guard 
   return new RequiredRead(ctxOrKey.subject, key!)
 }
 
-/** A typed flag's value for the caller: its served variant's value, else its default. */
-export const flagValue = <A, I>(ctx: HasSubject, flag: TypedFlag.TypedFlag<A, I>): Effect.Effect<A> =>
-  new RegistryRead((registry, fiber) => registry.valueSync(flag, ctx.subject, fiber, "flagValue"))
-
-/** The name of the variant a typed flag serves the caller, or null. */
-export const flagVariant = <A, I>(ctx: HasSubject, flag: TypedFlag.TypedFlag<A, I>): Effect.Effect<string | null> =>
-  new RegistryRead((registry, fiber) => {
-    const variant = registry.variantSync(flag.key, ctx.subject, fiber, "flagVariant")
-    return variant === null || registry.resolved(flag.key)?.variants.length === 0 ? null : variant.name
-  })
+/** Whether `value` names a flag by key rather than by its `defineFlag` result. */
+const isKey = <A, I>(value: string | TypedFlag.TypedFlag<A, I>): value is string => typeof value === "string"
 
 /**
- * Reproduces an evaluation without a registry: the variant `flag` serves `subject` at `now`
- * (default: the wall clock) under key `key`. A boolean flag yields `on` or `off`; a variant flag
- * that is off yields its `offVariant`, else null.
+ * `flagValue(ctx, typedFlag)`: a typed flag's value for the caller, its served variant's value
+ * decoded through the schema, else its default.
+ *
+ * `flagValue(ctx, key)`: any flag's value for the caller, as declared (JSON; a typed flag's in its
+ * encoded form): the served variant's value; a flag with no variants serves its boolean (`true`
+ * on, `false` off); null when nothing is served (a variant flag that is off without an
+ * `offVariant`) and for an unknown key.
+ *
+ * Both read the live flag (overrides applied) at the time of the fiber's `Clock`, and count as a
+ * server-side read.
+ */
+export function flagValue<A, I>(ctx: HasSubject, flag: TypedFlag.TypedFlag<A, I>): Effect.Effect<A>
+export function flagValue(ctx: HasSubject, key: string): Effect.Effect<unknown>
+export function flagValue<A, I>(ctx: HasSubject, flag: TypedFlag.TypedFlag<A, I> | string): Effect.Effect<A | unknown> {
+  if (isKey(flag)) {
+    return new RegistryRead((registry, fiber) => registry.variantSync(flag, ctx.subject, fiber, "flagValue")?.value ?? null)
+  }
+  return new RegistryRead((registry, fiber) => registry.valueSync(flag, ctx.subject, fiber, "flagValue"))
+}
+
+/**
+ * The name of the variant a flag (its `defineFlag` result, or any flag by key) serves the caller:
+ * null when it serves none (a variant flag that is off without an `offVariant`), for a flag that
+ * declares no variants (a kill-switch has arms `on`/`off` only in `evaluateVariant`; read it with
+ * `isFlagEnabled`), and for an unknown key. Reads the live flag (overrides applied) at the time of
+ * the fiber's `Clock`, and counts as a server-side read.
+ */
+export function flagVariant<A, I>(ctx: HasSubject, flag: TypedFlag.TypedFlag<A, I> | string): Effect.Effect<string | null> {
+  const key = isKey(flag) ? flag : flag.key
+  return new RegistryRead((registry, fiber) => {
+    const variant = registry.variantSync(key, ctx.subject, fiber, "flagVariant")
+    return variant === null || registry.resolved(key)?.variants.length === 0 ? null : variant.name
+  })
+}
+
+/**
+ * Reproduces an evaluation: the variant the definition `flag` serves `subject` at `now` under the
+ * key `key` (spec 4.2). A boolean flag yields `on` or `off`; a variant flag that is off yields its
+ * `offVariant`, else null.
+ *
+ * A pure function of its arguments: it evaluates the definition it is given (no registry, so no
+ * override and no usage count) and reads no clock. `now` (epoch ms) may be left out only for a
+ * flag without a schedule, whose answer does not depend on the time; for a scheduled flag it
+ * throws `FlagDefinitionError` asking for it (in Effect code, `yield* Clock.currentTimeMillis`).
+ * To read the live flag a caller is served, overrides and the fiber's clock included, a handler
+ * calls `isFlagEnabled`, `flagVariant` and `flagValue`.
  */
 export const evaluateVariant = (
   key: string,
   flag: Definition.Flag,
   subject: Subject,
-  now: number = Date.now()
+  now?: number
 ): Evaluate.VariantResolution | null => {
   const resolved = Definition.resolve(key, flag)
-  return Evaluate.variantFor(resolved, subject, Evaluate.decide(resolved, subject, now) === "on")
+  if (now === undefined && resolved.timed) {
+    throw new FlagDefinitionError(
+      `evaluateVariant("${key}"): the flag has a schedule, so its answer depends on the time: pass \`now\` (in Effect code, yield* Clock.currentTimeMillis)`
+    )
+  }
+  // Without a schedule the answer is the same at every instant: 0 is as good as any.
+  const at = now ?? 0
+  return Evaluate.variantFor(resolved, subject, Evaluate.decide(resolved, subject, at) === "on")
 }
