@@ -16,6 +16,8 @@ import { ChangeTap } from "../kernel/changes/ChangeTap.js"
 import type { PendingChange } from "../kernel/changes/ChangeTap.js"
 import * as Sleep from "../kernel/Sleep.js"
 import type { StoreUnavailable } from "../kernel/Errors.js"
+import { TableNotDeclared } from "../kernel/Errors.js"
+import * as DeclaredTables from "../app/DeclaredTables.js"
 import { Store } from "../kernel/store/Store.js"
 import type { StoreShape } from "../kernel/store/Store.js"
 import * as Subject from "../kernel/Subject.js"
@@ -23,7 +25,7 @@ import type * as Table from "../kernel/schema/Table.js"
 import type * as Aggregate from "./Aggregate.js"
 import { Analytics, noop } from "./Analytics.js"
 import type { AnalyticsShape } from "./Analytics.js"
-import { AggregateBootFailed, AggregateDefinitionError, AggregateNotFound, AggregateNotReady, AggregateStale } from "./Errors.js"
+import { AggregateBootFailed, AggregateNotFound, AggregateNotReady, AggregateStale } from "./Errors.js"
 import * as Incremental from "./Incremental.js"
 import * as Storage from "./Storage.js"
 import * as Triggers from "./Triggers.js"
@@ -121,7 +123,7 @@ const make = (
   aggregates: ReadonlyArray<Aggregate.Any>,
   options: Options,
   backend: Backend
-): Effect.Effect<AggregateSchedulerShape, AggregateBootFailed | StoreUnavailable, Store | ChangeTap | Scope.Scope> =>
+): Effect.Effect<AggregateSchedulerShape, AggregateBootFailed | StoreUnavailable | TableNotDeclared, Store | ChangeTap | Scope.Scope> =>
   Effect.gen(function*() {
     const store: StoreShape = yield* Store
     const tap = yield* ChangeTap
@@ -138,15 +140,16 @@ const make = (
     const entries = new Map<string, Entry>()
     const known = new Set((options.tables ?? []).map((table) => table.name))
     for (const aggregate of aggregates) {
-      // Like an incremental source: a misspelt onChange table would subscribe to nothing, silently.
+      // The tables it reads that the app does not declare (when the app's tables are given): a
+      // misspelt onChange table would subscribe to nothing, silently; an undeclared source would be
+      // read from a table SQL never created.
       const policy = aggregate.policy
-      const unknown = policy._tag === "hybrid" && known.size > 0 ? policy.onChange.find((table) => !known.has(table)) : undefined
-      if (unknown !== undefined) {
-        throw new AggregateDefinitionError(`aggregate "${aggregate.name}": onChange table "${unknown}" is not one of the app's tables`)
-      }
+      const used = [...policy._tag === "hybrid" ? policy.onChange : [], ...aggregate.incremental === undefined ? [] : [aggregate.incremental.source]]
+      const unknown = known.size > 0 ? used.find((table) => !known.has(table)) : undefined
+      if (unknown !== undefined) return yield* new TableNotDeclared({ table: unknown, usedBy: `aggregate "${aggregate.name}"` })
       entries.set(aggregate.name, {
         aggregate,
-        // Throws AggregateDefinitionError at boot for a source that is not an app table.
+        // Throws AggregateDefinitionError at boot for a shape that cannot be maintained.
         shape: aggregate.incremental === undefined ? undefined : Incremental.resolve(aggregate, options.tables ?? []),
         lock: yield* Effect.makeSemaphore(1),
         attempts: yield* Ref.make(0),
@@ -154,6 +157,9 @@ const make = (
         debounceAt: yield* Ref.make<number | null>(null)
       })
     }
+    // A build reads through the app's declared tables when they are given: an undeclared one fails
+    // `TableNotDeclared` (recorded as the refresh's error) on every tier alike.
+    const buildStore = known.size > 0 ? DeclaredTables.guard(store, known) : store
     const entryOf = (name: string) => {
       const entry = entries.get(name)
       return entry === undefined ? Effect.fail(new AggregateNotFound({ aggregate: name })) : Effect.succeed(entry)
@@ -170,7 +176,7 @@ const make = (
           yield* storage.fail(aggregate.name, errorText(rebuilt.cause))
           return "failed" as const
         }
-        const built = yield* Effect.exit(Subject.asSystem(runBuild(aggregate, { store, analytics })))
+        const built = yield* Effect.exit(Subject.asSystem(runBuild(aggregate, { store: buildStore, analytics })))
         const outcome = Either.gen(function*() {
           if (built._tag === "Failure") return yield* Either.left(errorText(built.cause))
           const rows = built.value
@@ -430,7 +436,7 @@ const make = (
 export const layerMemory = (
   aggregates: ReadonlyArray<Aggregate.Any>,
   options: Options = {}
-): Layer.Layer<AggregateScheduler, AggregateBootFailed | StoreUnavailable, Store | ChangeTap> =>
+): Layer.Layer<AggregateScheduler, AggregateBootFailed | StoreUnavailable | TableNotDeclared, Store | ChangeTap> =>
   Layer.scoped(
     AggregateScheduler,
     Effect.gen(function*() {
@@ -452,7 +458,7 @@ export const layerMemory = (
 export const layerSql = (
   aggregates: ReadonlyArray<Aggregate.Any>,
   options: Options = {}
-): Layer.Layer<AggregateScheduler, AggregateBootFailed | StoreUnavailable, Store | ChangeTap | SqlClient.SqlClient> =>
+): Layer.Layer<AggregateScheduler, AggregateBootFailed | StoreUnavailable | TableNotDeclared, Store | ChangeTap | SqlClient.SqlClient> =>
   Layer.scoped(
     AggregateScheduler,
     Effect.gen(function*() {

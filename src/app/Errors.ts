@@ -60,7 +60,8 @@ export const ProcedureError = Schema.Union(
   StoreErrors.StoreUnavailable,
   StoreErrors.ChangeDeliveryFailed,
   StoreErrors.CommitUnknown,
-  StoreErrors.StoreWriteDenied
+  StoreErrors.StoreWriteDenied,
+  StoreErrors.TableNotDeclared
 )
 /** @see ProcedureError */
 export type ProcedureError = typeof ProcedureError.Type
@@ -140,9 +141,14 @@ const isFrameworkError = Schema.is(ProcedureError)
 /**
  * A procedure error as the client may see it. A `StoreUnavailable` carries the database's own words
  * (driver message, SQLSTATE): those are logged with the trace id, and the client gets a fixed message.
+ * A `TableNotDeclared` is the app's own mistake: logged as an error with the trace id, and answered
+ * as it is (500, naming the table), so the developer calling the app sees what to fix.
  */
 export const forClient = <E extends WireError>(error: E, traceId: string): Effect.Effect<E | ProcedureError> =>
-  error._tag === "StoreUnavailable"
+  error._tag === "TableNotDeclared"
+    // The app's own mistake: the log says it where the operator looks, the caller gets it typed.
+    ? Effect.as(Effect.annotateLogs(Effect.logError(error.message), { traceId }), error)
+    : error._tag === "StoreUnavailable"
     ? Effect.as(
       Effect.annotateLogs(Effect.logWarning(`store unavailable: ${LogText.quote(error.message)}`), { traceId }),
       new StoreErrors.StoreUnavailable({ message: "the database is unavailable; retry later" })
@@ -175,6 +181,7 @@ export const statusOf = (error: WireError): number => {
       return 503
     case "InternalError":
     case "ChangeDeliveryFailed":
+    case "TableNotDeclared":
     case "CommitUnknown":
       return 500
   }

@@ -162,6 +162,12 @@ export interface Plugin {
   readonly permissions: ReadonlyArray<Permission>
   /** Tables the plugin owns (usually `_fw_*`), applied by the schema differ with the app's. */
   readonly tables?: ReadonlyArray<Table.Any>
+  /**
+   * The app's tables the plugin reads or watches (a search index's source, an expectation's table,
+   * the tables row history records), as declarations or names: the boot fails with
+   * `TableNotDeclared` when the app does not declare one.
+   */
+  readonly usesTables?: ReadonlyArray<Table.Any | string>
   /** Background work (sweeps, refreshes), started with the server and stopped with it. */
   readonly layer?: Layer.Layer<never, unknown, Services | Scope.Scope>
   /**

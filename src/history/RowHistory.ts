@@ -378,6 +378,8 @@ export const rowHistoryPlugin = (options: Options = {}): RowHistoryPlugin => {
       name: "history",
       permissions: ["store:write", "store:changes:read"],
       tables: [RowHistory],
+      // A misspelt name in `include` would record nothing, silently.
+      ...(options.include === undefined ? {} : { usesTables: options.include }),
       ...(batched
         ? {
           onChangeEvent: (event: ChangeEvent) =>

@@ -84,6 +84,24 @@ export class StoreWriteDenied extends Schema.TaggedError<StoreWriteDenied>()("St
   }
 }
 
+/**
+ * A table that is not among the app's declared tables (`defineApp({ tables })` and its plugins'):
+ * a mistake in the app, not an outage. Found at boot when a plugin or an aggregate names the table
+ * (`usedBy` says which), otherwise at the first operation on it. On SQL it would otherwise reach
+ * the database as a statement on a table that was never created.
+ */
+export class TableNotDeclared extends Schema.TaggedError<TableNotDeclared>()("TableNotDeclared", {
+  table: Schema.String,
+  usedBy: Schema.optional(Schema.String)
+}) {
+  override get message() {
+    const add = `add it to the tables of defineApp({ tables: [...] })`
+    return this.usedBy === undefined
+      ? `table "${this.table}" is not declared: ${add}`
+      : `${this.usedBy} uses table "${this.table}", which the app does not declare: ${add}`
+  }
+}
+
 /** Every typed store failure. */
 export type StoreError =
   | StoreUnavailable
@@ -94,3 +112,4 @@ export type StoreError =
   | UnknownField
   | CommitUnknown
   | StoreWriteDenied
+  | TableNotDeclared

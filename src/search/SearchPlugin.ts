@@ -189,6 +189,7 @@ export const searchPlugin = (options: Options.Options): SearchPlugin => {
       ...factory.hosts.map((host): Plugin.Permission => `network:outbound:${host}`)
     ],
     tables: [...searchTables],
+    usesTables: checked.indexes.map((index) => index.table),
     layer,
     // In the writing transaction: a pending-sync marker per change to an indexed table, so no
     // change commits without a durable record that it must reach the index (a marker that cannot

@@ -32,11 +32,13 @@ import { Store } from "../kernel/store/Store.js"
 import * as Subject from "../kernel/Subject.js"
 import type { App } from "../app/App.js"
 import * as HttpResponses from "../app/HttpResponses.js"
+import type { TableNotDeclared } from "../kernel/Errors.js"
 import { StoreWriteDenied } from "../kernel/Errors.js"
 import * as Plugin from "../app/Plugin.js"
 import * as BodyRead from "../app/BodyRead.js"
 import * as ByteStream from "../app/ByteStream.js"
 import * as CrossSite from "../app/CrossSite.js"
+import * as DeclaredTables from "../app/DeclaredTables.js"
 import * as PluginServices from "../app/PluginServices.js"
 import type * as Settings from "../app/Settings.js"
 import * as DirectRoute from "../app/DirectRoute.js"
@@ -220,7 +222,11 @@ const announce = (app: App) =>
 /** Every route of the app, before serving. */
 export const routes = (app: App) =>
   Layer.unwrapEffect(Effect.gen(function*() {
-    for (const plugin of app.plugins) yield* PluginHost.validate(plugin)
+    const declared = DeclaredTables.namesOf(app.tables)
+    for (const plugin of app.plugins) {
+      yield* PluginHost.validate(plugin)
+      yield* DeclaredTables.check(plugin, declared)
+    }
     const maxBodyBytes = yield* BodyLimit.appMaxBodyBytes(app.maxBodyBytes)
     const serverGroup = RpcGroup.group(app.procedures.values(), "server", app.errors)
     const rpc = rpcRoutes(serverGroup, maxBodyBytes).pipe(
@@ -240,6 +246,15 @@ export const routes = (app: App) =>
   }))
 
 /**
+ * The provided store as everything served sees it: an undeclared table fails `TableNotDeclared`
+ * (see `DeclaredTables`).
+ */
+const declaredStore = (app: App) => {
+  const declared = DeclaredTables.namesOf(app.tables)
+  return Layer.effect(Store, Effect.map(Store, (store) => DeclaredTables.guard(store, declared)))
+}
+
+/**
  * Serves `app` on the provided `HttpServer`, over the provided `Store` and `ChangeTap`.
  * Provides a fetch-based `HttpClient` for auth strategies and plugins unless one is provided.
  * Requests get the platform's tracing span only when the app installs a tracer (`RequestTracing`).
@@ -247,13 +262,17 @@ export const routes = (app: App) =>
 export const layer = (
   app: App,
   options: Options = {}
-): Layer.Layer<never, Plugin.PluginInvalid | SchemaApply.SchemaApplyFailed | Settings.SettingInvalid, Store | ChangeTap | HttpServer.HttpServer> =>
+): Layer.Layer<
+  never,
+  Plugin.PluginInvalid | TableNotDeclared | SchemaApply.SchemaApplyFailed | Settings.SettingInvalid,
+  Store | ChangeTap | HttpServer.HttpServer
+> =>
   RequestTracing.onlyWhenTraced(Dispatch.serve(options.routes ? Layer.merge(routes(app), options.routes) : routes(app), {
     disableLogger: options.logRequests !== true,
     disableListenLog: true
   })).pipe(
     Layer.tap(() => options.announce === false ? Effect.void : announce(app)),
-    Layer.provide(Runtime.layer(app)),
+    Layer.provide(Runtime.layer(app).pipe(Layer.provideMerge(declaredStore(app)))),
     Layer.provide(options.applySchema === true ? SchemaApply.layer(app.tables) : Layer.empty),
     Layer.provide(FetchHttpClient.layer)
   )

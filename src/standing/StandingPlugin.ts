@@ -125,6 +125,7 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
         "rpc:intercept:action"
       ],
       tables: [CostEvents, ExpectationState],
+      usesTables: [...config.expectations.map((expectation) => expectation.table), ...config.experiments.map((experiment) => experiment.table)],
       layer: background as Layer.Layer<never, unknown, Plugin.Services | Scope.Scope>,
       // Counts are read right after the write that moved them: handled before the write returns.
       inlineChangeEvents: true,

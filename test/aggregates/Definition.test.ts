@@ -74,7 +74,7 @@ describe("defineAggregate", () => {
       const ctx = yield* base({ name: "memory", client: () => null })
       const agg = defineAggregate({ name: "x", output: Out, incremental: { source: "nope", op: "count", toRow: () => ({ n: 1 }) } })
       const defect = yield* Effect.exit(scheduler("memory", ctx, [agg]))
-      assert.include(String(defect._tag === "Failure" ? defect.cause : ""), `source "nope" is not one of the app's tables`)
+      assert.include(String(defect._tag === "Failure" ? defect.cause : ""), `aggregate "x" uses table "nope", which the app does not declare`)
     }))
 })
 

@@ -15,14 +15,14 @@ const hybrid = (onChange: ReadonlyArray<string | typeof Orders>) =>
   defineAggregate({ name: "watching", refresh: { interval: "1h", onChange, debounceMs: 10 }, output: Row, build: () => Effect.succeed([]) })
 
 describe("hybrid refresh: onChange tables", () => {
-  it.scoped("a table that is not one of the app's fails the boot with AggregateDefinitionError naming it", () =>
+  it.scoped("a table that is not one of the app's fails the boot with TableNotDeclared naming it", () =>
     Effect.gen(function*() {
       const ctx = yield* base(memory)
       const exit = yield* Effect.exit(scheduler("memory", ctx, [hybrid(["orders", "order"])]))
       assert.isTrue(Exit.isFailure(exit))
       const text = Exit.isFailure(exit) ? String(exit.cause) : ""
-      assert.include(text, "AggregateDefinitionError")
-      assert.include(text, `onChange table "order" is not one of the app's tables`)
+      assert.include(text, "TableNotDeclared")
+      assert.include(text, `aggregate "watching" uses table "order", which the app does not declare: add it to the tables of defineApp({ tables: [...] })`)
     }))
 
   it.scoped("the app's tables, by name or by value, boot", () =>
