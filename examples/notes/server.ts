@@ -8,7 +8,6 @@
  *   SESSION_SECRET at least 32 bytes; unset, a development secret is used (and said so)
  *   FW_INSPECT_TOKEN the dashboard's token (/_fw/dashboard); unset, a random one is made and printed
  */
-import { NodeRuntime } from "@effect/platform-node"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Console, Effect, Layer } from "effect"
 import * as esbuild from "esbuild"
@@ -64,4 +63,4 @@ const main = Effect.gen(function*() {
   ].join("\n")))))
 })
 
-NodeRuntime.runMain(main)
+NodeServer.runMain(main)

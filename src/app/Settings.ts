@@ -4,6 +4,7 @@
  * from, never quietly become 0 or NaN: an empty `FW_MAX_BODY_BYTES=` once made every body a 413.
  */
 import { Config, Effect, Option, Schema } from "effect"
+import * as Launch from "./Launch.js"
 
 /** A setting that is not what the framework expects. */
 export class SettingInvalid extends Schema.TaggedError<SettingInvalid>()("SettingInvalid", {
@@ -67,7 +68,7 @@ export const checkNonNegativeInteger = (setting: string, value: unknown): void =
 /**
  * Reading configuration where an app is declared (module top level, beside `defineApp`): these
  * read `process.env` synchronously and throw `SettingInvalid` naming the variable and what is
- * expected, so a missing secret stops the boot with that line (the `fw` CLI prints it alone)
+ * expected, so a missing secret stops the boot with that line (`fw: <message>`, see `Launch`)
  * instead of a `TypeError` from deep inside the framework.
  */
 const envText = (name: string): string | undefined => {
@@ -76,42 +77,12 @@ const envText = (name: string): string | undefined => {
   return raw === undefined || raw.length === 0 ? undefined : raw
 }
 
-/**
- * Node's report of an error thrown at a module's top level (where these are called) is a source
- * frame, the error's fields and the Node version: eleven lines around the one that matters. While
- * a refusal is in flight (until the next macrotask, after the module loader has rethrown it), an
- * uncaught `SettingInvalid` is printed as `fw: <message>` alone, exit code 1. Any other uncaught
- * error meanwhile is reported as Node would (printed, exit 1) unless someone else listens.
- */
-let reporting = false
-const reportUncaught = () => {
-  const process = globalThis.process
-  if (reporting || typeof process?.on !== "function") return
-  reporting = true
-  const onUncaught = (error: unknown) => {
-    if (error instanceof SettingInvalid) {
-      process.stderr.write(`fw: ${error.message}\n`)
-      return process.exit(1)
-    }
-    stop()
-    if (process.listenerCount("uncaughtException") === 0) {
-      console.error(error)
-      process.exit(1)
-    }
-  }
-  const stop = () => {
-    process.off("uncaughtException", onUncaught)
-    reporting = false
-  }
-  process.on("uncaughtException", onUncaught)
-  setImmediate(stop)
-}
-
 /** Throws `SettingInvalid` without the stack: the message says all, and the stack would bury it. */
 const refuse = (setting: string, expected: string): never => {
   const error = new SettingInvalid({ setting, expected })
   error.stack = `SettingInvalid: ${error.message}`
-  reportUncaught()
+  // At a module's top level nothing but the process hook can report it in one line (see `Launch`).
+  Launch.reportIfUncaught()
   throw error
 }
 

@@ -40,16 +40,3 @@ export const help = (version: string): string => {
     ""
   ].join("\n")
 }
-
-/**
- * An error as the one line the CLI prints: its message's first line, never empty (an error without
- * a message, such as the platform's `ServeError`, is named by its tag and its cause's message).
- */
-export const oneLine = (error: Error): string => {
-  const first = (text: unknown) => typeof text === "string" ? text.split("\n")[0]!.trim() : ""
-  const message = first(error.message)
-  if (message.length > 0) return message
-  const name = first((error as { readonly _tag?: unknown })._tag) || error.name
-  const cause = error.cause instanceof Error ? first(error.cause.message) : first(error.cause)
-  return cause.length > 0 ? `${name}: ${cause}` : name
-}

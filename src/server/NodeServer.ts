@@ -19,7 +19,7 @@
  */
 import type { HttpApp, HttpMiddleware } from "@effect/platform"
 import { HttpApp as HttpAppModule, HttpRouter, HttpServer, HttpServerError, HttpServerRequest, HttpServerResponse, Socket } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
+import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import type { Exit, Fiber } from "effect"
 import { Cause, Context, Effect, ExecutionStrategy, FiberRef, FiberRefs, FiberSet, Layer, Runtime, Schema, Scope } from "effect"
 import type * as Http from "node:http"
@@ -28,6 +28,7 @@ import type * as Net from "node:net"
 import type { Duplex } from "node:stream"
 import * as WS from "ws"
 import type * as DirectRoute from "../app/DirectRoute.js"
+import * as Launch from "../app/Launch.js"
 import * as EarlyBody from "../http/EarlyBody.js"
 import * as Now from "../kernel/Now.js"
 import * as Telemetry from "../kernel/Telemetry.js"
@@ -319,3 +320,12 @@ export const layer = (evaluate: () => Http.Server, options: Net.ListenOptions): 
   HttpServer.HttpServer | Layer.Layer.Success<typeof NodeHttpServer.layerContext>,
   ListenFailed
 > => Layer.mergeAll(Layer.scoped(HttpServer.HttpServer, make(evaluate, options)), NodeHttpServer.layerContext)
+
+/**
+ * `NodeRuntime.runMain` reporting a boot failure as one line (`fw: port 3000 is in use …`, exit
+ * code 1; see `Launch`) instead of a logged cause under a time and fiber header: what the `fw` CLI
+ * prints, for a program that launches its own server (`Layer.launch(Main).pipe(NodeServer.runMain)`).
+ * A defect that is not a refused setting is logged whole, stack and all, as `runMain` does.
+ */
+export const runMain = <A, E>(effect: Effect.Effect<A, E>, options?: { readonly disablePrettyLogger?: boolean }): void =>
+  NodeRuntime.runMain(Effect.tapErrorCause(effect, Launch.reportCause), { ...options, disableErrorReporting: true })

@@ -8,7 +8,7 @@
  *   Layer.provide(ChangeTap.layerLocal),
  *   Layer.provide(SqliteClient.layer({ filename: "app.db" })),
  *   Layer.provide(NodeServer.layer(BootServer.createServer, { port: 3000 })))
- * Layer.launch(Main).pipe(NodeRuntime.runMain)
+ * Layer.launch(Main).pipe(NodeServer.runMain)
  * ```
  */
 import { HttpServer as HttpServerModule } from "@effect/platform"

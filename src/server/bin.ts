@@ -2,6 +2,7 @@
 import { ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer, Logger } from "effect"
+import * as Launch from "../app/Launch.js"
 import * as CliHelp from "./CliHelp.js"
 
 // FW_LOG_FORMAT=json: every log line one JSON object (for log collectors); unset, runMain's pretty
@@ -41,11 +42,9 @@ program.pipe(
       typeof error === "object" && error !== null && "_tag" in error && error._tag === "EntryInvalid",
     (error) => Console.error(`fw: ${error.entry}: ${error.message}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))
   ),
-  // A command's own failure (an unknown index, a refused configuration, a port in use) is one readable line.
-  Effect.catchIf(
-    (error): error is Error => error instanceof Error,
-    (error) => Console.error(`fw: ${CliHelp.oneLine(error)}`).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))
-  ),
+  // A command's own failure (an unknown index, a refused configuration, a port in use, an
+  // undeclared table) is one readable line, as every launcher reports it (`Launch`).
+  Effect.catchAll((error) => Console.error(Launch.line(error)).pipe(Effect.zipRight(Effect.sync(() => process.exitCode = 1)))),
   (program) => Console.consoleWith((console) => Effect.withConsole(program, plain(console))),
   Effect.provide(NodeContext.layer),
   Effect.provide(json ? Logger.json : Layer.empty),
