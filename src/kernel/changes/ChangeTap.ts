@@ -5,8 +5,7 @@
  * receives every committed change. The in-process delivery lives in Delivery, the fleet scope in
  * FleetTap; this module is the service's tag and its two layers.
  */
-// Type only: `@effect/sql-pg` is an optional peer, loaded when a fleet tap is built (SQLite apps need not install it).
-import type { PgClient } from "@effect/sql-pg"
+import type { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer } from "effect"
 import * as Delivery from "./Delivery.js"
@@ -29,6 +28,11 @@ export const layerLocal: Layer.Layer<ChangeTap> = Layer.effect(
   Effect.map(Delivery.make, (delivery): ChangeTapShape => ({ scope: "local", stage: () => Effect.void, ...delivery }))
 )
 
-/** Fleet change scope on PostgreSQL: every replica receives every committed change (see FleetTap). */
-export const layerFleet = (options: FleetTap.FleetOptions = {}): Layer.Layer<ChangeTap, SqlError, PgClient.PgClient> =>
+/**
+ * Fleet change scope on PostgreSQL: every replica receives every committed change (see FleetTap).
+ * Needs the `SqlClient` of `PgClient.layer` (`@effect/sql-pg`); another SqlClient fails the boot
+ * saying so. Its type names only `SqlClient`: `@effect/sql-pg` is an optional peer, and a SQLite
+ * app, which does not install it, type-checks these declarations too.
+ */
+export const layerFleet = (options: FleetTap.FleetOptions = {}): Layer.Layer<ChangeTap, SqlError, SqlClient.SqlClient> =>
   Layer.scoped(ChangeTap, FleetTap.make(options))

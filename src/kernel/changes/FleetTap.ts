@@ -3,8 +3,6 @@
  * visibility, the LISTEN that wakes them, and the coalesced announcements. `ChangeTap.layerFleet`
  * serves it as the change tap.
  */
-// Type only: `@effect/sql-pg` is an optional peer, loaded by `PgDirect.client` when a fleet tap is built.
-import type { PgClient } from "@effect/sql-pg"
 import { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Scope } from "effect"
@@ -148,9 +146,10 @@ const realSleep = (ms: number) =>
  * every change that commits after that, including those of transactions already under way.
  * Other replicas' changes are delivered to the local listeners; its own are delivered at publish.
  */
-export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, SqlError, PgClient.PgClient | Scope.Scope> =>
+export const make = (options: FleetOptions = {}): Effect.Effect<ChangeTapShape, SqlError, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function*() {
-    const pg = yield* PgDirect.client
+    // Asked for as a SqlClient: these declarations name no optional peer (see `PgDirect.clientOf`).
+    const pg = yield* PgDirect.clientOf("ChangeTap.layerFleet")
     const { publishRemote, ...delivery } = yield* Delivery.make
     // The outbox row is written on the writing transaction's connection directly (see PgDirect).
     const direct = yield* PgDirect.make(pg, { reserve: false })

@@ -56,6 +56,25 @@ export const client: Effect.Effect<PgClient.PgClient, never, PgClient.PgClient> 
   (module) => module.PgClient.PgClient
 )
 
+/**
+ * The app's `PgClient`, for code whose public signature asks for a `SqlClient` (as
+ * `ChangeTap.layerFleet` does, so that the declarations an app reaches never name `@effect/sql-pg`,
+ * an optional peer a SQLite app does not install): dies saying what to provide when the
+ * `SqlClient` is not PostgreSQL's.
+ */
+export const clientOf = (what: string): Effect.Effect<PgClient.PgClient, never, SqlClient.SqlClient> =>
+  Effect.zipRight(
+    SqlClient.SqlClient,
+    Effect.flatMap(
+      Effect.promise(() => import("@effect/sql-pg")),
+      (module) =>
+        Effect.flatMap(Effect.serviceOption(module.PgClient.PgClient), (pg) =>
+          Option.isSome(pg)
+            ? Effect.succeed(pg.value)
+            : Effect.dieMessage(`${what} needs PostgreSQL: provide PgClient.layer from @effect/sql-pg, not another SqlClient`))
+    )
+  )
+
 /** Direct statements on one client's connections. */
 export interface Direct {
   /**
