@@ -6,8 +6,9 @@
 import type { HttpServerRequest } from "@effect/platform"
 import { HttpServerResponse } from "@effect/platform"
 import { NodeHttpServerRequest } from "@effect/platform-node"
-import { Effect } from "effect"
+import { Cause, Effect, Either } from "effect"
 import { BodyReadFailed, PayloadTooLarge } from "../app/BodyRead.js"
+import * as HttpResponses from "../app/HttpResponses.js"
 import * as Settings from "../app/Settings.js"
 import * as EarlyBody from "./EarlyBody.js"
 import type { IncomingMessage } from "node:http"
@@ -137,3 +138,17 @@ export const payloadTooLargeResponse = (error: PayloadTooLarge): HttpServerRespo
     { _tag: "PayloadTooLarge", message: error.message, limit: error.limit },
     { status: 413, headers: { connection: "close" } }
   )
+
+/**
+ * A request whose body could not be read, answered: `PayloadTooLarge` 413, `BodyReadFailed` 400;
+ * any other cause goes on. For a route's `catchAllCause` (`POST /rpc`, `POST /rpc/<tag>`).
+ */
+export const refusedResponse = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, unknown> => {
+  const failure = Cause.failureOrCause(cause)
+  if (Either.isLeft(failure)) {
+    const error = failure.left
+    if (error instanceof PayloadTooLarge) return Effect.succeed(payloadTooLargeResponse(error))
+    if (error instanceof BodyReadFailed) return Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message))
+  }
+  return Effect.failCause(cause)
+}

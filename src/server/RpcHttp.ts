@@ -211,17 +211,6 @@ export const make = (runtime: RuntimeShape, start: Start = inRequestFiber) => {
 
 const bodyExpected = { bodyExpected: true }
 
-/** A body that could not be read: the 413 or 400 answer (any other cause goes on). */
-const bodyRefused = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, unknown> => {
-  const failure = Cause.failureOrCause(cause)
-  if (Either.isLeft(failure)) {
-    const error = failure.left
-    if (error instanceof BodyLimit.PayloadTooLarge) return Effect.succeed(BodyLimit.payloadTooLargeResponse(error))
-    if (error instanceof BodyLimit.BodyReadFailed) return Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message))
-  }
-  return Effect.failCause(cause)
-}
-
 /**
  * The `POST /rpc` route handler, screened for cross-site use (`CrossSite`), its body read within
  * `maxBodyBytes`, with its eager twin: the twin's body is collected before it is called
@@ -240,7 +229,7 @@ export const route = (runtime: RuntimeShape, maxBodyBytes: number) =>
         return collected._tag === "Success" ? answer(request, collected.value) : Exit.failCause(collected.cause)
       }
       return (request: HttpServerRequest.HttpServerRequest) =>
-        Now.catchAllCause(CrossSite.guardedRequest(runtime, request, read, bodyExpected), bodyRefused)
+        Now.catchAllCause(CrossSite.guardedRequest(runtime, request, read, bodyExpected), BodyLimit.refusedResponse)
     }
     const routed = respond(make(runtime))
     const direct = respond(make(runtime, startNow(callRuntime)))

@@ -43,17 +43,6 @@ const inputOf = (bytes: Uint8Array, contentType: string | undefined): Either.Eit
   }
 }
 
-/** A body that could not be read: the 413 or 400 answer (any other cause goes on). */
-const bodyRefused = (cause: Cause.Cause<unknown>): Effect.Effect<HttpServerResponse.HttpServerResponse, unknown> => {
-  const failure = Cause.failureOrCause(cause)
-  if (Either.isLeft(failure)) {
-    const error = failure.left
-    if (error instanceof BodyLimit.PayloadTooLarge) return Effect.succeed(BodyLimit.payloadTooLargeResponse(error))
-    if (error instanceof BodyLimit.BodyReadFailed) return Effect.succeed(HttpResponses.error(400, "BodyReadFailed", error.message))
-  }
-  return Effect.failCause(cause)
-}
-
 /** The `POST /rpc/<tag>` handler over `runtime`, reading bodies up to `maxBodyBytes`. */
 export const make = (runtime: RuntimeShape, maxBodyBytes: number) => {
   const encoders = new Map<Procedure.Any, ReturnType<typeof Answer.encoder>>()
@@ -89,5 +78,5 @@ export const make = (runtime: RuntimeShape, maxBodyBytes: number) => {
       return typeof encoded === "string" ? Answer.json(encoded, false, undefined) : encoded
     })
   return (request: HttpServerRequest.HttpServerRequest) =>
-    Effect.catchAllCause(CrossSite.guardedRequest(runtime, request, call, { bodyExpected: true }), bodyRefused)
+    Effect.catchAllCause(CrossSite.guardedRequest(runtime, request, call, { bodyExpected: true }), BodyLimit.refusedResponse)
 }
