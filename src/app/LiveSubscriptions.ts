@@ -150,9 +150,15 @@ export const make = (
         }
         // The shared re-run acts as the first member (its headers and trace id).
         const ctx: Procedure.HandlerContext = { subject, store: storeOf(procedure), headers: invocation.headers, traceId }
-        const rerun = acting(procedure, subject, traceId, trackReads(withHandlerContext(
-          Effect.suspend(() => procedure.handler(input, ctx))
-        ))).pipe(Effect.exit)
+        // Interceptors that provide services to handlers (`sharedRuns`) wrap the shared handler run too.
+        const call: Procedure.Call = { kind: procedure.kind, tag: procedure.tag, input, subject, headers: invocation.headers, traceId }
+        const handled = interceptors
+          .filter(({ interceptor }) => interceptor.kind === procedure.kind && interceptor.sharedRuns === true)
+          .reduceRight<Effect.Effect<unknown, unknown>>(
+            (next, { interceptor, services, traced }) => traced(Effect.provide(interceptor.intercept(call, next), services)),
+            withHandlerContext(Effect.suspend(() => procedure.handler(input, ctx)))
+          )
+        const rerun = acting(procedure, subject, traceId, trackReads(handled)).pipe(Effect.exit)
         const group = yield* groups.join(key ?? crypto.randomUUID(), subject.tenantId, rerun)
         const wake = yield* Effect.makeLatch(false)
         // Set below: the member's wake-up call, which pushes synchronously when it can.

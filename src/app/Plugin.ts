@@ -116,6 +116,13 @@ export interface Interceptor {
     call: Procedure.Call,
     next: Effect.Effect<unknown, unknown>
   ) => Effect.Effect<unknown, unknown, Services>
+  /**
+   * Also wrap the handler of a live query's shared re-run (one handler run for every identical
+   * subscription, around which each member's interceptors then run). For interceptors that provide
+   * services to handlers (a registry, a scheduler): without it a re-run's handler would not find
+   * them. Such an interceptor runs once more per re-run, so it must do nothing but provide.
+   */
+  readonly sharedRuns?: boolean
 }
 
 /**

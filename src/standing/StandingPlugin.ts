@@ -105,6 +105,8 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
 
   const intercept = (kind: Procedure.Kind): Plugin.Interceptor => ({
     kind,
+    // A live query's shared re-run finds the registries too (`useExpectation` in a live query).
+    sharedRuns: true,
     intercept: (_call, next) =>
       Effect.flatMap(engineOf, (engine) => engine === undefined ? next : Effect.provide(next, engine.context))
   })
