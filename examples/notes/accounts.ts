@@ -1,11 +1,11 @@
 /**
  * Accounts and the password login of the example: a `users` table holding scrypt password hashes,
- * `POST /login` (checks the password, then sets the `fw:session` cookie with `issueSession`) and
- * `POST /logout`. `passwordSessionStrategy` (in `app.ts`) reads that cookie on every request and on
+ * `POST /signup` (a new user in a workspace, a tenant, of their own), `POST /login` (checks the
+ * password), both setting the `fw:session` cookie with `issueSession`, and `POST /logout`. `passwordSessionStrategy` (in `app.ts`) reads that cookie on every request and on
  * the WebSocket upgrade.
  */
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Effect, Either, Layer, Option, Schema } from "effect"
 import { randomBytes, scrypt, timingSafeEqual } from "node:crypto"
 import { definePlugin, defineTable, Plugin, Store, Subject } from "@fw/framework"
 import { clearSessionCookie, issueSession, sessionCookie } from "@fw/framework/auth"
@@ -58,22 +58,31 @@ export const demoUsers = [
 
 const LoginBody = Schema.parseJson(Schema.Struct({ email: Schema.String, password: Schema.String }))
 
+const SignUpBody = Schema.parseJson(Schema.Struct({
+  name: Schema.Trim.pipe(Schema.minLength(1), Schema.maxLength(80)),
+  email: Schema.Trim.pipe(Schema.maxLength(254), Schema.pattern(/^[^\s@]+@[^\s@]+$/u)),
+  password: Schema.String.pipe(Schema.minLength(8), Schema.maxLength(200))
+}))
+
 const refuse = (status: number, tag: string, message: string) => HttpServerResponse.unsafeJson({ _tag: tag, message }, { status })
 
-/** Checks the password and answers with the session cookie; any mismatch is the same 401. */
-const login = (secret: string) =>
+/**
+ * The body of a credentials request as `schema` decodes it, or the refusal to answer. JSON only: a
+ * cross-site form cannot send it without a CORS preflight (no login CSRF).
+ */
+const readCredentials = <A>(schema: Schema.Schema<A, string>, expected: string) =>
   Effect.gen(function*() {
     const request = yield* HttpServerRequest.HttpServerRequest
-    // JSON only: a cross-site form cannot send it without a CORS preflight (no login CSRF).
     if (!(request.headers["content-type"] ?? "").startsWith("application/json")) {
-      return refuse(415, "UnsupportedMediaType", "send the credentials as application/json")
+      return Either.left(refuse(415, "UnsupportedMediaType", "send the credentials as application/json"))
     }
-    const body = Schema.decodeUnknownOption(LoginBody)(new TextDecoder().decode(yield* Plugin.readBody))
-    if (Option.isNone(body)) return refuse(400, "LoginInvalid", "expected {email, password}")
-    const store = yield* Store.Store
-    const [user] = yield* store.find(Users, { where: { email: body.value.email.toLowerCase() }, limit: 1 })
-    const matches = user !== undefined && (yield* verifyPassword(body.value.password, user.passwordHash))
-    if (user === undefined || !matches) return refuse(401, "LoginFailed", "wrong email or password")
+    const body = Schema.decodeUnknownOption(schema)(new TextDecoder().decode(yield* Plugin.readBody))
+    return Option.isNone(body) ? Either.left(refuse(400, "CredentialsInvalid", expected)) : Either.right(body.value)
+  })
+
+/** Answers with the user and the session cookie that signs them in. */
+const signIn = (user: typeof Users.schema.Type, secret: string) =>
+  Effect.gen(function*() {
     const subject = Subject.make({
       type: "user",
       id: user.id,
@@ -85,6 +94,41 @@ const login = (secret: string) =>
     return HttpServerResponse.unsafeJson({ id: user.id, name: user.name, tenantId: user.tenantId }).pipe(
       HttpServerResponse.setHeader("set-cookie", sessionCookie(session))
     )
+  })
+
+/** Checks the password and answers with the session cookie; any mismatch is the same 401. */
+const login = (secret: string) =>
+  Effect.gen(function*() {
+    const body = yield* readCredentials(LoginBody, "expected {email, password}")
+    if (Either.isLeft(body)) return body.left
+    const store = yield* Store.Store
+    const [user] = yield* store.find(Users, { where: { email: body.right.email.toLowerCase() }, limit: 1 })
+    const matches = user !== undefined && (yield* verifyPassword(body.right.password, user.passwordHash))
+    if (user === undefined || !matches) return refuse(401, "LoginFailed", "wrong email or password")
+    return yield* signIn(user, secret)
+  })
+
+/**
+ * Creates the user in a new workspace of their own (a fresh tenant: nobody joins another's notes by
+ * claiming an address), then signs them in. An address already taken is a 409.
+ */
+const signUp = (secret: string) =>
+  Effect.gen(function*() {
+    const body = yield* readCredentials(SignUpBody, "expected {name, email, password}: a name, an email address, a password of at least 8 characters")
+    if (Either.isLeft(body)) return body.left
+    const store = yield* Store.Store
+    const email = body.right.email.toLowerCase()
+    // Check, then insert: two sign-ups racing with one address could both pass (the store has no
+    // unique index to refuse the second); a production app would enforce it in the database.
+    if ((yield* store.count(Users, { where: { email } })) > 0) return refuse(409, "EmailTaken", "an account with this email exists: sign in")
+    const user = yield* store.insert(Users, {
+      email,
+      name: body.right.name,
+      tenantId: `ws-${randomBytes(6).toString("hex")}`,
+      passwordHash: yield* hashPassword(body.right.password),
+      scopes: ["notes:write"]
+    })
+    return yield* signIn(user, secret)
   })
 
 /** Seeds `demoUsers` into an empty `users` table (at start, after the schema is applied). */
@@ -103,7 +147,7 @@ const seed = Layer.effectDiscard(Effect.gen(function*() {
 }))
 
 /**
- * The accounts plugin: the `users` table, its seed, and the login and logout routes. The routes are
+ * The accounts plugin: the `users` table, its seed, and the sign-up, login and logout routes. The routes are
  * `anonymous` so that a stale or forged cookie (a failed verdict, 401 elsewhere) never locks a user
  * out of the route that replaces it.
  */
@@ -114,6 +158,7 @@ export const accountsPlugin = (secret: string) =>
     tables: [Users],
     layer: seed,
     routes: [
+      { method: "POST", path: "/signup", anonymous: true, handler: signUp(secret) },
       { method: "POST", path: "/login", anonymous: true, handler: login(secret) },
       {
         method: "POST",

@@ -1,29 +1,31 @@
 /**
- * The notes app: a tenant-scoped `notes` table, its procedures (implementing `contracts.ts`), the
- * password session, a search index over the notes (memory backend, re-seeded from the table at
- * start) and a flag, `delete-notes`, that gates deleting on the server and in the page.
+ * The notes app: the tenant-scoped `notes` table (`tables.ts`), its procedures (implementing
+ * `contracts.ts`), the password session, a search index over the notes (memory backend, re-seeded
+ * from the table at start), a flag, `delete-notes`, that gates deleting on the server and in the
+ * page, an aggregate (`words.aggregate.ts`), an expectation (`bodies.expectation.ts`), and the routes
+ * serving the page under a strict Content-Security-Policy.
  */
 import { HttpServerResponse } from "@effect/platform"
-import { Clock, Effect, Schema } from "effect"
-import { defineApp, definePlugin, defineTable, mutation, query, requireAuthenticated, requireScope } from "@fw/framework"
+import { Clock, Effect, Option } from "effect"
+import { defineApp, definePlugin, mutation, query, requireAuthenticated, requireScope } from "@fw/framework"
+import { AggregateScheduler, aggregatesPlugin, useAggregate } from "@fw/framework/aggregates"
 import { passwordSessionStrategy } from "@fw/framework/auth"
 import { flagsPlugin } from "@fw/framework/flags"
 import { searchIndex, searchPlugin } from "@fw/framework/search"
+import { standingPlugin, useExpectation } from "@fw/framework/standing"
 import { accountsPlugin } from "./accounts.js"
-import { addNote, deleteNote, listNotes, me, Tag } from "./contracts.js"
+import bodies, { maxEmptyShare } from "./bodies.expectation.js"
+import { addNote, deleteNote, listNotes, me, noteStats } from "./contracts.js"
+import { countWords, Notes } from "./tables.js"
+import wordsPerTenant from "./words.aggregate.js"
 
-/** `tenantField` makes every read and write of a caller confined to the caller's tenant. */
-export const Notes = defineTable("notes", {
-  fields: {
-    tenantId: Schema.String,
-    title: Schema.String,
-    body: Schema.String,
-    tag: Tag,
-    author: Schema.String,
-    createdAt: Schema.Number
-  },
-  tenantField: "tenantId"
-})
+export { Notes } from "./tables.js"
+
+/** The aggregates plugin (its tables, inspect routes, and the scheduler in every handler's context); `server.ts` attaches the scheduler. */
+export const aggregates = aggregatesPlugin()
+
+/** The aggregates the app runs (`server.ts` starts their scheduler). */
+export const aggregateDefinitions = [wordsPerTenant]
 
 const toNote = (row: typeof Notes.schema.Type) => ({
   id: row.id,
@@ -61,6 +63,7 @@ const add = mutation(addNote.tag, {
     Effect.gen(function*() {
       const row = yield* store.insert(Notes, {
         ...input,
+        words: countWords(input.body),
         tenantId: subject.tenantId ?? "",
         author: String(subject.metadata.name ?? subject.id),
         createdAt: yield* Clock.currentTimeMillis
@@ -78,41 +81,84 @@ const remove = mutation(deleteNote.tag, {
   handler: ({ id }, { store }) => Effect.as(store.delete(Notes, id), { id })
 })
 
-/** The page's HTML; its script is `/app.js`, bundled by `server.ts` at start. */
+/** The tenant's words, from the aggregate (the aggregates plugin puts the scheduler in context). */
+const wordsOf = (tenantId: string) =>
+  Effect.flatMap(Effect.serviceOption(AggregateScheduler), Option.match({
+    onNone: () => Effect.succeed(0),
+    onSome: (scheduler) =>
+      useAggregate(wordsPerTenant).read({ where: { tenantId } }).pipe(
+        Effect.map((rows) => rows[0]?.words ?? 0),
+        Effect.provideService(AggregateScheduler, scheduler)
+      )
+  }))
+
+const stats = query(noteStats.tag, {
+  input: noteStats.input,
+  output: noteStats.output,
+  guards: [requireAuthenticated],
+  handler: (_, { store, subject }) =>
+    Effect.gen(function*() {
+      // Counting the tenant's notes reads the table: the live query re-runs on each of its writes,
+      // after the aggregate (same transaction) and the expectation (before the write returns) moved.
+      const notes = yield* store.count(Notes)
+      const words = yield* wordsOf(subject.tenantId ?? "")
+      const check = yield* useExpectation(bodies)
+      return {
+        notes,
+        words,
+        bodies: { status: check?.status ?? "unknown", rate: check?.metric ?? null, maxRate: maxEmptyShare }
+      }
+    })
+})
+
+/**
+ * The page: no inline script or style, so the policy allows only this origin's files (`/app.js`,
+ * `/style.css`) and its own socket; a markup injection could run nothing.
+ */
+const contentSecurityPolicy = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "connect-src 'self'",
+  "img-src 'self'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'"
+].join("; ")
+
 const html = `<!doctype html>
 <html lang="en">
 <head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>fw notes</title>
-<style>
-body{font:15px/1.4 system-ui,sans-serif;max-width:46rem;margin:2rem auto;padding:0 1rem}
-input,select,textarea,button{font:inherit}form{display:flex;gap:.5rem;flex-wrap:wrap;margin:.5rem 0}
-li{margin:.25rem 0}.tag{color:#555;font-size:85%;margin-left:.5rem}mark{background:#fe6}
-.facets button[aria-pressed=true]{font-weight:bold}.error{color:#b00}
-</style></head>
+<link rel="stylesheet" href="/style.css"></head>
 <body><div id="root"></div><script type="module" src="/app.js"></script></body>
 </html>`
 
-/** Serves the page and its bundle (`script`, built by `server.ts`). */
-const pagePlugin = (script: string) =>
+const asset = (body: string, contentType: string) =>
+  Effect.succeed(HttpServerResponse.text(body, { contentType }).pipe(HttpServerResponse.setHeader("x-content-type-options", "nosniff")))
+
+/** Serves the page, its bundle and its stylesheet (both read by `server.ts` at start). */
+const pagePlugin = (page: { readonly script: string; readonly style: string }) =>
   definePlugin({
     name: "notes-page",
     permissions: [],
     routes: [
-      { method: "GET", path: "/", anonymous: true, handler: Effect.succeed(HttpServerResponse.html(html)) },
       {
         method: "GET",
-        path: "/app.js",
+        path: "/",
         anonymous: true,
-        handler: Effect.succeed(HttpServerResponse.text(script, { contentType: "text/javascript; charset=utf-8" }))
-      }
+        handler: Effect.succeed(HttpServerResponse.html(html).pipe(HttpServerResponse.setHeader("content-security-policy", contentSecurityPolicy)))
+      },
+      { method: "GET", path: "/app.js", anonymous: true, handler: asset(page.script, "text/javascript; charset=utf-8") },
+      { method: "GET", path: "/style.css", anonymous: true, handler: asset(page.style, "text/css; charset=utf-8") }
     ]
   })
 
-/** The app, given the session secret and the page's bundled script. */
-export const makeApp = (options: { readonly sessionSecret: string; readonly pageScript: string }) =>
+/** The app, given the session secret and the page's bundled script and stylesheet. */
+export const makeApp = (options: { readonly sessionSecret: string; readonly pageScript: string; readonly pageStyle: string }) =>
   defineApp({
     name: "notes",
     tables: [Notes],
-    procedures: [whoAmI, list, add, remove],
+    procedures: [whoAmI, list, add, remove, stats],
     auth: [passwordSessionStrategy({ secret: options.sessionSecret })],
     plugins: [
       accountsPlugin(options.sessionSecret),
@@ -121,7 +167,8 @@ export const makeApp = (options: { readonly sessionSecret: string; readonly page
           notes: searchIndex(Notes, {
             index: "notes",
             tenantField: "tenantId",
-            queryableFields: ["tag", "title"],
+            // `body` is queryable so that its matches can be highlighted.
+            queryableFields: ["tag", "title", "body"],
             searchableFields: ["title", "body"],
             map: (row) => ({ id: row.id, tenantId: row.tenantId, title: row.title, body: row.body, tag: row.tag })
           })
@@ -129,6 +176,8 @@ export const makeApp = (options: { readonly sessionSecret: string; readonly page
       }),
       // `store: "sql"`: a toggle (from the dashboard) is persisted, audited and survives a restart.
       flagsPlugin({ store: "sql", flags: { "delete-notes": false }, gatedBy: { [deleteNote.tag]: "delete-notes" } }),
-      pagePlugin(options.pageScript)
+      aggregates.plugin,
+      standingPlugin({ expectations: [bodies] }),
+      pagePlugin({ script: options.pageScript, style: options.pageStyle })
     ]
   })

@@ -52,3 +52,24 @@ export const deleteNote = {
   input: Schema.Struct({ id: Schema.String }),
   output: Schema.Struct({ id: Schema.String })
 } as const
+
+/**
+ * The figures under the list: the tenant's notes and words (`words` from the `words-per-tenant`
+ * aggregate) and the `notes-have-bodies` expectation (app-wide: its status and rate only).
+ * Live: it reads the notes table, so every write re-runs it.
+ */
+export const noteStats = {
+  tag: "notes.stats",
+  kind: "query",
+  input: Schema.Struct({}),
+  output: Schema.Struct({
+    notes: Schema.Number,
+    words: Schema.Number,
+    bodies: Schema.Struct({
+      status: Schema.Literal("holding", "violated", "unknown"),
+      /** Share of notes with an empty body; null with no notes. */
+      rate: Schema.NullOr(Schema.Number),
+      maxRate: Schema.Number
+    })
+  })
+} as const

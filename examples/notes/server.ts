@@ -1,6 +1,7 @@
 /**
  * Starts the notes example: bundles the React page with esbuild (no CDN), then serves the app on an
- * embedded SQLite file, applying its schema at boot.
+ * embedded SQLite file, applying its schema at boot, with the scheduler of its aggregate running.
+ * (`fw dev` would find `*.aggregate.ts` and `*.expectation.ts` itself; this file shows the wiring.)
  *
  *   PORT           default 3000
  *   HOST           default 127.0.0.1
@@ -12,13 +13,14 @@ import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Console, Effect, Layer } from "effect"
 import * as esbuild from "esbuild"
 import { randomBytes } from "node:crypto"
-import { mkdirSync } from "node:fs"
+import { mkdirSync, readFileSync } from "node:fs"
 import { createServer } from "node:http"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { ChangeTap, NodeServer, Server, Settings, Store } from "@fw/framework"
+import { ChangeTap, NodeServer, SchemaDiffer, Server, Settings, Store } from "@fw/framework"
+import * as Aggregates from "@fw/framework/aggregates"
 import { demoUsers } from "./accounts.js"
-import { makeApp } from "./app.js"
+import { aggregateDefinitions, aggregates, makeApp } from "./app.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const port = Settings.positiveIntegerFromEnvSync("PORT", 3000)
@@ -45,10 +47,19 @@ const bundlePage = Effect.promise(() =>
   })
 ).pipe(Effect.map((result) => result.outputFiles[0]!.text))
 
+/** The stylesheet, served as a file: the page's policy allows no inline style. */
+const pageStyle = readFileSync(path.join(here, "page", "style.css"), "utf8")
+
 const main = Effect.gen(function*() {
   const pageScript = yield* bundlePage
-  const app = makeApp({ sessionSecret, pageScript })
+  const app = makeApp({ sessionSecret, pageScript, pageStyle })
+  // The scheduler boots on existing tables (its triggers go on `notes`): apply the schema first.
+  const Scheduler = aggregates.attach.pipe(
+    Layer.provide(Aggregates.layerSql(aggregateDefinitions, { tables: app.tables })),
+    Layer.provide(Layer.effectDiscard(SchemaDiffer.apply(app.tables)))
+  )
   const Main = Server.layer(app, { applySchema: true, announce: false }).pipe(
+    Layer.provide(Scheduler),
     Layer.provide(Store.layerSql),
     Layer.provide(ChangeTap.layerLocal),
     Layer.provide(SqliteClient.layer({ filename: dbFile })),
@@ -57,7 +68,7 @@ const main = Effect.gen(function*() {
   // The line is printed once the server listens.
   return yield* Layer.launch(Main.pipe(Layer.tap(() => Console.log([
     `notes: serving on http://${host}:${port} (SQLite file ${path.relative(process.cwd(), dbFile)})`,
-    `  sign in as ${demoUsers.map((user) => `${user.email} / ${user.password}`).join(", ")}`,
+    `  sign up, or sign in as ${demoUsers.map((user) => `${user.email} / ${user.password}`).join(", ")}`,
     `  dashboard: http://${host}:${port}/_fw/dashboard with the token ${process.env.FW_INSPECT_TOKEN}`,
     ...(sessionSecret === developmentSecret ? ["  SESSION_SECRET is unset: using a development secret"] : [])
   ].join("\n")))))

@@ -1,10 +1,13 @@
 /**
  * The notes example (examples/notes) in headless Chromium, against the real example server: the
  * process `npm run example:notes` starts (tsx on server.ts, its page bundled by esbuild at start)
- * on a fresh SQLite file. The page logs in with a password, its live list updates after another
- * tab's mutation, the search box searches with facets, the flag-gated feature appears when the flag
- * is toggled on the dashboard, and the page reconnects after the server restarts; a page on another
- * origin without `authHeaders` connects anonymous.
+ * on a fresh SQLite file. A visitor signs up; the page logs in with a password, its live list
+ * (bodies included) updates after another tab's mutation, the search box highlights matches (built
+ * as text and `<mark>` nodes: markup in a note stays text) and facets, the tenant's word count (an
+ * aggregate) follows each write, an expectation turns violated and recovers, the flag-gated feature
+ * appears when the flag is toggled on the dashboard, and the page reconnects after the server
+ * restarts; a page on another origin without `authHeaders` connects anonymous. The run writes
+ * docs/screenshots/notes-example.png.
  *
  * That `authHeaders` is resolved again on reconnect is proven by test/client/Browser.test.ts (the
  * example's same-origin page rides on its session cookie and has no `authHeaders`).
@@ -12,7 +15,7 @@
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn, type ChildProcess } from "node:child_process"
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:http"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -72,6 +75,7 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
   let dir = ""
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "fw-notes-example-"))
+    mkdirSync(path.join(root, "docs/screenshots"), { recursive: true })
     port = await freePort()
     url = `http://127.0.0.1:${port}`
     ;[server, browser] = await Promise.all([start(port, path.join(dir, "notes.db")), Chromium.launch()])
@@ -106,10 +110,55 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
       await page.click("#add")
     })
 
-  it.scopedLive("login, a live list across tabs and tenants, search with facets, a flag toggled on the dashboard, a restart", () =>
+  const screenshot = path.join(root, "docs/screenshots/notes-example.png")
+
+  it.scopedLive("sign-up and login, bodies in a live list across tabs and tenants, highlighted search with facets, the aggregate and the expectation, a flag toggled on the dashboard, a restart", () =>
     Effect.gen(function*() {
+      // Sign-up: a new user in a workspace of their own, signed in at once; the address is then taken.
+      const danaContext = yield* context
+      const dana = yield* promise(() => danaContext.newPage())
+      yield* promise(async () => {
+        await dana.goto(`${url}/`)
+        await dana.fill("#signup-name", "Dana")
+        await dana.fill("#signup-email", "dana@initech.test")
+        await dana.fill("#signup-password", "short")
+        await dana.click("#signup button[type=submit]")
+        // Too short: refused by the browser (minLength) before any request; the server refuses it too.
+        await dana.fill("#signup-password", "dana-password")
+        await dana.click("#signup button[type=submit]")
+        await dana.waitForSelector("#who")
+        await dana.waitForSelector("#words:text-is('0')")
+      })
+      assert.match((yield* promise(() => dana.locator("#who").textContent())) ?? "", /^Dana \(ws-[0-9a-f]{12}\)/)
+      const again = yield* promise(() =>
+        dana.evaluate(async () => {
+          const response = await fetch("/signup", {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ name: "Dana", email: "DANA@initech.test", password: "another-password" })
+          })
+          return { status: response.status, body: await response.json() as { _tag: string } }
+        })
+      )
+      assert.deepStrictEqual([again.status, again.body._tag], [409, "EmailTaken"])
+      const tooShort = yield* promise(() =>
+        dana.evaluate(async () =>
+          (await fetch("/signup", {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ name: "Eve", email: "eve@initech.test", password: "short" })
+          })).status
+        )
+      )
+      assert.strictEqual(tooShort, 400)
+
       const alice = yield* context
       const first = yield* promise(() => alice.newPage())
+      // The page runs under its strict policy: anything it blocked would be reported here.
+      const blocked: Array<string> = []
+      first.on("console", (message) => {
+        if (message.text().includes("Content Security Policy")) blocked.push(message.text())
+      })
       // A wrong password is refused on the page; the right one signs in.
       yield* promise(() => first.goto(`${url}/`))
       yield* promise(() => first.fill("#email", "alice@acme.test"))
@@ -118,8 +167,11 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
       yield* promise(() => first.waitForSelector("#login-error:text('wrong email or password')"))
       yield* signIn(first, "alice@acme.test", "alice-password")
       assert.include((yield* promise(() => first.locator("#who").textContent())) ?? "", "Alice (acme)")
+      // The stylesheet is a file of the page's origin, and it applied.
+      const ground = yield* promise(() => first.evaluate(() => getComputedStyle(document.body).backgroundColor))
+      assert.strictEqual(ground, "rgb(245, 246, 248)")
 
-      // Another tab of the same session adds notes; the first tab's live list shows them.
+      // Another tab of the same session adds notes; the first tab's live list shows them, bodies included.
       const second = yield* promise(() => alice.newPage())
       yield* promise(() => second.goto(`${url}/`))
       yield* promise(() => second.waitForSelector("#who"))
@@ -128,28 +180,58 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
       yield* addNote(second, "Garden soil notes", "clay, lime", "reference")
       yield* promise(() => first.waitForFunction(() => document.querySelectorAll("#notes li").length === 3))
       assert.deepStrictEqual(yield* titles(first, "#notes"), ["Garden soil notes", "Plan the trip", "Plan the garden"])
+      assert.deepStrictEqual(yield* promise(() => first.locator("#notes li .body").allTextContents()), ["clay, lime", "trains to the coast", "tomatoes and beans"])
+      // The aggregate: the tenant's words, summed per write (3 + 4 + 2); the expectation holds.
+      yield* promise(() => first.waitForSelector("#words:text-is('9')"))
+      yield* promise(() => first.waitForSelector("#bodies[data-status='holding']"))
 
-      // Another tenant sees none of them.
+      // Another tenant sees none of them, nor their words.
       const bobContext = yield* context
       const bob = yield* promise(() => bobContext.newPage())
       yield* signIn(bob, "bob@globex.test", "bob-password")
       yield* promise(() => bob.waitForSelector("#found:text('0 found')"))
       assert.deepStrictEqual(yield* titles(bob, "#notes"), [])
+      assert.strictEqual(yield* promise(() => bob.locator("#words").textContent()), "0")
 
       // Search: every term must match (fuzzily); facets count the matches by tag; a facet filters.
       yield* promise(() => first.fill("#search", "plan"))
       yield* promise(() => first.waitForSelector("#found:text('2 found')"))
       const facets = yield* promise(() => first.locator("#facets button").allTextContents())
       assert.deepStrictEqual([...facets].sort(), ["idea (1)", "todo (1)"])
-      assert.include((yield* promise(() => first.locator("#results li").first().innerHTML())), "<mark>Plan</mark>")
+      assert.deepStrictEqual(yield* promise(() => first.locator("#results li .title mark").allTextContents()), ["Plan", "Plan"])
       yield* promise(() => first.click("#facets button[data-tag='todo']"))
       yield* promise(() => first.waitForSelector("#found:text('1 found')"))
-      assert.deepStrictEqual(yield* promise(() => first.locator("#results li").allTextContents()), ["Plan the trip"])
+      assert.deepStrictEqual(yield* titles(first, "#results"), ["Plan the trip"])
       yield* promise(() => first.click("#facets button[data-tag='todo']")) // pressed again: no filter
       yield* promise(() => first.waitForSelector("#found:text('2 found')"))
       yield* promise(() => first.fill("#search", "gardn")) // one edit away
-      yield* promise(() => first.waitForSelector("#results li:text('Garden soil notes')"))
-      assert.deepStrictEqual([...(yield* promise(() => first.locator("#results li").allTextContents()))].sort(), ["Garden soil notes", "Plan the garden"])
+      yield* promise(() => first.waitForSelector("#results li .title:text('Garden soil notes')"))
+      assert.deepStrictEqual([...(yield* titles(first, "#results"))].sort(), ["Garden soil notes", "Plan the garden"])
+      // A match in the body is highlighted there.
+      yield* promise(() => first.fill("#search", "tomatos"))
+      yield* promise(() => first.waitForSelector("#results li .body mark:text-is('tomatoes')"))
+
+      // Markup in a note is text, in the list and in highlighted results: nothing is parsed as HTML.
+      yield* addNote(second, "<img src=x onerror=\"document.title='pwned'\"> & <b>bold</b>", "<script>document.title='pwned'</script> loam", "idea")
+      yield* promise(() => first.fill("#search", "loam"))
+      yield* promise(() => first.waitForSelector("#results li .body mark:text-is('loam')"))
+      assert.strictEqual(yield* promise(() => first.locator("#found").textContent()), "1 found")
+      assert.strictEqual(
+        yield* promise(() => first.locator("#results li .title").textContent()),
+        "<img src=x onerror=\"document.title='pwned'\"> & <b>bold</b>"
+      )
+      assert.deepStrictEqual(yield* promise(() => first.locator("#results li .body mark").allTextContents()), ["loam"])
+      assert.strictEqual(yield* promise(() => first.locator("#results img, #results b, #results script, #notes img, #notes b").count()), 0)
+      assert.notStrictEqual(yield* promise(() => first.title()), "pwned")
+      yield* promise(() => first.waitForSelector("#words:text-is('11')"))
+
+      // The expectation, at most a quarter of empty bodies: one of five holds, two of six violate it.
+      yield* addNote(second, "Call the plumber", "", "todo")
+      yield* promise(() => first.waitForFunction(() => document.querySelectorAll("#notes li").length === 5))
+      yield* promise(() => first.waitForSelector("#bodies[data-status='holding']"))
+      yield* addNote(second, "Buy stamps", "", "todo")
+      yield* promise(() => first.waitForSelector("#bodies[data-status='violated']"))
+      assert.include((yield* promise(() => first.locator("#bodies").textContent())) ?? "", "33% empty across the app, at most 25%")
 
       // The flag-gated feature: off, no delete button; toggled on the dashboard, the page re-renders.
       assert.strictEqual(yield* promise(() => first.locator("button.delete").count()), 0)
@@ -177,23 +259,44 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
         await dashboard.waitForSelector("tr[data-flag='delete-notes'] td.enabled:text-is('true')")
       })
       yield* promise(() => first.waitForSelector("#delete-enabled"))
+      // Deleting an empty note brings the expectation back (one of five).
+      yield* promise(() => first.click("#notes li:has-text('Buy stamps') button.delete"))
+      yield* promise(() => second.waitForFunction(() => document.querySelectorAll("#notes li").length === 5))
+      yield* promise(() => first.waitForSelector("#bodies[data-status='holding']"))
       yield* promise(() => first.click("#notes li:has-text('Plan the trip') button.delete"))
-      yield* promise(() => second.waitForFunction(() => document.querySelectorAll("#notes li").length === 2))
-      assert.deepStrictEqual(yield* titles(second, "#notes"), ["Garden soil notes", "Plan the garden"])
+      yield* promise(() => second.waitForFunction(() => document.querySelectorAll("#notes li").length === 4))
+      assert.deepStrictEqual(yield* titles(second, "#notes"), [
+        "Call the plumber",
+        "<img src=x onerror=\"document.title='pwned'\"> & <b>bold</b>",
+        "Garden soil notes",
+        "Plan the garden"
+      ])
+      yield* promise(() => first.waitForSelector("#words:text-is('7')"))
+
+      // The page as a reader first sees it (docs/screenshots, linked from the example's README).
+      yield* promise(async () => {
+        await first.setViewportSize({ width: 1100, height: 860 })
+        await first.fill("#search", "garden")
+        await first.waitForSelector("#found:text('2 found')")
+        await first.screenshot({ path: screenshot, fullPage: true })
+      })
+      assert.deepStrictEqual(blocked, [])
 
       // The server restarts on the same port and SQLite file: the page reconnects by itself, still
       // signed in (the cookie rides on the new upgrade), with its notes and the flag as they were.
       yield* promise(() => stop(server!))
-      yield* promise(() => first.waitForSelector("#connection:text('reconnecting')"))
+      yield* promise(() => first.waitForSelector("#connection[data-status='reconnecting']"))
       server = yield* promise(() => start(port, path.join(dir, "notes.db")))
       // The page retries with backoff up to 10 s apart: on a loaded box the next try may come that
       // long after the server is back, so the wait allows for it beyond playwright's default 30 s.
-      yield* promise(() => first.waitForSelector("#connection:text('open')", { timeout: 60_000 }))
-      yield* addNote(first, "After the restart", "", "todo")
-      yield* promise(() => second.waitForFunction(() => document.querySelectorAll("#notes li").length === 3))
-      assert.deepStrictEqual(yield* titles(second, "#notes"), ["After the restart", "Garden soil notes", "Plan the garden"])
-      assert.strictEqual(yield* promise(() => second.locator("button.delete").count()), 3)
-    }), 180_000)
+      yield* promise(() => first.waitForSelector("#connection[data-status='open']", { timeout: 60_000 }))
+      yield* addNote(first, "After the restart", "the words still add up", "todo")
+      yield* promise(() => second.waitForFunction(() => document.querySelectorAll("#notes li").length === 5))
+      assert.strictEqual((yield* titles(second, "#notes"))[0], "After the restart")
+      assert.strictEqual(yield* promise(() => second.locator("button.delete").count()), 5)
+      // The aggregate kept its state across the restart and counted the new note (7 + 5).
+      yield* promise(() => second.waitForSelector("#words:text-is('12')"))
+    }), 240_000)
 
   it.scopedLive("a page on another origin without authHeaders connects anonymous", () =>
     Effect.gen(function*() {
