@@ -11,8 +11,12 @@ export const Notes = defineTable("notes", {
     tenantId: Schema.String,
     title: Schema.String,
     body: Schema.String,
-    /** Words in the body, counted on write: the aggregate sums it, the expectation bounds it. */
-    words: Schema.Number,
+    /**
+     * Words in the body, counted on write: the aggregate sums it, the expectation bounds it. Null on
+     * rows written before the column existed (a `.data/notes.db` of an older version of the
+     * example): both leave those rows out.
+     */
+    words: Schema.NullOr(Schema.Number),
     tag: Tag,
     author: Schema.String,
     createdAt: Schema.Number
