@@ -6,9 +6,9 @@
  * serving the page under a strict Content-Security-Policy.
  */
 import { HttpServerResponse } from "@effect/platform"
-import { Clock, Effect, Option } from "effect"
+import { Clock, Effect } from "effect"
 import { defineApp, definePlugin, mutation, query, requireAuthenticated, requireScope } from "@fw/framework"
-import { AggregateScheduler, aggregatesPlugin, useAggregate } from "@fw/framework/aggregates"
+import { aggregatesPlugin, useAggregate } from "@fw/framework/aggregates"
 import { passwordSessionStrategy } from "@fw/framework/auth"
 import { flagsPlugin } from "@fw/framework/flags"
 import { searchIndex, searchPlugin } from "@fw/framework/search"
@@ -21,7 +21,7 @@ import wordsPerTenant from "./words.aggregate.js"
 
 export { Notes } from "./tables.js"
 
-/** The aggregates plugin (its tables, inspect routes, and the scheduler in every handler's context); `server.ts` attaches the scheduler. */
+/** The aggregates plugin (its tables, inspect routes, and the scheduler offered to handlers); `server.ts` attaches the scheduler. */
 export const aggregates = aggregatesPlugin()
 
 /** The aggregates the app runs (`server.ts` starts their scheduler). */
@@ -81,16 +81,9 @@ const remove = mutation(deleteNote.tag, {
   handler: ({ id }, { store }) => Effect.as(store.delete(Notes, id), { id })
 })
 
-/** The tenant's words, from the aggregate (the aggregates plugin puts the scheduler in context). */
+/** The tenant's words, from the aggregate (the aggregates plugin offers its scheduler to handlers). */
 const wordsOf = (tenantId: string) =>
-  Effect.flatMap(Effect.serviceOption(AggregateScheduler), Option.match({
-    onNone: () => Effect.succeed(0),
-    onSome: (scheduler) =>
-      useAggregate(wordsPerTenant).read({ where: { tenantId } }).pipe(
-        Effect.map((rows) => rows[0]?.words ?? 0),
-        Effect.provideService(AggregateScheduler, scheduler)
-      )
-  }))
+  Effect.map(useAggregate(wordsPerTenant).read({ where: { tenantId } }), (rows) => rows[0]?.words ?? 0)
 
 const stats = query(noteStats.tag, {
   input: noteStats.input,
