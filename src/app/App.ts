@@ -58,7 +58,50 @@ export interface Options {
     readonly cors?: CorsOptions
   }
   readonly idempotency?: IdempotencyOption
+  /** What the OpenAPI documents say, and whether the procedures' document is published (see `OpenApiOptions`). */
+  readonly openApi?: OpenApiOptions
 }
+
+/**
+ * `openApi`: the app's OpenAPI documents. `/openapi.json` (the public REST routes and projections)
+ * is always served; `/rpc/openapi.json` (every procedure as `POST /rpc/<tag>`) shows the app's
+ * private API, so it is served only where `procedures` allows, and `/docs` renders both.
+ */
+export interface OpenApiOptions {
+  /**
+   * When the procedures' document is served: `"development"` (the default) unless the environment
+   * variable `NODE_ENV` is `production`; `"always"`, in production too; `"never"`.
+   */
+  readonly procedures?: "development" | "always" | "never"
+  /**
+   * The API's licence: an SPDX `identifier` (`"MIT"`) or a `url`. Default: proprietary, no licence
+   * granted (`{name: "Proprietary", identifier: "LicenseRef-Proprietary"}`).
+   */
+  readonly license?: License
+  /**
+   * Where the API is served (`https://api.example.com`). Default `/`: the origin the document was
+   * fetched from, right behind any proxy that keeps the path.
+   */
+  readonly servers?: ReadonlyArray<{ readonly url: string; readonly description?: string }>
+  /** The documents' `info.version` (default `1.0.0`). */
+  readonly version?: string
+}
+
+/** An API licence: its name, and an SPDX identifier or a URL. */
+export type License =
+  | { readonly name: string; readonly identifier: string; readonly url?: undefined }
+  | { readonly name: string; readonly url: string; readonly identifier?: undefined }
+
+/** Normalised `openApi`. */
+export interface OpenApi {
+  readonly procedures: "development" | "always" | "never"
+  readonly license: License
+  readonly servers: ReadonlyArray<{ readonly url: string; readonly description?: string }>
+  readonly version: string
+}
+
+/** The licence of an app that declares none: all rights reserved, the one claim true of any app. */
+export const defaultLicense: License = { name: "Proprietary", identifier: "LicenseRef-Proprietary" }
 
 /** `http.cors`: which origins may call the app from a browser, and how. */
 export interface CorsOptions {
@@ -101,6 +144,8 @@ export interface App {
   readonly idempotency: IdempotencyOption
   /** The plugins' area error classes (`Plugin.errors`), each once: the wire carries them typed. */
   readonly errors: ReadonlyArray<Errors.AreaErrorClass>
+  /** Normalised `openApi`. */
+  readonly openApi: OpenApi
 }
 
 /** An app declaration the framework refuses (duplicate tags or tables). */
@@ -187,8 +232,32 @@ export const defineApp = (options: Options): App => {
     trustedOrigins,
     cors,
     idempotency: options.idempotency ?? false,
-    errors
+    errors,
+    openApi: openApiOf(options.openApi)
   }
+}
+
+const isText = (value: unknown): value is string => typeof value === "string" && value.trim().length > 0
+
+const openApiOf = (options: OpenApiOptions | undefined): OpenApi => {
+  const procedures = options?.procedures ?? "development"
+  if (!["development", "always", "never"].includes(procedures)) {
+    throw new AppDefinitionError(`openApi.procedures: "${String(procedures)}" is not one of "development", "always", "never"`)
+  }
+  const license = options?.license ?? defaultLicense
+  if (!isText(license.name) || !(isText(license.identifier) || isText(license.url))) {
+    throw new AppDefinitionError("openApi.license: give a name and an SPDX identifier or a URL")
+  }
+  if (isText(license.url) && !URL.canParse(license.url)) throw new AppDefinitionError(`openApi.license.url: "${license.url}" is not a URL`)
+  const servers = (options?.servers ?? [{ url: "/" }]).map((server) => {
+    if (!isText(server.url)) throw new AppDefinitionError("openApi.servers: every server needs a url")
+    // A trailing slash doubles the one every path starts with.
+    return { ...server, url: server.url === "/" ? "/" : server.url.replace(/\/+$/, "") }
+  })
+  if (servers.length === 0) throw new AppDefinitionError("openApi.servers: list at least one server (or leave it out for `/`)")
+  const version = options?.version ?? "1.0.0"
+  if (!isText(version)) throw new AppDefinitionError("openApi.version: give a non-empty version")
+  return { procedures, license, servers, version }
 }
 
 /** Headers every CORS caller may send: JSON bodies, bearer tokens, idempotency keys. */

@@ -29,6 +29,24 @@ export interface AuthRequest {
 /** Services a strategy may need while authenticating (JWKS and discovery fetches). */
 export type Requirements = HttpClient.HttpClient
 
+/**
+ * How a credential rides in a request, as an OpenAPI security scheme: a cookie or header
+ * (`apiKey`), or an `Authorization` scheme (`http`, e.g. bearer JWTs).
+ */
+export type SecurityScheme =
+  | {
+    readonly type: "apiKey"
+    readonly in: "cookie" | "header" | "query"
+    readonly name: string
+    readonly description?: string
+  }
+  | {
+    readonly type: "http"
+    readonly scheme: "bearer" | "basic"
+    readonly bearerFormat?: string
+    readonly description?: string
+  }
+
 /** A way of authenticating requests. */
 export interface AuthStrategy {
   /** Strategy id, e.g. `password-session`, `idp_a`; carried as `metadata.provider` on JWT subjects. */
@@ -36,6 +54,12 @@ export interface AuthStrategy {
   /** Hosts this strategy contacts (JWKS, discovery), declared as `network:outbound:<host>`. */
   readonly outboundHosts: ReadonlyArray<string>
   readonly authenticate: (request: AuthRequest) => Effect.Effect<Verdict, never, Requirements>
+  /**
+   * The ways this strategy reads a credential, by scheme name (e.g. `{"password-session": cookie
+   * fw:session}`): the OpenAPI documents list them as the app's security schemes, any one of which
+   * a guarded operation accepts. A strategy without them is not documented.
+   */
+  readonly securitySchemes?: Readonly<Record<string, SecurityScheme>>
 }
 
 /**
@@ -46,6 +70,7 @@ export const composeAuthStrategies = (strategies: ReadonlyArray<AuthStrategy>): 
   strategies.length === 1 ? strategies[0]! : ({
   id: strategies.map((s) => s.id).join("|"),
   outboundHosts: [...new Set(strategies.flatMap((s) => s.outboundHosts))],
+  securitySchemes: Object.assign({}, ...strategies.map((s) => s.securitySchemes ?? {})),
   authenticate: (request) => {
     // Eager (`Now`): a chain of synchronous strategies answers without a fiber step.
     const from = (i: number): Effect.Effect<Verdict, never, Requirements> =>

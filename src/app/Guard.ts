@@ -44,13 +44,43 @@ export class FlagDisabled extends Schema.TaggedError<FlagDisabled>()("FlagDisabl
   }
 }
 
+/**
+ * What a guard asks of the caller, as the OpenAPI documents state it: whether it admits only an
+ * authenticated caller, and the scopes it requires (listed as the operation's security roles).
+ */
+export interface Requirement {
+  readonly authenticated: boolean
+  readonly scopes: ReadonlyArray<string>
+}
+
+// A side table rather than a field: a guard is a plain function, and app guards stay one.
+const requirements = new WeakMap<Guard, Requirement>()
+
+/**
+ * `guard`, recorded as requiring `requirement` (for the OpenAPI documents: an operation behind it
+ * names the app's security schemes and its 401/403). Returns the same guard.
+ */
+export const describe = <G extends Guard>(guard: G, requirement: Requirement): G => {
+  requirements.set(guard, requirement)
+  return guard
+}
+
+/** What `guard` was described as requiring (`describe`); undefined for an undescribed guard. */
+export const requirementOf = (guard: Guard): Requirement | undefined => requirements.get(guard)
+
 /** Refuses with 403 unless the subject carries `scope` (the scope `*` bypasses). */
-export const requireScope = (scope: string): Guard => (ctx) =>
-  Subject.hasScope(ctx.subject, scope) ? undefined : { status: 403, message: `missing scope "${scope}"` }
+export const requireScope = (scope: string): Guard =>
+  describe(
+    (ctx) => Subject.hasScope(ctx.subject, scope) ? undefined : { status: 403, message: `missing scope "${scope}"` },
+    // An anonymous caller has no scopes: only a credential can pass.
+    { authenticated: true, scopes: [scope] }
+  )
 
 /** Refuses with 401 when the caller is anonymous. */
-export const requireAuthenticated: Guard = (ctx) =>
-  ctx.subject.type === "anonymous" ? { status: 401, message: "authentication required" } : undefined
+export const requireAuthenticated: Guard = describe(
+  (ctx) => ctx.subject.type === "anonymous" ? { status: 401, message: "authentication required" } : undefined,
+  { authenticated: true, scopes: [] }
+)
 
 /** Runs guards in order; the first refusal fails with `GuardRefused`. */
 export const runGuards = (guards: ReadonlyArray<Guard>, ctx: Context): Effect.Effect<void, GuardRefused | FlagDisabled> =>

@@ -88,6 +88,10 @@ export interface Procedure<K extends Kind, Tag extends string, I, IE, O, OE> {
   readonly handler: (input: I, ctx: HandlerContext) => Effect.Effect<O, unknown>
   readonly guards: ReadonlyArray<Guard>
   readonly publicApi: PublicApi | undefined
+  /** One line for the OpenAPI documents (default: the kind and tag, `mutation notes.add`). */
+  readonly summary?: string | undefined
+  /** A longer description for the OpenAPI documents. */
+  readonly description?: string | undefined
 }
 
 /**
@@ -114,6 +118,10 @@ export interface Options<I, IE, O, OE, P extends PublicApi = PublicApi> {
   readonly handler: (input: I, ctx: HandlerContext) => Effect.Effect<O, unknown>
   readonly guards?: ReadonlyArray<Guard>
   readonly publicApi?: P
+  /** One line for the OpenAPI documents (default: the kind and tag, `mutation notes.add`). */
+  readonly summary?: string
+  /** A longer description for the OpenAPI documents. */
+  readonly description?: string
 }
 
 const tagPattern = /^[A-Za-z][A-Za-z0-9_]*(\.[A-Za-z][A-Za-z0-9_]*)*$/
@@ -135,7 +143,9 @@ const make = <K extends Kind>(kind: K) =>
     output: options.output,
     handler: options.handler,
     guards: options.guards ?? [],
-    publicApi: options.publicApi === undefined || rateLimit === undefined ? options.publicApi : { ...options.publicApi, rateLimit }
+    publicApi: options.publicApi === undefined || rateLimit === undefined ? options.publicApi : { ...options.publicApi, rateLimit },
+    summary: options.summary,
+    description: options.description
   }
 }
 

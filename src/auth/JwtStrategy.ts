@@ -69,6 +69,17 @@ export interface Options extends Mapping {
   readonly jwks?: Jwks.Options
 }
 
+/**
+ * The security schemes of a JWT strategy: the bearer token, and the cookie when it reads one too
+ * (`<id>-cookie`).
+ */
+export const securitySchemesOf = (id: string, cookieName: string | null): Readonly<Record<string, AuthStrategy.SecurityScheme>> => ({
+  [id]: { type: "http", scheme: "bearer", bearerFormat: "JWT", description: `A JWT accepted by the \`${id}\` strategy, as \`Authorization: Bearer <token>\`.` },
+  ...(cookieName === null ? {} : {
+    [`${id}-cookie`]: { type: "apiKey", in: "cookie", name: cookieName, description: `The same JWT as the \`${cookieName}\` cookie.` }
+  })
+})
+
 /** The token of a request: the bearer header first, then the cookie (unless header-only). */
 export const tokenOf = (headers: AuthStrategy.AuthRequest["headers"], cookieName: string | null): string | undefined => {
   const bearer = AuthStrategy.readBearer(headers)
@@ -289,6 +300,7 @@ export const make = (options: Options): AuthStrategy.AuthStrategy => {
   return {
     id: options.id,
     outboundHosts: hostsOf(keys),
+    securitySchemes: securitySchemesOf(options.id, options.cookieName),
     authenticate: ({ headers }) => {
       const raw = tokenOf(headers, options.cookieName)
       if (raw === undefined) return noMatch

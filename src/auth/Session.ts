@@ -102,11 +102,15 @@ export const passwordSessionStrategy = (options: {
   readonly cookieName?: string
 }): AuthStrategy.AuthStrategy => {
   checkSecretSync(options.secret)
+  const name = options.cookieName ?? cookieName
   return {
     id: "password-session",
     outboundHosts: [],
+    securitySchemes: {
+      "password-session": { type: "apiKey", in: "cookie", name, description: `The signed session issued at login, as the \`${name}\` cookie.` }
+    },
     authenticate: ({ headers }) => {
-      const value = AuthStrategy.readCookie(headers, options.cookieName ?? cookieName)
+      const value = AuthStrategy.readCookie(headers, name)
       if (value === undefined || value.length === 0) return Effect.succeed(AuthStrategy.Verdict.NoMatch())
       return verifySession(value, options.secret).pipe(
         Effect.map((subject) => AuthStrategy.Verdict.Authenticated({ subject })),

@@ -42,6 +42,7 @@ export const make = (options: Options): AuthStrategy.AuthStrategy => {
   return {
     id: options.id,
     outboundHosts: [],
+    securitySchemes: JwtStrategy.securitySchemesOf(options.id, options.cookieName),
     authenticate: ({ headers }) => {
       const token = JwtStrategy.tokenOf(headers, options.cookieName)
       if (token === undefined) return Effect.succeed(AuthStrategy.Verdict.NoMatch())

@@ -1,10 +1,11 @@
 /**
  * The app's REST surface on the rpc listener: hand-written routes and projected procedures
  * through the pipeline, 405 answers on their paths (and on `/rpc`), 415 for multipart under
- * `/form/*`, the OpenAPI document at `/openapi.json` and a docs page at `/docs`.
+ * `/form/*`, the OpenAPI documents (`/openapi.json` for the REST surface, `/rpc/openapi.json` for
+ * the procedures where `openApi.procedures` publishes it) and a docs page at `/docs`.
  */
-import { HttpApiScalar, HttpLayerRouter, HttpServerRequest, HttpServerResponse, OpenApi } from "@effect/platform"
-import { Effect, Layer, Option } from "effect"
+import { HttpLayerRouter, HttpServerRequest, HttpServerResponse, OpenApi } from "@effect/platform"
+import { Config, Effect, Layer, Option } from "effect"
 import type { App } from "../app/App.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import { Runtime } from "../app/Runtime.js"
@@ -13,8 +14,10 @@ import * as Endpoint from "./Endpoint.js"
 import * as Idempotency from "./Idempotency.js"
 import * as IdempotencyStore from "./IdempotencyStore.js"
 import * as MethodGate from "./MethodGate.js"
+import * as DocsPage from "./DocsPage.js"
 import * as OpenApiDocument from "./OpenApiDocument.js"
 import * as Pipeline from "./Pipeline.js"
+import * as ProcedureDocument from "./ProcedureDocument.js"
 import * as Projection from "./Projection.js"
 import * as RateLimitStore from "./RateLimitStore.js"
 import * as RequestBody from "./RequestBody.js"
@@ -29,7 +32,22 @@ export const endpointsOf = (app: App): ReadonlyArray<Endpoint.Endpoint> =>
 
 /** The HttpApi of an app's REST surface (its document is what `/openapi.json` serves). */
 export const api = (app: App) =>
-  OpenApiDocument.api(app.name, endpointsOf(app), Idempotency.settingsOf(app.idempotency) !== undefined)
+  OpenApiDocument.api(app, endpointsOf(app), Idempotency.settingsOf(app.idempotency) !== undefined)
+
+/**
+ * Whether the procedures' document is served: `openApi.procedures` `"always"`, or `"development"`
+ * (the default) while `NODE_ENV` is not `production`. The procedures are the app's private API:
+ * production publishes their shape only when the app says so.
+ */
+export const publishesProcedures = (app: App): Effect.Effect<boolean> =>
+  app.openApi.procedures === "development"
+    ? Config.string("NODE_ENV").pipe(
+      Config.withDefault(""),
+      Effect.map((env) => env.trim() !== "production"),
+      // An unreadable environment is not production's say-so: stay closed.
+      Effect.orElseSucceed(() => false)
+    )
+    : Effect.succeed(app.openApi.procedures === "always")
 
 /** The paths the surface mounts, each with its methods and shared body cap. */
 interface PathGroup {
@@ -98,8 +116,10 @@ export const routes = (app: App, maxBodyBytes: number) =>
     const settings = Idempotency.settingsOf(app.idempotency)
     const endpoints = endpointsOf(app)
     const groups = plan(endpoints, maxBodyBytes, settings)
-    const api = OpenApiDocument.api(app.name, endpoints, settings !== undefined)
+    const api = OpenApiDocument.api(app, endpoints, settings !== undefined)
     const document = OpenApi.fromApi(api)
+    const procedures = (yield* publishesProcedures(app)) ? ProcedureDocument.api(app) : undefined
+    const procedureDocument = procedures === undefined ? undefined : OpenApi.fromApi(procedures)
     const provided = yield* Effect.serviceOption(IdempotencyStore.IdempotencyStore)
     // Off, the binding never reads it: an empty memory tier stands in.
     const idempotencyStore: Layer.Layer<IdempotencyStore.IdempotencyStore, never, Store> = Option.isSome(provided)
@@ -144,12 +164,14 @@ export const routes = (app: App, maxBodyBytes: number) =>
         if (!groups.has("/rpc")) yield* router.addAll(rpcMethodGate)
         if (!groups.has("/form/*")) yield* router.addAll(formRoutes)
         yield* router.add("GET", "/openapi.json", Effect.succeed(HttpServerResponse.unsafeJson(document)))
+        if (procedureDocument !== undefined) {
+          yield* router.add("GET", ProcedureDocument.path, Effect.succeed(HttpServerResponse.unsafeJson(procedureDocument)))
+        }
       })
     ).pipe(
       Layer.provide(idempotencyStore),
       // Without a limited endpoint the counters are never read: an empty memory tier stands in.
       Layer.provide(rateLimitStore ?? RateLimitStore.layerMemory)
     )
-    // The docs page ships its viewer inline: it works without network access.
-    return Layer.merge(mounted, HttpApiScalar.layerHttpLayerRouter({ api, path: "/docs" }))
+    return Layer.merge(mounted, DocsPage.layer(app.name, api, procedures))
   }))

@@ -1,16 +1,18 @@
 /**
- * The OpenAPI 3.1 document (`/openapi.json`) and docs page (`/docs`, Scalar, inline: it works
- * offline). Every hand-written route and projected procedure is an `HttpApiEndpoint` of one
- * `HttpApi`; operations are grouped per API version under a tag named after the version, and
- * each versioned operation carries the extension `x-fw-api-version`.
+ * The OpenAPI 3.1 document of the public REST surface (`/openapi.json`). Every hand-written route
+ * and projected procedure is an `HttpApiEndpoint` of one `HttpApi`; operations are grouped per API
+ * version under a tag named after the version, and each versioned operation carries the extension
+ * `x-fw-api-version`. Every operation has a summary and its security (`OpenApiSecurity`); the
+ * document has the app's servers and licence (`finish`), so it passes Redocly's recommended rules.
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import type { Context } from "effect"
 import { Schema, SchemaAST } from "effect"
-import * as Errors from "../app/Errors.js"
-import * as Guard from "../app/Guard.js"
-import * as BodyLimit from "./BodyLimit.js"
+import type * as App from "../app/App.js"
+import type * as AuthStrategy from "../app/AuthStrategy.js"
 import type * as Endpoint from "./Endpoint.js"
+import * as ErrorBodies from "./ErrorBodies.js"
+import * as OpenApiSecurity from "./OpenApiSecurity.js"
 import * as RestRoute from "./RestRoute.js"
 
 /** The extension naming an operation's API version. */
@@ -57,20 +59,24 @@ const pathSchema = (path: string, declared: SchemaAST.AST | undefined) =>
   })))
 
 /** The builder methods used here, with the HttpApi's static types erased (endpoints are runtime data). */
-interface Builder<Self> {
+export interface Builder<Self> {
   readonly annotate: <I, S>(tag: Context.Tag<I, S>, value: S) => Self
 }
-interface AnyEndpoint extends Builder<AnyEndpoint> {
+/** An `HttpApiEndpoint` as built here. */
+export interface AnyEndpoint extends Builder<AnyEndpoint> {
   readonly setPath: (schema: Schema.Schema.Any) => AnyEndpoint
   readonly setUrlParams: (schema: Schema.Schema.Any) => AnyEndpoint
   readonly setPayload: (schema: Schema.Schema.Any) => AnyEndpoint
   readonly addSuccess: (schema: Schema.Schema.Any) => AnyEndpoint
-  readonly addError: (schema: Schema.Schema.Any, annotations: { readonly status: number }) => AnyEndpoint
+  /** Adds an error answer: its status annotated on the schema (`ErrorBodies.at`). */
+  readonly addError: (schema: Schema.Schema.Any) => AnyEndpoint
 }
-interface AnyGroup extends Builder<AnyGroup> {
+/** An `HttpApiGroup` as built here. */
+export interface AnyGroup extends Builder<AnyGroup> {
   readonly add: (endpoint: AnyEndpoint) => AnyGroup
 }
-interface AnyApi extends Builder<AnyApi> {
+/** An `HttpApi` as built here. */
+export interface AnyApi extends Builder<AnyApi> {
   readonly add: (group: AnyGroup) => AnyApi
 }
 
@@ -106,25 +112,35 @@ const documentOutput = (endpoint: Endpoint.Endpoint, base: AnyEndpoint): AnyEndp
   return base.addSuccess(serve.route.output)
 }
 
-const documentErrors = (endpoint: Endpoint.Endpoint, base: AnyEndpoint, idempotency: boolean): AnyEndpoint => {
+/** The guards and scopes in front of an endpoint. */
+const guardsOf = (endpoint: Endpoint.Endpoint) =>
+  endpoint.serve._tag === "Route"
+    ? { guards: endpoint.serve.route.guards, scopes: [] }
+    : { guards: endpoint.serve.procedure.guards, scopes: endpoint.serve.scopes }
+
+const documentErrors = (endpoint: Endpoint.Endpoint, base: AnyEndpoint, idempotency: boolean, security: OpenApiSecurity.Security): AnyEndpoint => {
   let out = base
-    .addError(Errors.InputInvalid, { status: 400 })
-    .addError(Errors.Unauthenticated, { status: 401 })
-    .addError(Errors.InternalError, { status: 500 })
-  const guarded = endpoint.serve._tag === "Route" ? endpoint.serve.route.guards.length > 0 : true
-  if (guarded) out = out.addError(Guard.GuardRefused, { status: 403 })
-  if (endpoint.lifecycle.sunset !== undefined) out = out.addError(Gone, { status: 410 })
+    .addError(ErrorBodies.at(ErrorBodies.InputInvalid, 400))
+    .addError(ErrorBodies.at(ErrorBodies.Unauthenticated, 401))
+    .addError(ErrorBodies.at(ErrorBodies.InternalError, 500))
+  if (security.authenticated) out = out.addError(ErrorBodies.at(ErrorBodies.GuardRefused, 401))
+  if (security.guarded) out = out.addError(ErrorBodies.at(ErrorBodies.GuardRefused, 403))
+  if (endpoint.lifecycle.sunset !== undefined) out = out.addError(ErrorBodies.at(Gone, 410))
   if (RestRoute.mutatingMethods.has(endpoint.method)) {
-    out = out.addError(BodyLimit.PayloadTooLarge, { status: 413 }).addError(Problem, { status: 415 })
-    if (idempotency && endpoint.claimable) out = out.addError(Problem, { status: 409 }).addError(Problem, { status: 422 })
+    out = out.addError(ErrorBodies.at(ErrorBodies.PayloadTooLarge, 413)).addError(ErrorBodies.at(Problem, 415))
+    if (idempotency && endpoint.claimable) out = out.addError(ErrorBodies.at(Problem, 409)).addError(ErrorBodies.at(Problem, 422))
   }
-  if (endpoint.rateLimit !== undefined) out = out.addError(Problem, { status: 429 }).addError(Problem, { status: 503 })
+  if (endpoint.rateLimit !== undefined) out = out.addError(ErrorBodies.at(Problem, 429)).addError(ErrorBodies.at(Problem, 503))
   return out
 }
 
+/** An operation's `security`, set on the generated operation (the HttpApi knows only its own middleware). */
+export const withSecurity = (base: AnyEndpoint, security: OpenApiSecurity.Security): AnyEndpoint =>
+  base.annotate(OpenApi.Transform, (operation) => ({ ...operation, security: security.requirements }))
+
 const annotate = (endpoint: Endpoint.Endpoint, base: AnyEndpoint): AnyEndpoint => {
-  let out = base.annotate(OpenApi.Identifier, endpoint.operationId)
-  if (endpoint.summary !== undefined) out = out.annotate(OpenApi.Summary, endpoint.summary)
+  // Every operation has a summary (Redocly's `operation-summary`): the method and path when none is declared.
+  let out = base.annotate(OpenApi.Identifier, endpoint.operationId).annotate(OpenApi.Summary, endpoint.summary ?? `${endpoint.method} ${endpoint.path}`)
   const { deprecated, sunset } = endpoint.lifecycle
   if (deprecated !== undefined || sunset !== undefined) out = out.annotate(OpenApi.Deprecated, true)
   const extensions: Record<string, unknown> = {}
@@ -135,15 +151,73 @@ const annotate = (endpoint: Endpoint.Endpoint, base: AnyEndpoint): AnyEndpoint =
 }
 
 /** The HttpApi endpoint documenting `endpoint`. */
-const endpointOf = (endpoint: Endpoint.Endpoint, idempotency: boolean): AnyEndpoint => {
+const endpointOf = (endpoint: Endpoint.Endpoint, idempotency: boolean, schemes: ReadonlyArray<string>): AnyEndpoint => {
   // The one erasure boundary: the builder's generics cannot follow runtime descriptors.
   const base = HttpApiEndpoint.make(endpoint.method)(endpoint.operationId, endpoint.path) as unknown as AnyEndpoint
-  return annotate(endpoint, documentErrors(endpoint, documentOutput(endpoint, documentInput(endpoint, base)), idempotency))
+  const { guards, scopes } = guardsOf(endpoint)
+  const security = OpenApiSecurity.of(guards, schemes, scopes)
+  const documented = documentErrors(endpoint, documentOutput(endpoint, documentInput(endpoint, base)), idempotency, security)
+  return withSecurity(annotate(endpoint, documented), security)
+}
+
+/** The platform's own decode error, which every HttpApi lists at 400: fw answers `InputInvalid` instead. */
+const platformDecodeError = ["HttpApiDecodeError", "Issue", "PropertyKey"]
+
+/** `spec` without the platform's `HttpApiDecodeError` answers and their schemas. */
+const withoutDecodeError = (spec: OpenApi.OpenAPISpec): OpenApi.OpenAPISpec => {
+  const decodeError = { $ref: "#/components/schemas/HttpApiDecodeError" }
+  const isDecodeError = (schema: unknown) => JSON.stringify(schema) === JSON.stringify(decodeError)
+  const paths: Record<string, unknown> = {}
+  for (const [path, item] of Object.entries(spec.paths)) {
+    paths[path] = Object.fromEntries(Object.entries(item).map(([method, operation]) => {
+      const responses = Object.fromEntries(Object.entries((operation as OpenApi.OpenAPISpecOperation).responses).map(([status, response]) => {
+        const content = response.content?.["application/json"]
+        const schema = content?.schema as { readonly anyOf?: ReadonlyArray<unknown> } | undefined
+        if (schema === undefined || !(isDecodeError(schema) || schema.anyOf?.some(isDecodeError))) return [status, response]
+        const rest = (schema.anyOf ?? []).filter((member) => !isDecodeError(member))
+        if (rest.length === 0) return [status, { description: response.description }]
+        return [status, { ...response, content: { ...response.content, "application/json": { ...content, schema: rest.length === 1 ? rest[0] : { anyOf: rest } } } }]
+      }))
+      return [method, { ...operation, responses }]
+    }))
+  }
+  const schemas = Object.fromEntries(Object.entries(spec.components.schemas).filter(([name]) => !platformDecodeError.includes(name)))
+  return { ...spec, paths: paths as OpenApi.OpenAPISpec["paths"], components: { ...spec.components, schemas } }
+}
+
+/**
+ * The document-level parts every fw document has: the app's servers (default `/`), licence and
+ * version, and its auth strategies as security schemes (those some operation names). Operations
+ * carry their own `security`, so the root's empty one is dropped.
+ */
+export const finish = (
+  options: App.OpenApi,
+  schemes: Readonly<Record<string, AuthStrategy.SecurityScheme>>
+) =>
+(spec: Record<string, unknown>): Record<string, unknown> => {
+  const { security: _root, ...rest } = withoutDecodeError(spec as unknown as OpenApi.OpenAPISpec)
+  // `license.identifier` is OpenAPI 3.1; the platform's types know only `url`.
+  const license = options.license.identifier === undefined
+    ? { name: options.license.name, url: options.license.url }
+    : { name: options.license.name, identifier: options.license.identifier }
+  // A scheme no operation names would be an unused component (Redocly warns): only the used ones.
+  const used = new Set<string>()
+  for (const item of Object.values(rest.paths)) {
+    for (const operation of Object.values(item)) {
+      for (const requirement of (operation as OpenApi.OpenAPISpecOperation).security ?? []) for (const name of Object.keys(requirement)) used.add(name)
+    }
+  }
+  return {
+    ...rest,
+    info: { ...rest.info, version: options.version, license },
+    servers: options.servers.map((server) => ({ ...server })),
+    components: { ...rest.components, securitySchemes: Object.fromEntries(Object.entries(schemes).filter(([name]) => used.has(name))) }
+  }
 }
 
 /** The HttpApi of an app's REST surface: one group (tag) per version. */
 export const api = (
-  name: string,
+  app: App.App,
   endpoints: ReadonlyArray<Endpoint.Endpoint>,
   idempotency: boolean
 ): DocumentApi => {
@@ -152,14 +226,18 @@ export const api = (
     const tag = endpoint.version ?? unversionedTag
     groups.set(tag, [...(groups.get(tag) ?? []), endpoint])
   }
-  let out = HttpApi.make(name).annotate(OpenApi.Title, name).annotate(OpenApi.Version, "1.0.0") as unknown as AnyApi
+  const schemes = OpenApiSecurity.schemesOf(app.auth)
+  let out = (HttpApi.make(app.name) as unknown as AnyApi)
+    .annotate(OpenApi.Title, app.name)
+    .annotate(OpenApi.Description, `The public REST routes of ${app.name}.`)
+    .annotate(OpenApi.Transform, finish(app.openApi, schemes))
   for (const [tag, members] of [...groups].sort(([a], [b]) => a.localeCompare(b))) {
     let group = (HttpApiGroup.make(tag, { topLevel: true }) as unknown as AnyGroup).annotate(
       OpenApi.Description,
       tag === unversionedTag ? "Routes without an API version" : `API version ${tag}`
     )
     if (tag !== unversionedTag) group = group.annotate(OpenApi.Override, { [versionExtension]: tag })
-    for (const endpoint of members) group = group.add(endpointOf(endpoint, idempotency))
+    for (const endpoint of members) group = group.add(endpointOf(endpoint, idempotency, Object.keys(schemes)))
     out = out.add(group)
   }
   return out as unknown as DocumentApi
