@@ -64,6 +64,9 @@ server_pid=$!
 for _ in $(seq 1 60); do curl -fsS "http://127.0.0.1:$port/openapi.json" > /dev/null 2>&1 && break; sleep 0.5; done
 curl -fsS "http://127.0.0.1:$port/openapi.json" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>{const d=JSON.parse(s);if(!d.openapi)process.exit(1);console.log("pack-check: /openapi.json",d.openapi)})' \
   || { echo "pack-check: the tour did not serve /openapi.json"; cat server.log; exit 1; }
+step "lint the served OpenAPI documents (Redocly's recommended rules: no error, no warning)"
+(cd "$repo" && node scripts/lint-openapi.mjs "http://127.0.0.1:$port/openapi.json" "http://127.0.0.1:$port/rpc/openapi.json") \
+  || { echo "pack-check: the tour's OpenAPI documents do not pass the lint"; exit 1; }
 step "the README's curl lines against the tour, each answer as the README shows it"
 # Each printing curl line's answer on a line of its own, compared with the `# …` line under it
 # (`…` stands for any text, a trailing `(status N)` is the README's note).

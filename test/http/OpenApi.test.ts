@@ -3,6 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
 import * as Store from "../../src/kernel/store/Store.js"
+import { lint } from "../support/OpenApiLint.js"
 import * as Serve from "../support/Serve.js"
 import { send } from "./client.js"
 import { makeApp } from "./fixtures.js"
@@ -33,6 +34,8 @@ describe("OpenAPI", () => {
       const document = reply.json() as Document
       assert.strictEqual(document.openapi, "3.1.0")
       yield* Effect.promise(() => SwaggerParser.validate(structuredClone(document) as never))
+      // Every kind of route (versions, sunset, idempotency, rate limits, SSE, bytes): no Redocly problem.
+      assert.deepStrictEqual(yield* Effect.promise(() => lint(document, `${url}/openapi.json`)), [])
 
       const get = document.paths["/v2/notes/{id}"]!.get!
       assert.deepStrictEqual(get.tags, ["v2"])
