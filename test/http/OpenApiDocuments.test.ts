@@ -14,10 +14,12 @@ import type { Document as OasDocument } from "openapi-backend"
 import { OpenAPIBackend } from "openapi-backend"
 import { AppDefinitionError, defineApp } from "../../src/app/App.js"
 import type * as App from "../../src/app/App.js"
+import * as Guard from "../../src/app/Guard.js"
 import { requireAuthenticated, requireScope } from "../../src/app/Guard.js"
 import { mutation, query } from "../../src/app/Procedure.js"
-import { passwordSessionStrategy } from "../../src/auth/Session.js"
-import { issueSession } from "../../src/auth/Session.js"
+import { idpCStrategy } from "../../src/auth/IdentityProviders.js"
+import { issueSession, passwordSessionStrategy } from "../../src/auth/Session.js"
+import * as OpenApiSecurity from "../../src/http/OpenApiSecurity.js"
 import { defineRestRoute } from "../../src/http/RestRoute.js"
 import * as ChangeTap from "../../src/kernel/changes/ChangeTap.js"
 import { defineTable } from "../../src/kernel/schema/Table.js"
@@ -216,6 +218,23 @@ const guardedApp = (openApi?: App.OpenApiOptions) =>
         publicApi: { scopes: ["notes:read"] },
         handler: (_, { store }) => store.count(Notes)
       }),
+      // An app's own guard, described: documented like `requireScope("staff")`.
+      mutation("admin.purge", {
+        input: Schema.Struct({}),
+        output: Schema.Struct({}),
+        guards: [Guard.describe((ctx) => ctx.subject.scopes.includes("staff") ? undefined : { status: 403, message: "staff only" }, {
+          authenticated: true,
+          scopes: ["staff"]
+        })],
+        handler: () => Effect.succeed({})
+      }),
+      // Not described: it may admit anyone, so the credential stays optional, but its refusal is listed.
+      query("notes.peek", {
+        input: Schema.Struct({}),
+        output: Schema.Number,
+        guards: [(ctx) => ctx.headers["x-peek"] === "yes" ? undefined : { status: 403, message: "no peeking" }],
+        handler: () => Effect.succeed(1)
+      }),
       mutation("notes.add", {
         input: Schema.Struct({ text: Schema.String }),
         output: Notes.schema,
@@ -256,6 +275,11 @@ describe("guarded routes", () => {
       const add = procedures["paths"]["/rpc/notes.add"]["post"]
       assert.strictEqual(add["summary"], "Add a note")
       assert.deepStrictEqual(add["security"], [{ "password-session": ["notes:write"] }])
+      assert.deepStrictEqual(procedures["paths"]["/rpc/admin.purge"]["post"]["security"], [{ "password-session": ["staff"] }])
+      const peek = procedures["paths"]["/rpc/notes.peek"]["post"]
+      assert.deepStrictEqual(peek["security"], [{}, { "password-session": [] }])
+      assert.include(JSON.stringify(peek["responses"]["403"]), "#/components/schemas/GuardRefused")
+      assert.notInclude(JSON.stringify(peek["responses"]["401"]), "#/components/schemas/GuardRefused")
       const session = yield* issueSession(Subject.make({ type: "user", id: "ada", tenantId: "acme", scopes: ["notes:read"] }), secret)
       const refused = yield* send(`${url}/rpc/notes.add`, jsonBody("POST", { text: "x" }, { cookie: `fw:session=${session}` }))
       assert.strictEqual(refused.status, 403)
@@ -265,6 +289,21 @@ describe("guarded routes", () => {
       assert.strictEqual(oversized.status, 415)
       assert.deepStrictEqual(checkProcedures.response("notes.add", oversized.status, oversized.json()), [])
     }))
+})
+
+describe("security schemes", () => {
+  it("a JWT strategy is a bearer token, and a cookie where it reads one", () => {
+    assert.deepStrictEqual(OpenApiSecurity.schemesOf([idpCStrategy({ frontendApi: "https://clerk.example.org" })]), {
+      idp_c: {
+        type: "http",
+        scheme: "bearer",
+        bearerFormat: "JWT",
+        description: "A JWT accepted by the `idp_c` strategy, as `Authorization: Bearer <token>`."
+      },
+      "idp_c-cookie": { type: "apiKey", in: "cookie", name: "__session", description: "The same JWT as the `__session` cookie." }
+    })
+    assert.deepStrictEqual(Object.keys(OpenApiSecurity.schemesOf([idpCStrategy({ frontendApi: "https://clerk.example.org", cookieName: null })])), ["idp_c"])
+  })
 })
 
 describe("where the procedures' document is served", () => {
