@@ -7,7 +7,6 @@
  * procedures' side.
  */
 import { HttpApi, HttpApiScalar, OpenApi } from "@effect/platform"
-import type * as OpenApiDocument from "./OpenApiDocument.js"
 
 type Json = Record<string, unknown>
 
@@ -75,10 +74,10 @@ export const merge = (rest: Json, procedures: Json): Json => {
   }
 }
 
-/** The `/docs` route rendering `rest`, merged with `procedures` when given. */
-export const layer = (name: string, rest: OpenApiDocument.DocumentApi, procedures: OpenApiDocument.DocumentApi | undefined) => {
-  const restSpec = OpenApi.fromApi(rest) as unknown as Json
-  const spec = procedures === undefined ? restSpec : merge(restSpec, OpenApi.fromApi(procedures) as unknown as Json)
+/** The `/docs` route rendering `rest`, merged with `procedures` when given (both generated documents). */
+export const layer = (name: string, rest: OpenApi.OpenAPISpec, procedures: OpenApi.OpenAPISpec | undefined) => {
+  const restSpec = rest as unknown as Json
+  const spec = procedures === undefined ? restSpec : merge(restSpec, procedures as unknown as Json)
   // The viewer reads its document from an HttpApi: one whose generated document is replaced by `spec`.
   const page = HttpApi.make(name).annotate(OpenApi.Transform, () => spec)
   return HttpApiScalar.layerHttpLayerRouter({ api: page, path: "/docs" })

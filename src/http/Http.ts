@@ -118,8 +118,13 @@ export const routes = (app: App, maxBodyBytes: number) =>
     const groups = plan(endpoints, maxBodyBytes, settings)
     const api = OpenApiDocument.api(app, endpoints, settings !== undefined)
     const document = OpenApi.fromApi(api)
-    const procedures = (yield* publishesProcedures(app)) ? ProcedureDocument.api(app) : undefined
-    const procedureDocument = procedures === undefined ? undefined : OpenApi.fromApi(procedures)
+    const procedureDocument = (yield* publishesProcedures(app))
+      ? yield* Effect.try(() => OpenApi.fromApi(ProcedureDocument.api(app))).pipe(
+        // A document is help, not service: what it cannot describe must not stop the app.
+        Effect.tapError((error) => Effect.logWarning(`the procedures' OpenAPI document could not be made; ${ProcedureDocument.path} is not served`, error)),
+        Effect.orElseSucceed(() => undefined)
+      )
+      : undefined
     const provided = yield* Effect.serviceOption(IdempotencyStore.IdempotencyStore)
     // Off, the binding never reads it: an empty memory tier stands in.
     const idempotencyStore: Layer.Layer<IdempotencyStore.IdempotencyStore, never, Store> = Option.isSome(provided)
@@ -173,5 +178,5 @@ export const routes = (app: App, maxBodyBytes: number) =>
       // Without a limited endpoint the counters are never read: an empty memory tier stands in.
       Layer.provide(rateLimitStore ?? RateLimitStore.layerMemory)
     )
-    return Layer.merge(mounted, DocsPage.layer(app.name, api, procedures))
+    return Layer.merge(mounted, DocsPage.layer(app.name, document, procedureDocument))
   }))

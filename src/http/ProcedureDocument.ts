@@ -7,7 +7,7 @@
  * guards (`OpenApiSecurity`), its summary (declared, else `<kind> <tag>`), and a tag per namespace
  * (`notes.add` → `notes`). Live queries stay with the WebSocket and are not listed.
  */
-import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import { HttpApi, HttpApiEndpoint, HttpApiGroup, OpenApi, OpenApiJsonSchema } from "@effect/platform"
 import { Option, Schema, SchemaAST } from "effect"
 import type * as App from "../app/App.js"
 import type * as Errors from "../app/Errors.js"
@@ -60,6 +60,19 @@ const bodiesAt = (status: number, bodies: ReadonlyArray<Schema.Schema.AnyNoConte
     return true
   })
 
+/**
+ * `schema`, or where it has no JSON Schema (a `Schema.declare` without a `jsonSchema` annotation)
+ * any JSON value, said so: one such procedure must not take the whole document, nor the boot, down.
+ */
+const documentable = (schema: Schema.Schema.AnyNoContext, what: string): Schema.Schema.AnyNoContext => {
+  try {
+    OpenApiJsonSchema.make(schema)
+    return schema
+  } catch {
+    return Schema.Unknown.annotations({ description: `The ${what} (its schema has no JSON Schema form).` })
+  }
+}
+
 const endpointOf = (
   procedure: Procedure.Any,
   schemes: ReadonlyArray<string>,
@@ -67,8 +80,8 @@ const endpointOf = (
 ): OpenApiDocument.AnyEndpoint => {
   // The one erasure boundary: the builder's generics cannot follow runtime descriptors.
   let out = (HttpApiEndpoint.make("POST")(procedure.tag, `/rpc/${procedure.tag}`) as unknown as OpenApiDocument.AnyEndpoint)
-    .setPayload(procedure.input)
-    .addSuccess(procedure.output)
+    .setPayload(documentable(procedure.input, "procedure's input"))
+    .addSuccess(documentable(procedure.output, "procedure's output"))
   const security = OpenApiSecurity.of(procedure.guards, schemes)
   const statuses = new Map<number, string>()
   for (const [status, { bodies, description }] of ErrorBodies.byStatus) {

@@ -338,6 +338,24 @@ describe("where the procedures' document is served", () => {
       assert.notInclude((yield* send(`${never.url}/docs`)).text, "/rpc/notes.add")
     }))
 
+  it.scopedLive("a procedure whose schema has no JSON Schema form is documented as any JSON; the others as usual", () =>
+    Effect.gen(function*() {
+      const Instant = Schema.declare((input: unknown): input is Date => input instanceof Date)
+      const app = defineApp({
+        procedures: [
+          query("clock.now", { input: Schema.Struct({}), output: Instant, handler: () => Effect.succeed(new Date(0)) }),
+          query("clock.zone", { input: Schema.Struct({}), output: Schema.String, handler: () => Effect.succeed("UTC") })
+        ]
+      })
+      const { url } = yield* Serve.serve(app, memory).pipe(withEnv({ NODE_ENV: "development" }))
+      const document = (yield* send(`${url}/rpc/openapi.json`)).json() as Json
+      const now = document["paths"]["/rpc/clock.now"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+      assert.strictEqual(now["description"], "The procedure's output (its schema has no JSON Schema form).")
+      assert.notProperty(now, "type")
+      assert.deepStrictEqual(document["paths"]["/rpc/clock.zone"]["post"]["responses"]["200"]["content"]["application/json"]["schema"], { type: "string" })
+      assert.deepStrictEqual(yield* Effect.promise(() => lint(document, `${url}/rpc/openapi.json`)), [])
+    }))
+
   it("refuses an openApi option it cannot publish", () => {
     assert.throws(() => guardedApp({ license: { name: "Mine" } as App.License }), AppDefinitionError, /openApi.license/)
     assert.throws(() => guardedApp({ procedures: "sometimes" as "always" }), AppDefinitionError, /openApi.procedures/)
