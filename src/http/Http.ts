@@ -36,18 +36,21 @@ export const api = (app: App) =>
 
 /**
  * Whether the procedures' document is served: `openApi.procedures` `"always"`, or `"development"`
- * (the default) while `NODE_ENV` is not `production`. The procedures are the app's private API:
+ * (the default) unless serving in production: `production` when the server says (`fw serve`,
+ * `Server.Options.production`), else `NODE_ENV=production`. The procedures are the app's private API:
  * production publishes their shape only when the app says so.
  */
-export const publishesProcedures = (app: App): Effect.Effect<boolean> =>
-  app.openApi.procedures === "development"
-    ? Config.string("NODE_ENV").pipe(
+export const publishesProcedures = (app: App, production?: boolean): Effect.Effect<boolean> =>
+  app.openApi.procedures !== "development"
+    ? Effect.succeed(app.openApi.procedures === "always")
+    : production !== undefined
+    ? Effect.succeed(!production)
+    : Config.string("NODE_ENV").pipe(
       Config.withDefault(""),
       Effect.map((env) => env.trim() !== "production"),
       // An unreadable environment is not production's say-so: stay closed.
       Effect.orElseSucceed(() => false)
     )
-    : Effect.succeed(app.openApi.procedures === "always")
 
 /** The paths the surface mounts, each with its methods and shared body cap. */
 interface PathGroup {
@@ -107,18 +110,19 @@ const formRoutes = (["POST", "PUT", "PATCH", "DELETE"] as const).map((method) =>
 
 /**
  * The REST routes, the projections, the method gates, the OpenAPI document and the docs page of
- * `app`, reading bodies up to `maxBodyBytes` (or a route's own cap). With `idempotency` on, the
+ * `app`, reading bodies up to `maxBodyBytes` (or a route's own cap); `production` as in
+ * `publishesProcedures`. With `idempotency` on, the
  * `IdempotencyStore` in context is used, or else the one matching the store (`layerFromStore`);
  * likewise the `RateLimitStore` when an endpoint declares a `rateLimit`.
  */
-export const routes = (app: App, maxBodyBytes: number) =>
+export const routes = (app: App, maxBodyBytes: number, production?: boolean) =>
   Layer.unwrapEffect(Effect.gen(function*() {
     const settings = Idempotency.settingsOf(app.idempotency)
     const endpoints = endpointsOf(app)
     const groups = plan(endpoints, maxBodyBytes, settings)
     const api = OpenApiDocument.api(app, endpoints, settings !== undefined)
     const document = OpenApi.fromApi(api)
-    const procedureDocument = (yield* publishesProcedures(app))
+    const procedureDocument = (yield* publishesProcedures(app, production))
       ? yield* Effect.try(() => OpenApi.fromApi(ProcedureDocument.api(app))).pipe(
         // A document is help, not service: what it cannot describe must not stop the app.
         Effect.tapError((error) => Effect.logWarning(`the procedures' OpenAPI document could not be made; ${ProcedureDocument.path} is not served`, error)),

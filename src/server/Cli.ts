@@ -3,7 +3,7 @@
  */
 import { Args, Command, Options } from "@effect/cli"
 import { SqlClient } from "@effect/sql"
-import { Console, Effect, Layer, Option, Schema } from "effect"
+import { Config, Console, Effect, Layer, Option, Schema } from "effect"
 import { spawn } from "node:child_process"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import * as fs from "node:fs"
@@ -180,7 +180,11 @@ const serve = (file: string, dev: boolean) =>
     const { host, port } = yield* address(entry)
     const served = yield* discoveryLine(file, withDiscovered(file, entry.app, dev))
     // The server prints the startup line once it listens.
-    const main = Server.layer(served.app, { applySchema: dev, logRequests: dev }).pipe(
+    // `fw serve` is how an app runs in production: with NODE_ENV unset it counts as production (the
+    // procedures' OpenAPI document stays private unless the app opts in); NODE_ENV may say otherwise.
+    const nodeEnv = (yield* Config.string("NODE_ENV").pipe(Config.withDefault(""), Effect.orElseSucceed(() => ""))).trim()
+    const production = dev ? false : nodeEnv === "" ? true : undefined
+    const main = Server.layer(served.app, { applySchema: dev, logRequests: dev, ...(production === undefined ? {} : { production }) }).pipe(
       Layer.provide(served.layer),
       Layer.provide(entry.store),
       Layer.provide(NodeServer.layer(BootServer.createServer, { port, host }))

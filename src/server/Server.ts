@@ -68,6 +68,12 @@ export interface Options {
    * tests and embedding programs turn it off.
    */
   readonly announce?: boolean
+  /**
+   * Serve as in production: the procedures' OpenAPI document (`/rpc/openapi.json`) only when the
+   * app opts in (`openApi.procedures: "always"`). Default: whether `NODE_ENV` is `production`;
+   * `fw serve` sets it unless `NODE_ENV` names another environment, `fw dev` clears it.
+   */
+  readonly production?: boolean
   /** Extra `HttpLayerRouter` routes served on the same listener (health checks, webhooks, ...). */
   readonly routes?: Layer.Layer<never, never, HttpLayerRouter.HttpRouter | Store | ChangeTap>
 }
@@ -220,7 +226,7 @@ const announce = (app: App) =>
     Console.log(`fw: serving ${app.name} on ${HttpServerModule.formatAddress(server.address)} (docs at /docs)`))
 
 /** Every route of the app, before serving. */
-export const routes = (app: App) =>
+export const routes = (app: App, production?: boolean) =>
   Layer.unwrapEffect(Effect.gen(function*() {
     const declared = DeclaredTables.namesOf(app.tables)
     for (const plugin of app.plugins) {
@@ -235,7 +241,7 @@ export const routes = (app: App) =>
     )
     return Layer.mergeAll(
       rpc,
-      Http.routes(app, maxBodyBytes),
+      Http.routes(app, maxBodyBytes, production),
       Inspect.routes(maxBodyBytes),
       Dashboard.routes,
       health,
@@ -267,7 +273,7 @@ export const layer = (
   Plugin.PluginInvalid | TableNotDeclared | SchemaApply.SchemaApplyFailed | Settings.SettingInvalid,
   Store | ChangeTap | HttpServer.HttpServer
 > =>
-  RequestTracing.onlyWhenTraced(Dispatch.serve(options.routes ? Layer.merge(routes(app), options.routes) : routes(app), {
+  RequestTracing.onlyWhenTraced(Dispatch.serve(options.routes ? Layer.merge(routes(app, options.production), options.routes) : routes(app, options.production), {
     disableLogger: options.logRequests !== true,
     disableListenLog: true
   })).pipe(

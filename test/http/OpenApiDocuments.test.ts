@@ -338,6 +338,14 @@ describe("where the procedures' document is served", () => {
       assert.notInclude((yield* send(`${never.url}/docs`)).text, "/rpc/notes.add")
     }))
 
+  it.scopedLive("Server.layer's production option decides over NODE_ENV", () =>
+    Effect.gen(function*() {
+      const production = yield* Serve.serve(guardedApp(), memory, { production: true }).pipe(withEnv({ NODE_ENV: "development" }))
+      assert.strictEqual((yield* send(`${production.url}/rpc/openapi.json`)).status, 404)
+      const development = yield* Serve.serve(guardedApp(), memory, { production: false }).pipe(withEnv({ NODE_ENV: "production" }))
+      assert.strictEqual((yield* send(`${development.url}/rpc/openapi.json`)).status, 200)
+    }))
+
   it.scopedLive("a procedure whose schema has no JSON Schema form is documented as any JSON; the others as usual", () =>
     Effect.gen(function*() {
       const Instant = Schema.declare((input: unknown): input is Date => input instanceof Date)
