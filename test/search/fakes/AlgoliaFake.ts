@@ -7,9 +7,12 @@
  * `attr op n`; `NOT` negates (so it matches a record without the attribute); typo tolerance
  * `true|false|min|strict` with `minWordSizefor1Typo` (4) / `minWordSizefor2Typos` (8), a swap of
  * neighbours is one typo; `queryType` prefixLast (default) or prefixNone; ties by `customRanking`.
+ * With `knobs` delays set, a batch's records are applied (searchable) only when its task is run
+ * and published (`publishDelayMs`: Algolia's replication before a task is `published`); its task
+ * stays `notPublished` until then. Settings, moves and deletes are not delayed.
  */
 import type { FakeServer, Json, Reply, Term } from "./FakeCore.js"
-import { countFacets, FilterSyntaxError, guard, highlightText, HttpError, matchDoc, normalise, read, scan, segments, start, texts, words } from "./FakeCore.js"
+import { countFacets, delayed, FilterSyntaxError, guard, highlightText, HttpError, knobs, matchDoc, normalise, read, scan, segments, start, taskQueue, texts, words } from "./FakeCore.js"
 import type { SeenRequest } from "./SpecValidator.js"
 
 interface Index {
@@ -39,10 +42,22 @@ export const startAlgolia = async (): Promise<AlgoliaFake> => {
   const indexes = new Map<string, Index>()
   const state = { stall: false }
   const pending = new Map<number, number>()
+  /** Tasks still waiting in the queue (`knobs` delays). */
+  const queued = new Set<number>()
+  const timing = knobs()
+  const queue = taskQueue(timing)
   let nextTask = 1
-  const task = (extra: Json): Reply => {
+  /** A task; `apply` (a batch's records) runs now, or in the queue when delays are set. */
+  const task = (extra: Json, apply?: () => void): Reply => {
     const taskID = nextTask++
     pending.set(taskID, 0)
+    if (apply !== undefined && delayed(timing)) {
+      queued.add(taskID)
+      void queue(() => {
+        apply()
+        queued.delete(taskID)
+      })
+    } else apply?.()
     return { status: 200, body: { taskID, updatedAt: new Date().toISOString(), ...extra } }
   }
   const ensure = (name: string) => {
@@ -53,7 +68,7 @@ export const startAlgolia = async (): Promise<AlgoliaFake> => {
     }
     return index
   }
-  const handler = (request: SeenRequest, operationId: string): Reply =>
+  const handler = (request: SeenRequest, operationId: string): Reply | Promise<Reply> =>
     guard(() => {
       const seg = segments(request.path)
       const name = seg[2]!
@@ -61,15 +76,23 @@ export const startAlgolia = async (): Promise<AlgoliaFake> => {
       switch (operationId) {
         case "batch": {
           const index = ensure(name)
-          const objectIDs: Array<string> = []
-          for (const r of body["requests"] as Array<{ action: string; body: Json }>) {
-            const id = String(r.body["objectID"])
-            objectIDs.push(id)
-            if (r.action === "updateObject" || r.action === "addObject") index.objects.set(id, r.body)
-            else if (r.action === "deleteObject") index.objects.delete(id)
-            else throw error(400, `fake: action ${r.action} is not modelled`)
+          const requests = body["requests"] as Array<{ action: string; body: Json }>
+          for (const r of requests) {
+            if (r.action !== "updateObject" && r.action !== "addObject" && r.action !== "deleteObject") throw error(400, `fake: action ${r.action} is not modelled`)
           }
-          return task({ objectIDs })
+          const objectIDs = requests.map((r) => String(r.body["objectID"]))
+          return task({ objectIDs }, () => {
+            const visible: Array<Json> = []
+            for (const r of requests) {
+              const id = String(r.body["objectID"])
+              if (r.action === "deleteObject") index.objects.delete(id)
+              else {
+                index.objects.set(id, r.body)
+                visible.push(r.body)
+              }
+            }
+            if (visible.length > 0) timing.onVisible?.(name, visible)
+          })
         }
         case "setSettings":
           ensure(name).settings = { ...ensure(name).settings, ...body }
@@ -84,7 +107,7 @@ export const startAlgolia = async (): Promise<AlgoliaFake> => {
           const polls = pending.get(id)
           if (polls === undefined) throw error(404, "Task does not exist")
           pending.set(id, polls + 1)
-          return { status: 200, body: { status: state.stall || polls === 0 ? "notPublished" : "published" } }
+          return { status: 200, body: { status: state.stall || polls === 0 || queued.has(id) ? "notPublished" : "published" } }
         }
         case "searchSingleIndex": {
           const index = indexes.get(name)
@@ -115,7 +138,7 @@ export const startAlgolia = async (): Promise<AlgoliaFake> => {
           throw error(501, `fake algolia does not model ${operationId}`)
       }
     }, (message) => ({ message, status: 400 }))
-  const server = await start("algolia", handler, normaliseRequest, OPERATIONS)
+  const server = await start("algolia", handler, normaliseRequest, OPERATIONS, timing)
   return Object.defineProperty(Object.assign(server, { indexes }), "stallTasks", {
     get: () => state.stall,
     set: (v: boolean) => {

@@ -2,7 +2,10 @@
  * What the three fake engines share: an HTTP server on 127.0.0.1 that validates every request
  * against the vendor's OpenAPI spec (a violation answers 400 and is recorded: tests assert none),
  * failure injection (timeouts, 429 with Retry-After, 5xx, 4xx), and a small text matcher
- * (normalised words, typo budgets, prefix, highlights without escaping, as engines do).
+ * (normalised words, typo budgets, prefix, highlights without escaping, as engines do), and
+ * timing knobs for benchmarks (`Knobs`: how long a document write task takes, how long before its
+ * documents are searchable, and a hook told the moment they are). The knobs default to 0: a write
+ * is then applied as it is answered, as the tests expect.
  */
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -33,8 +36,50 @@ export interface Fault {
   readonly retryAfterSeconds?: number
 }
 
+/**
+ * Timing of document writes, settable while the fake runs. Document write tasks run one after
+ * another, as an engine's indexing queue does: each takes `taskLatencyMs` after the previous one
+ * ended (or after it arrived, if later); its documents become searchable `publishDelayMs` after
+ * that (the publish delay of an engine that replicates before serving, overlapping the next
+ * tasks). The task reports done only then.
+ */
+export interface Knobs {
+  taskLatencyMs: number
+  publishDelayMs: number
+  /**
+   * Told, at the moment it happens, of the documents a write made searchable (the live index
+   * name as the engine knows it: a Typesense collection, a Meilisearch or Algolia index).
+   */
+  onVisible: ((index: string, docs: ReadonlyArray<Json>) => void) | undefined
+}
+
+/** Knobs at their defaults: no delay, no hook. */
+export const knobs = (): Knobs => ({ taskLatencyMs: 0, publishDelayMs: 0, onVisible: undefined })
+
+/** True when document writes must go through `taskQueue` (some delay is set). */
+export const delayed = (knobs: Knobs): boolean => knobs.taskLatencyMs > 0 || knobs.publishDelayMs > 0
+
+/**
+ * The indexing queue of `Knobs`: `schedule(apply)` runs `apply` when the task's documents become
+ * searchable and resolves with its result then. Tasks apply in the order they were scheduled.
+ */
+export const taskQueue = (knobs: Knobs) => {
+  let free = 0
+  let last: Promise<unknown> = Promise.resolve()
+  return <A>(apply: () => A): Promise<A> => {
+    const processed = Math.max(performance.now(), free) + knobs.taskLatencyMs
+    free = processed
+    const due = processed + knobs.publishDelayMs
+    const done = last.then(() => new Promise<void>((resolve) => setTimeout(resolve, Math.max(0, due - performance.now())))).then(apply)
+    last = done.catch(() => undefined)
+    return done
+  }
+}
+
 /** A running fake engine. */
 export interface FakeServer {
+  /** Timing of document writes (defaults: none). */
+  readonly knobs: Knobs
   readonly port: number
   readonly url: string
   /** Every request received, with its spec verdict. */
@@ -46,8 +91,8 @@ export interface FakeServer {
   readonly close: () => Promise<void>
 }
 
-/** The engine-specific part: answers a validated request. */
-export type Handler = (request: SeenRequest, operationId: string) => Reply
+/** The engine-specific part: answers a validated request (later, when a write waits for its task). */
+export type Handler = (request: SeenRequest, operationId: string) => Reply | Promise<Reply>
 
 /**
  * Removes what the official client sends outside its vendor's spec, exactly these and nothing
@@ -56,7 +101,13 @@ export type Handler = (request: SeenRequest, operationId: string) => Reply
 export type Normalise = (request: SeenRequest) => SeenRequest
 
 /** Starts a fake engine. */
-export const start = async (engine: Engine, handler: Handler, normalise: Normalise, operations: ReadonlyArray<string>): Promise<FakeServer> => {
+export const start = async (
+  engine: Engine,
+  handler: Handler,
+  normalise: Normalise,
+  operations: ReadonlyArray<string>,
+  timing: Knobs = knobs()
+): Promise<FakeServer> => {
   const spec = await validator(engine)
   spec.warm(operations)
   const requests: FakeServer["requests"] = []
@@ -120,16 +171,20 @@ export const start = async (engine: Engine, handler: Handler, normalise: Normali
           headers: fault.retryAfterSeconds === undefined ? {} : { "retry-after": String(fault.retryAfterSeconds) }
         })
       }
+      const crashed = (error: unknown) => send({ status: 500, body: { message: `fake ${engine} crashed: ${String(error)}` } })
       try {
-        send(handler(seen, verdict.operationId))
+        const reply = handler(seen, verdict.operationId)
+        if (reply instanceof Promise) reply.then(send, crashed)
+        else send(reply)
       } catch (error) {
-        send({ status: 500, body: { message: `fake ${engine} crashed: ${String(error)}` } })
+        crashed(error)
       }
     })
   })
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   const port = (server.address() as AddressInfo).port
   return {
+    knobs: timing,
     port,
     url: `http://127.0.0.1:${port}`,
     requests,
@@ -305,13 +360,17 @@ export class HttpError extends Error {
   }
 }
 
-/** Runs a handler body, turning `HttpError`/`FilterSyntaxError` into replies. */
-export const guard = (body: () => Reply, bad: (message: string) => unknown): Reply => {
-  try {
-    return body()
-  } catch (error) {
+/** Runs a handler body, turning `HttpError`/`FilterSyntaxError` into replies (also when it answers later). */
+export const guard = (body: () => Reply | Promise<Reply>, bad: (message: string) => unknown): Reply | Promise<Reply> => {
+  const refusal = (error: unknown): Reply => {
     if (error instanceof HttpError) return { status: error.status, body: error.body }
     if (error instanceof FilterSyntaxError) return { status: 400, body: bad(error.message) }
     throw error
+  }
+  try {
+    const reply = body()
+    return reply instanceof Promise ? reply.catch(refusal) : reply
+  } catch (error) {
+    return refusal(error)
   }
 }

@@ -7,10 +7,11 @@
  * and facets only on `filterableAttributes`, sort only on `sortableAttributes`; string `=` is
  * case-insensitive and `!=` matches documents without the field; typo tolerance is an index
  * setting (`minWordSizeForTypos` 5/9 by default, a swap of neighbours is one typo); a quoted
- * phrase is exact; the last unquoted word is a prefix.
+ * phrase is exact; the last unquoted word is a prefix. With `knobs` delays set, a document task
+ * runs in the fake's queue and stays `processing` until it has.
  */
 import type { FakeServer, Json, Reply, Term } from "./FakeCore.js"
-import { countFacets, FilterSyntaxError, guard, highlightText, HttpError, matchDoc, normalise, read, scan, segments, start, texts, words } from "./FakeCore.js"
+import { countFacets, delayed, FilterSyntaxError, guard, highlightText, HttpError, knobs, matchDoc, normalise, read, scan, segments, start, taskQueue, texts, words } from "./FakeCore.js"
 import type { SeenRequest } from "./SpecValidator.js"
 
 interface Settings {
@@ -36,7 +37,8 @@ interface Task {
   status: "enqueued" | "processing" | "succeeded" | "failed"
   error: Json | null
   polls: number
-  readonly final: "succeeded" | "failed"
+  /** False while the task waits in the queue (`knobs` delays). */
+  done: boolean
 }
 
 /** The fake's state, exposed for tests. */
@@ -64,10 +66,18 @@ export const startMeilisearch = async (): Promise<MeilisearchFake> => {
   const indexes = new Map<string, Index>()
   const tasks = new Map<number, Task>()
   const state: { fail: ((doc: Json) => string | undefined) | undefined } = { fail: undefined }
+  const timing = knobs()
+  const queue = taskQueue(timing)
   let nextTask = 0
-  const enqueue = (indexUid: string | null, type: string, work: () => Json | null): Reply => {
-    const error = work()
-    const task: Task = { taskUid: nextTask++, indexUid, type, status: "enqueued", error, polls: 0, final: error ? "failed" : "succeeded" }
+  /** A task: its work runs now, or for a document task (`documents`) in the queue when delays are set. */
+  const enqueue = (indexUid: string | null, type: string, work: () => Json | null, documents = false): Reply => {
+    const task: Task = { taskUid: nextTask++, indexUid, type, status: "enqueued", error: null, polls: 0, done: false }
+    const run = () => {
+      task.error = work()
+      task.done = true
+    }
+    if (documents && delayed(timing)) void queue(run)
+    else run()
     tasks.set(task.taskUid, task)
     return { status: 202, body: { taskUid: task.taskUid, indexUid, status: "enqueued", type, enqueuedAt: new Date().toISOString() } }
   }
@@ -81,7 +91,7 @@ export const startMeilisearch = async (): Promise<MeilisearchFake> => {
     indexes.set(uid, index)
     return index
   }
-  const handler = (request: SeenRequest, operationId: string): Reply =>
+  const handler = (request: SeenRequest, operationId: string): Reply | Promise<Reply> =>
     guard(() => {
       const seg = segments(request.path)
       const body = request.body as Json
@@ -132,8 +142,9 @@ export const startMeilisearch = async (): Promise<MeilisearchFake> => {
               if (failure) return { code: failure, type: "invalid_request", link: "", message: `injected: ${failure}` }
             }
             for (const doc of docs) index.docs.set(doc[pk] as string, doc)
+            timing.onVisible?.(uid, docs)
             return null
-          })
+          }, true)
         }
         case "delete_documents_batch": {
           const ids = body as unknown as Array<string>
@@ -142,7 +153,7 @@ export const startMeilisearch = async (): Promise<MeilisearchFake> => {
             if (!index) return { code: "index_not_found", message: "not found", type: "invalid_request", link: "" }
             for (const id of ids) index.docs.delete(String(id))
             return null
-          })
+          }, true)
         }
         case "get_documents": {
           const index = get(seg[1]!)
@@ -170,7 +181,7 @@ export const startMeilisearch = async (): Promise<MeilisearchFake> => {
           const task = tasks.get(Number(seg[1]))
           if (!task) throw apiError(404, "task_not_found", `Task \`${seg[1]}\` not found.`)
           task.polls++
-          task.status = task.polls === 1 ? "processing" : task.final
+          task.status = task.polls === 1 || !task.done ? "processing" : task.error ? "failed" : "succeeded"
           return {
             status: 200,
             body: {
@@ -193,7 +204,7 @@ export const startMeilisearch = async (): Promise<MeilisearchFake> => {
           throw new HttpError(501, { message: `fake meilisearch does not model ${operationId}` })
       }
     }, (message) => ({ message, code: "invalid_search_filter", type: "invalid_request", link: "" }))
-  const server = await start("meilisearch", handler, (r) => r, OPERATIONS)
+  const server = await start("meilisearch", handler, (r) => r, OPERATIONS, timing)
   return Object.defineProperty(Object.assign(server, { indexes, tasks }), "failTasks", {
     get: () => state.fail,
     set: (f: ((doc: Json) => string | undefined) | undefined) => {

@@ -7,10 +7,11 @@
  * `min_len_2typo`, typos tried only below `typo_tokens_threshold` exact results, words dropped
  * from the right below `drop_tokens_threshold` results (the defaults are Typesense's), prefix
  * on unless `prefix=false`, a swap of neighbours is one typo. Decisions where the docs are silent: string `:=` is case-sensitive,
- * `:!=` matches a document without the field.
+ * `:!=` matches a document without the field. With `knobs` delays set, an import or a delete
+ * answers once its task has run (Typesense answers a write when it is applied).
  */
 import type { FakeServer, Json, Match, Reply, Term } from "./FakeCore.js"
-import { countFacets, facetKeys, FilterSyntaxError, guard, highlightText, HttpError, matchDoc, read, scan, segments, start, texts, words } from "./FakeCore.js"
+import { countFacets, delayed, facetKeys, FilterSyntaxError, guard, highlightText, HttpError, knobs, matchDoc, read, scan, segments, start, taskQueue, texts, words } from "./FakeCore.js"
 import type { SeenRequest } from "./SpecValidator.js"
 
 interface Field {
@@ -60,12 +61,16 @@ export const startTypesense = async (): Promise<TypesenseFake> => {
   const collections = new Map<string, Collection>()
   const aliases = new Map<string, string>()
   const state: { reject: ((doc: Json) => string | undefined) | undefined } = { reject: undefined }
+  const timing = knobs()
+  const queue = taskQueue(timing)
+  /** Runs a document write now, or as a task of the queue when delays are set. */
+  const write = (apply: () => Reply): Reply | Promise<Reply> => (delayed(timing) ? queue(apply) : apply())
   const resolve = (name: string) => {
     const c = collections.get(aliases.get(name) ?? name)
     if (!c) throw notFound(`Collection not found`)
     return c
   }
-  const handler = (request: SeenRequest, operationId: string): Reply =>
+  const handler = (request: SeenRequest, operationId: string): Reply | Promise<Reply> =>
     guard(() => {
       const seg = segments(request.path)
       const body = request.body as Json
@@ -98,22 +103,28 @@ export const startTypesense = async (): Promise<TypesenseFake> => {
           return { status: 200, body: { name: seg[1], collection_name: target } }
         }
         case "importDocuments": {
-          const c = resolve(seg[1]!)
+          resolve(seg[1]!)
           if (request.query["action"] !== "upsert") throw new HttpError(400, { message: "fake: only action=upsert is modelled" })
           const lines = String(request.body ?? "").split("\n").filter((l) => l.trim() !== "")
-          const out = lines.map((line) => {
-            let doc: Json
-            try {
-              doc = JSON.parse(line) as Json
-            } catch {
-              return { success: false, error: "Bad JSON.", document: line }
-            }
-            const problem = typeof doc["id"] !== "string" ? "Document's `id` field should be a string." : checkTypes(c, doc) ?? state.reject?.(doc)
-            if (problem) return { success: false, error: problem, document: line }
-            c.docs.set(doc["id"] as string, doc)
-            return { success: true }
+          return write(() => {
+            const c = resolve(seg[1]!)
+            const visible: Array<Json> = []
+            const out = lines.map((line) => {
+              let doc: Json
+              try {
+                doc = JSON.parse(line) as Json
+              } catch {
+                return { success: false, error: "Bad JSON.", document: line }
+              }
+              const problem = typeof doc["id"] !== "string" ? "Document's `id` field should be a string." : checkTypes(c, doc) ?? state.reject?.(doc)
+              if (problem) return { success: false, error: problem, document: line }
+              c.docs.set(doc["id"] as string, doc)
+              visible.push(doc)
+              return { success: true }
+            })
+            if (visible.length > 0) timing.onVisible?.(c.name, visible)
+            return { status: 200, raw: out.map((o) => JSON.stringify(o)).join("\n") }
           })
-          return { status: 200, raw: out.map((o) => JSON.stringify(o)).join("\n") }
         }
         case "deleteDocument": {
           const c = resolve(seg[1]!)
@@ -124,14 +135,17 @@ export const startTypesense = async (): Promise<TypesenseFake> => {
         }
         case "deleteDocuments": {
           // Only the filter the backend sends is modelled: `id:[`a`,`b`,…]` (backtick-quoted ids).
-          const c = resolve(seg[1]!)
+          resolve(seg[1]!)
           const filter = String(request.query["filter_by"] ?? "")
           const list = /^id:\[(.*)\]$/.exec(filter)
           if (!list) throw new HttpError(400, { message: `fake: only filter_by=id:[…] is modelled for deletes, got \`${filter}\`` })
           const ids = list[1]!.match(/`[^`]*`/g)?.map((quoted) => quoted.slice(1, -1)) ?? []
-          let deleted = 0
-          for (const id of ids) if (c.docs.delete(id)) deleted++
-          return { status: 200, body: { num_deleted: deleted } }
+          return write(() => {
+            const c = resolve(seg[1]!)
+            let deleted = 0
+            for (const id of ids) if (c.docs.delete(id)) deleted++
+            return { status: 200, body: { num_deleted: deleted } }
+          })
         }
         case "exportDocuments": {
           const c = resolve(seg[1]!)
@@ -143,7 +157,7 @@ export const startTypesense = async (): Promise<TypesenseFake> => {
           throw new HttpError(501, { message: `fake typesense does not model ${operationId}` })
       }
     }, (message) => ({ message }))
-  const server = await start("typesense", handler, normaliseRequest, OPERATIONS)
+  const server = await start("typesense", handler, normaliseRequest, OPERATIONS, timing)
   return Object.defineProperty(Object.assign(server, { collections, aliases }), "rejectDocuments", {
     get: () => state.reject,
     set: (f: ((doc: Json) => string | undefined) | undefined) => {
