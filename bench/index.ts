@@ -1,5 +1,7 @@
 /**
  * `npm run bench`: every benchmark in turn, each printing ratios against a peer measured in the same run.
+ * `BENCH_ONLY=search/sync,store/store npm run bench` runs only the named ones (their paths under
+ * `bench/` without `.ts`); each can also run alone, as `npx tsx bench/<path>.ts`.
  */
 import * as AggregatesIncremental from "./aggregates/incremental.js"
 import * as Jwt from "./auth/jwt.js"
@@ -20,33 +22,42 @@ import * as Standing from "./standing/inserts.js"
 import * as SearchInsert from "./search/insert.js"
 import * as SearchMemory from "./search/memory.js"
 import * as SearchReindex from "./search/reindex.js"
+import * as SearchSync from "./search/sync.js"
 import * as SearchSqlPg from "./search/sqlPg.js"
 import * as Store from "./store/store.js"
 import * as StoreMemoryReads from "./store/memoryReads.js"
 import * as StorePointRead from "./store/pointRead.js"
 import * as StoreSingle from "./store/single.js"
 
-await Store.run()
-await StorePointRead.run()
-await StoreMemoryReads.run()
-await StoreSingle.run()
-await Rpc.run()
-await Rest.run()
-await RestInProcess.run()
-await RateLimit.run()
-await Sse.run()
-await History.run()
-await Fleet.run()
-await Jwt.run()
-await SamlAcs.run()
-await SamlLimits.run()
-await FlagsEvaluate.run()
-await FlagsDistribution.run()
-await FlagsGated.run()
-await FlagsOpenFeature.run()
-await Standing.run()
-await SearchMemory.run()
-await SearchInsert.run()
-await SearchSqlPg.run()
-await SearchReindex.run()
-await AggregatesIncremental.run()
+const benches: ReadonlyArray<readonly [string, () => Promise<unknown>]> = [
+  ["store/store", Store.run],
+  ["store/pointRead", StorePointRead.run],
+  ["store/memoryReads", StoreMemoryReads.run],
+  ["store/single", StoreSingle.run],
+  ["rpc", Rpc.run],
+  ["http/rest", Rest.run],
+  ["http/restInProcess", RestInProcess.run],
+  ["http/rateLimit", RateLimit.run],
+  ["http/sse", Sse.run],
+  ["history", History.run],
+  ["fleet/fleet", Fleet.run],
+  ["auth/jwt", Jwt.run],
+  ["saml/acs", SamlAcs.run],
+  ["saml/limits", SamlLimits.run],
+  ["flags/evaluate", FlagsEvaluate.run],
+  ["flags/distribution", FlagsDistribution.run],
+  ["flags/gated", FlagsGated.run],
+  ["flags/openfeature", FlagsOpenFeature.run],
+  ["standing/inserts", Standing.run],
+  ["search/memory", SearchMemory.run],
+  ["search/insert", SearchInsert.run],
+  ["search/sqlPg", SearchSqlPg.run],
+  ["search/reindex", SearchReindex.run],
+  ["search/sync", SearchSync.run],
+  ["aggregates/incremental", AggregatesIncremental.run]
+]
+
+const only = process.env.BENCH_ONLY?.split(",").map((name) => name.trim())
+const unknown = only?.filter((name) => !benches.some(([known]) => known === name)) ?? []
+if (unknown.length > 0) throw new Error(`BENCH_ONLY: no benchmark named ${unknown.join(", ")} (known: ${benches.map(([name]) => name).join(", ")})`)
+for (const [name, run] of benches) if (only === undefined || only.includes(name)) await run()
