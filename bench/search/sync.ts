@@ -24,9 +24,9 @@
  * The engines' stores are SQLite files (`BENCH_SEARCH_SYNC_ENGINE_STORE=pg` or `memory` to change).
  * `BENCH_SEARCH_SYNC_SMALL=1` runs a smaller size (a smoke run of about a minute);
  * `BENCH_SEARCH_SYNC_ONLY=memory,engineC+publish` only the named setups (names as in the table);
- * `BENCH_SEARCH_SYNC_PROF=<dir>` runs the apps under `node --cpu-prof` (profiles written to
- * `<dir>` as they exit, named by backend, `off-….cpuprofile` the peer; summarise with
- * `bench/profileSummary.ts`).
+ * `BENCH_SEARCH_SYNC_PROF=<dir>` runs the apps under `node --cpu-prof` (profiles written as they exit to
+ * `<dir>/<backend>-<ms>/`, `off-…` the peer's; the largest of a folder is the app's main thread;
+ * summarise with `bench/profileSummary.ts`).
  */
 import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -89,7 +89,8 @@ interface App {
 
 const startApp = (env: Readonly<Record<string, string>>): Promise<App> =>
   new Promise((resolve, reject) => {
-    const prof = PROF ? ["--cpu-prof", `--cpu-prof-dir=${PROF}`, `--cpu-prof-name=${env["FW_BENCH_SEARCH"]}-${Date.now()}.cpuprofile`] : []
+    // A folder per app: its main thread and tsx's loader thread each write a profile there.
+    const prof = PROF ? ["--cpu-prof", `--cpu-prof-dir=${path.join(PROF, `${env["FW_BENCH_SEARCH"]}-${Date.now()}`)}`] : []
     const child = spawn(process.execPath, [...prof, "--import", "tsx", path.join(here, "syncServer.ts")], {
       stdio: ["ignore", "pipe", "inherit"],
       env: { ...process.env, ...env }
