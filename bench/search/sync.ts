@@ -161,6 +161,8 @@ const lagOf = async (app: App) => (await (await fetch(`${app.url}/_bench/lag`)).
 /** Where documents become searchable: the fake's own record, or the app's (memory and sql backends). */
 interface Visibility {
   readonly at: Map<string, number>
+  /** Write requests (batches) the backend got so far. */
+  readonly batches: () => number
   /** Reads what the app recorded since the last call (no-op for the fakes). */
   readonly refresh: (app: App) => Promise<void>
 }
@@ -171,18 +173,22 @@ const fakeVisibility = (fake: FakeServer): Visibility => {
     const now = wallNow()
     for (const doc of docs) if (typeof doc["id"] === "string" && !at.has(doc["id"])) at.set(doc["id"], now)
   }
-  return { at, refresh: () => Promise.resolve() }
+  const writeOperations = new Set(["importDocuments", "replace_documents", "batch"])
+  return { at, refresh: () => Promise.resolve(), batches: () => fake.requests.filter((request) => writeOperations.has(request.operationId ?? "")).length }
 }
 
 const appVisibility = (): Visibility => {
   const at = new Map<string, number>()
   let from = 0
+  let writes = 0
   return {
     at,
+    batches: () => writes,
     refresh: async (app) => {
-      const { entries, next } = (await (await fetch(`${app.url}/_bench/visible?from=${from}`)).json()) as { entries: Array<string | number>; next: number }
-      for (let i = 0; i < entries.length; i += 2) if (!at.has(entries[i] as string)) at.set(entries[i] as string, entries[i + 1] as number)
-      from = next
+      const answer = (await (await fetch(`${app.url}/_bench/visible?from=${from}`)).json()) as { entries: Array<string | number>; next: number; writes: number }
+      for (let i = 0; i < answer.entries.length; i += 2) if (!at.has(answer.entries[i] as string)) at.set(answer.entries[i] as string, answer.entries[i + 1] as number)
+      from = answer.next
+      writes = answer.writes
     }
   }
 }
@@ -258,6 +264,9 @@ interface Figures {
   readonly maxBacklog: number
   readonly maxLagMs: number
   readonly violations: number
+  /** Documents per backend write request (batch), at saturation and in the burst. */
+  readonly perBatchSaturated: number
+  readonly perBatchBurst: number
 }
 
 const measure = async (setup: Setup): Promise<Figures> => {
@@ -284,10 +293,11 @@ const measure = async (setup: Setup): Promise<Figures> => {
     }
     const onRun = async (prefix: string) => {
       const cpu = on.cpuMicros()
+      const batches = visibility.batches()
       const run = await saturate(on, prefix, SATURATED)
       const drained = await drain(on, visibility, run.ids)
       if (drained.missing > 0) throw new Error(`${setup.name}: ${drained.missing} writes never became searchable`)
-      return { perSecond: run.perSecond, cpu: (on.cpuMicros() - cpu) / SATURATED }
+      return { perSecond: run.perSecond, cpu: (on.cpuMicros() - cpu) / SATURATED, perBatch: SATURATED / (visibility.batches() - batches) }
     }
     const off1 = await offRun("a")
     const on1 = await onRun("a")
@@ -320,6 +330,7 @@ const measure = async (setup: Setup): Promise<Figures> => {
         await sleep(200)
       }
     })()
+    const burstBatches = visibility.batches()
     const burstStart = wallNow()
     const burst = await saturate(on, "c", BURST)
     const burstDrain = await drain(on, visibility, burst.ids, true)
@@ -339,7 +350,9 @@ const measure = async (setup: Setup): Promise<Figures> => {
       backlogZeroS: burstDrain.zeroAt === undefined ? Infinity : (burstDrain.zeroAt - burst.endedAt) / 1000,
       maxBacklog: Math.max(seen.backlog, burstDrain.maxBacklog),
       maxLagMs: Math.max(seen.lagMs, burstDrain.maxLagMs),
-      violations: fake?.violations.length ?? 0
+      violations: fake?.violations.length ?? 0,
+      perBatchSaturated: (on1.perBatch + on2.perBatch) / 2,
+      perBatchBurst: BURST / (visibility.batches() - burstBatches)
     }
   } finally {
     await Promise.all([off.stop(), on.stop()])
@@ -373,6 +386,7 @@ export const run = async () => {
       "then searchable (≤10 s)": seconds(f.drainS) + mark(f.drainS <= 10),
       "backlog 0 read": seconds(f.backlogZeroS),
       "max backlog/lagMs seen": `${f.maxBacklog}/${f.maxLagMs}`,
+      "docs/batch sat/burst": `${f.perBatchSaturated.toFixed(1)}/${f.perBatchBurst.toFixed(1)}`,
       "spec violations": String(f.violations)
     })
     console.log(`search sync: ${setup.name} done (${JSON.stringify(rows[rows.length - 1])})`)

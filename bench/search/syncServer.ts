@@ -9,7 +9,7 @@
  * Two bench routes: `GET /_bench/lag`, the index's view as the stats view and the inspect route
  * give it (`backlog`, `lagMs`, …); and, for the memory and sql backends, whose index lives here,
  * `GET /_bench/visible?from=<n>`: the documents the backend has written, from the n-th on, each
- * with the wall-clock ms at which its write returned (the documents were searchable by then: the
+ * with the wall-clock ms at which its write returned, and the backend's write calls so far (the documents were searchable by then: the
  * memory index is updated in the call, the sql statement committed). Prints its port.
  */
 import { HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
@@ -65,12 +65,15 @@ const client: Layer.Layer<SqlClient.SqlClient, unknown> | null = storeKind === "
 
 /** Documents the local backend wrote: id, then the wall-clock ms its write returned. */
 const visible: Array<string | number> = []
+/** The local backend's write calls (batches), to show how large batches grow. */
+let writes = 0
 const now = () => performance.timeOrigin + performance.now()
 
 /** Records when each document the backend wrote returned (memory and sql: the index lives here). */
 const recording = (shape: SearchBackendShape): SearchBackendShape => {
   const record = (ids: ReadonlyArray<string>) =>
     Effect.sync(() => {
+      writes++
       const at = now()
       for (const id of ids) visible.push(id, at)
     })
@@ -136,7 +139,7 @@ const benchRoutes = HttpLayerRouter.use((router) =>
       "/_bench/visible",
       Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
         const from = Number(new URL(request.url, "http://x").searchParams.get("from") ?? 0) * 2
-        return json({ entries: visible.slice(from), next: visible.length / 2 })
+        return json({ entries: visible.slice(from), next: visible.length / 2, writes })
       })
     )
   })

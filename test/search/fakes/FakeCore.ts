@@ -115,6 +115,9 @@ export const start = async (
   let faults: Array<Fault> = []
   const hanging = new Set<http.ServerResponse>()
   const server = http.createServer((req, res) => {
+    // A client that resets its connection (a timeout, a process stopping) must not crash the fake.
+    req.on("error", () => undefined)
+    res.on("error", () => undefined)
     const chunks: Array<Buffer> = []
     req.on("data", (c: Buffer) => chunks.push(c))
     req.on("end", () => {
