@@ -3,9 +3,11 @@
  * CDN, no build step, works offline). The script holds no data: everything it shows comes from
  * the token-gated `/_fw/inspect/*` routes, called with the operator's inspect token.
  *
- * Panels are `{id, title, render(root, ctx)}`; the core ones (procedures, live subscriptions,
- * tables) are below, and each installed plugin with a `dashboardPanel` adds its module's.
+ * Panels are `{id, title, render(root, ctx)}`; the core ones (procedures, live subscriptions, the
+ * data browser of `DataBrowserPanel`) are below, and each installed plugin with a
+ * `dashboardPanel` adds its module's.
  */
+import * as DataBrowserPanel from "./DataBrowserPanel.js"
 
 /** The HTML shell. */
 export const html = `<!doctype html>
@@ -19,9 +21,9 @@ export const html = `<!doctype html>
   body { margin: 0; }
   header { display: flex; gap: 1rem; align-items: center; padding: .6rem 1rem; background: #1d2330; color: #fff; }
   header h1 { font-size: 1rem; margin: 0; }
-  nav { display: flex; gap: .25rem; flex-wrap: wrap; }
-  nav button { background: transparent; color: #cfd6e4; border: 0; padding: .3rem .6rem; border-radius: 4px; cursor: pointer; }
-  nav button[aria-selected="true"] { background: #3b4a66; color: #fff; }
+  header nav { display: flex; gap: .25rem; flex-wrap: wrap; }
+  header nav button { background: transparent; color: #cfd6e4; border: 0; padding: .3rem .6rem; border-radius: 4px; cursor: pointer; }
+  header nav button[aria-selected="true"] { background: #3b4a66; color: #fff; }
   #who { margin-left: auto; color: #cfd6e4; }
   main { padding: 1rem; }
   section { background: #fff; border: 1px solid #dde1e8; border-radius: 6px; padding: 1rem; }
@@ -34,6 +36,15 @@ export const html = `<!doctype html>
   .muted { color: #6b7280; }
   form { display: grid; gap: .5rem; max-width: 40rem; }
   .big { font-size: 2rem; font-weight: 600; }
+  caption { text-align: left; font-weight: 600; padding: .3rem 0; }
+  th[scope="row"] { font-weight: normal; }
+  form.inline { display: flex; flex-wrap: wrap; gap: .5rem 1rem; align-items: end; max-width: none; margin: .5rem 0; }
+  form.inline label { display: grid; gap: .1rem; font-size: 12px; color: #4b5563; }
+  details { margin: 1rem 0; } summary { cursor: pointer; font-weight: 600; }
+  .pager { display: flex; gap: .5rem; margin: .5rem 0; }
+  dl.fields { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; } dl.fields dt { font-weight: 600; } dl.fields dd { margin: 0; overflow-wrap: anywhere; }
+  #data-detail:not(:empty) { border-top: 1px solid #dde1e8; margin-top: 1rem; padding-top: .5rem; }
+  button:focus-visible, input:focus-visible, select:focus-visible, summary:focus-visible { outline: 2px solid #2563eb; outline-offset: 1px; }
 </style>
 </head>
 <body>
@@ -149,19 +160,7 @@ const live = {
   }
 }
 
-const tables = {
-  id: "tables",
-  title: "Tables",
-  render: async (root, ctx) => {
-    const { tables } = await ctx.inspect("/tables")
-    root.replaceChildren(
-      el("h2", {}, tables.length + " tables"),
-      table(["name", "tenant field", "fields", "indexes"], tables.map((t) =>
-        el("tr", { "data-table": t.name }, el("td", {}, t.name), el("td", {}, t.tenantField || "—"),
-          el("td", {}, t.fields.join(", ")), el("td", {}, JSON.stringify(t.indexes || []))))))
-  }
-}
-
+${DataBrowserPanel.script}
 /** The panels of installed plugins, each loaded from its module (fetched with the token). */
 const pluginPanels = async () => {
   const { panels } = await inspect("/dashboard/panels")
@@ -232,7 +231,7 @@ const start = async () => {
   try {
     // Without a token, an operator signed in to the app (a session with fw:inspect) gets in as is.
     operator = await inspect("/operator")
-    panels = [procedures, live, tables, ...(await pluginPanels())]
+    panels = [procedures, live, dataBrowser, ...(await pluginPanels())]
   } catch (error) {
     if (token && (error.status === 401 || error.status === 403)) sessionStorage.removeItem(tokenKey)
     if (!token && (error.status === 401 || error.status === 403 || error.status === 404)) return login()

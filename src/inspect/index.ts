@@ -4,4 +4,5 @@
  * page over it at `/_fw/dashboard`.
  */
 export * as Dashboard from "./Dashboard.js"
+export * as DataBrowser from "./DataBrowser.js"
 export * as Inspect from "./Inspect.js"

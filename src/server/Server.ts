@@ -26,6 +26,7 @@ import { Cause, Console, Context, Effect, Either, Layer } from "effect"
 import * as BodyLimit from "../http/BodyLimit.js"
 import * as Http from "../http/Http.js"
 import * as Dashboard from "../inspect/Dashboard.js"
+import * as DataBrowser from "../inspect/DataBrowser.js"
 import * as Inspect from "../inspect/Inspect.js"
 import { ChangeTap } from "../kernel/changes/ChangeTap.js"
 import { Store } from "../kernel/store/Store.js"
@@ -244,6 +245,7 @@ export const routes = (app: App, production?: boolean) =>
       Http.routes(app, maxBodyBytes, production),
       Inspect.routes(maxBodyBytes),
       Dashboard.routes,
+      DataBrowser.routes,
       health,
       edge(app),
       ...app.plugins.map((plugin) => pluginRoutes(plugin, maxBodyBytes)),
