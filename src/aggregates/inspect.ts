@@ -9,8 +9,8 @@
  * The routes and handlers reach the running scheduler through `attach`, a layer composed with the
  * scheduler layer: the plugin is declared before the scheduler exists (an app is a value).
  */
-import { HttpServerResponse } from "@effect/platform"
-import { Context, Effect, Layer } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Context, Effect, Either, Layer, Schema } from "effect"
 import * as Capabilities from "../app/Capabilities.js"
 import * as Dashboard from "./dashboard.js"
 import * as HttpResponses from "../app/HttpResponses.js"
@@ -18,7 +18,12 @@ import * as Plugin from "../app/Plugin.js"
 import type * as Aggregate from "./Aggregate.js"
 import { AggregateScheduler } from "./AggregateScheduler.js"
 import type { AggregateSchedulerShape, Meta } from "./AggregateScheduler.js"
+import * as RefreshWords from "./RefreshWords.js"
 import { tables } from "./tables.js"
+
+/** Rows per page of `GET /_fw/inspect/aggregates/<name>/rows`, by default and at most. */
+const defaultRowLimit = 50
+const maxRowLimit = 1000
 
 const describe = (aggregate: Aggregate.Any) => {
   const policy = aggregate.policy
@@ -32,6 +37,8 @@ const describe = (aggregate: Aggregate.Any) => {
       : policy._tag === "hybrid"
       ? { interval: (aggregate.refresh as { readonly interval: string }).interval, onChange: policy.onChange, debounceMs: policy.debounceMs }
       : null,
+    /** The policy in words: "every hour at :00, America/New_York". */
+    description: RefreshWords.describe(aggregate),
     bootRefresh: aggregate.bootRefresh,
     strategy: aggregate.strategy,
     ...(aggregate.incremental === undefined ? {} : {
@@ -115,6 +122,36 @@ export const aggregatesPlugin = (): AggregatesPlugin => {
               )
           )
         )
+      },
+      {
+        // A page of an aggregate's rows, encoded by its output schema (JSON-safe: dates as text).
+        // An aggregate is a materialised result read whole by `read`; the page is cut from it.
+        method: "GET",
+        path: "/_fw/inspect/aggregates/:name/rows",
+        handler: Effect.flatMap(Plugin.RouteParams, (params) =>
+          withScheduler((s) => {
+            const name = params.name ?? ""
+            const aggregate = s.aggregates.find((a) => a.name === name)
+            if (aggregate === undefined) {
+              return Effect.succeed(HttpResponses.error(404, "AggregateNotFound", `no aggregate named "${name}" is registered`))
+            }
+            return Effect.gen(function*() {
+              const request = yield* HttpServerRequest.HttpServerRequest
+              const query = new URL(request.url, "http://inspect.invalid").searchParams
+              const limit = Number(query.get("limit") ?? defaultRowLimit)
+              const offset = Number(query.get("offset") ?? 0)
+              if (!Number.isInteger(limit) || limit < 1 || limit > maxRowLimit || !Number.isInteger(offset) || offset < 0) {
+                return HttpResponses.error(400, "QueryInvalid", `limit: a whole number from 1 to ${maxRowLimit}; offset: a whole number from 0`)
+              }
+              const read = yield* Effect.either(s.read(name, { buildWaitMs: 0 }))
+              if (Either.isLeft(read)) {
+                return HttpResponses.error(read.left._tag === "AggregateNotFound" ? 404 : 503, read.left._tag, read.left.message)
+              }
+              const encode = Schema.encodeUnknownEither(aggregate.output as Schema.Schema<unknown, unknown>)
+              const rows = read.right.slice(offset, offset + limit).map((row) => Either.getOrElse(encode(row), () => null))
+              return HttpServerResponse.unsafeJson({ name, total: read.right.length, offset, limit, rows })
+            })
+          }))
       },
       {
         method: "POST",

@@ -8,6 +8,7 @@
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Effect, Exit, Layer, Schema, Scope } from "effect"
+import { mkdirSync } from "node:fs"
 import type { Browser } from "playwright-core"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
@@ -29,6 +30,9 @@ const inspectToken = "panels-inspect-token"
 process.env.FW_INSPECT_TOKEN = inspectToken
 
 const available = Chromium.availableFor("the dashboard panel browser tests")
+
+/** Where the tests write the panels' screenshots (linked from docs/dashboard.md). */
+const screenshots = new URL("../../docs/screenshots/", import.meta.url).pathname
 
 const viewer = Subject.make({ type: "user", id: "viewer", tenantId: "acme", scopes: ["fw:inspect"] })
 const strategy: AuthStrategy.AuthStrategy = {
@@ -74,6 +78,24 @@ const counter = defineAggregate({
   build: () => [{ n: 1 }],
   bootRefresh: "sync"
 })
+/** A time series: ten days of sign-ups and churn (`day` a Date; a build returns rows encoded, so ISO text). */
+const dayMs = 86_400_000
+const daily = defineAggregate({
+  name: "panel-daily",
+  refresh: { cron: "0 * * * *", timezone: "America/New_York" },
+  output: Schema.Struct({ day: Schema.Date, signups: Schema.Number, churned: Schema.Number }),
+  build: () => Array.from({ length: 10 }, (_, i) => ({ day: new Date(Date.UTC(2026, 0, 1) + i * dayMs).toISOString(), signups: 10 + i * i, churned: i % 3 })),
+  bootRefresh: "sync"
+})
+/** An aggregate whose next build fails while `failing.now` is set. */
+const failing = { now: false }
+const fragile = defineAggregate({
+  name: "panel-fragile",
+  refresh: "1h",
+  output: Schema.Struct({ n: Schema.Number }),
+  build: () => failing.now ? Effect.fail(new Error("the upstream <api> is down")) : Effect.succeed([{ n: 1 }]),
+  bootRefresh: "sync"
+})
 const aggregates = aggregatesPlugin()
 
 const makeApp = () =>
@@ -112,7 +134,7 @@ const sqlite = () =>
 const start = Effect.gen(function*() {
   const context = yield* Layer.build(sqlite())
   const served = yield* Serve.serve(makeApp(), Layer.succeedContext(context), { applySchema: true })
-  yield* Layer.build(aggregates.attach.pipe(Layer.provideMerge(layerMemory([counter])), Layer.provide(Layer.succeedContext(context))))
+  yield* Layer.build(aggregates.attach.pipe(Layer.provideMerge(layerMemory([counter, daily, fragile])), Layer.provide(Layer.succeedContext(context))))
   yield* Effect.flatMap(Store.Store, (store) =>
     Effect.forEach(Array.from({ length: rows }, (_, i) => i), (i) =>
       store.insert(Notes, { id: `n${i}`, tenantId: "acme", title: `note ${i}` }))).pipe(Effect.provide(context))
@@ -165,6 +187,51 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
       yield* open("plugin-standing", "#standing-budgets:has-text('panel-tokens')")
       yield* Effect.promise(() => page.waitForSelector("#standing-expectations"))
       yield* Effect.promise(() => page.waitForSelector("#standing-experiments"))
+    }))
+
+  it.scopedLive("the Aggregates panel: the policy in words, meta, rows a page at a time, a chart of a time series, a refresh and its error", () =>
+    Effect.gen(function*() {
+      const page = yield* signIn(served.url, inspectToken)
+      const step = <A>(f: () => Promise<A>) => Effect.promise(f)
+      yield* step(() => page.click("#tabs button[data-panel='plugin-aggregates']"))
+      yield* step(() => page.waitForSelector("tr[data-aggregate='panel-daily']"))
+      assert.strictEqual(
+        yield* step(() => page.locator("tr[data-aggregate='panel-daily'] td.refresh-words").textContent()),
+        "every hour at :00, America/New_York"
+      )
+      assert.strictEqual(yield* step(() => page.locator("tr[data-aggregate='panel-counter'] td.refresh-words").textContent()), "every day at 03:00, UTC")
+      assert.strictEqual(yield* step(() => page.locator("tr[data-aggregate='panel-fragile'] td.refresh-words").textContent()), "every hour")
+      // No raw JSON and no bare null anywhere in the list.
+      const listed = (yield* step(() => page.locator("#aggregates-list").textContent())) ?? ""
+      assert.notInclude(listed, "{")
+      assert.notInclude(listed, "null")
+
+      // Opened: meta, rows, and the chart of its two numeric columns over the days.
+      yield* step(() => page.click("tr[data-aggregate='panel-daily'] button.open"))
+      yield* step(() => page.waitForSelector("#aggregate-chart svg[role='img']"))
+      assert.deepStrictEqual(
+        yield* step(() => page.locator("#aggregate-chart polyline.series").evaluateAll((lines) => lines.map((l) => [l.getAttribute("data-series"), l.getAttribute("points")!.split(" ").length]))),
+        [["signups", 10], ["churned", 10]]
+      )
+      const described = (yield* step(() => page.locator("#aggregate-chart desc").textContent())) ?? ""
+      assert.include(described, "10 points from 2026-01-01 00:00:00Z to 2026-01-10 00:00:00Z")
+      assert.include(described, "signups from 10 to 91, last 91")
+      assert.strictEqual(yield* step(() => page.locator("#aggregate-detail [data-aggregate-row]").count()), 10)
+      assert.strictEqual(yield* step(() => page.locator("#aggregate-detail dd[data-fact='rows']").textContent()), "10")
+      mkdirSync(screenshots, { recursive: true })
+      yield* step(() => page.screenshot({ path: `${screenshots}aggregates.png`, fullPage: true }))
+
+      // A refresh that fails keeps the rows and shows why, as text.
+      failing.now = true
+      yield* Effect.addFinalizer(() => Effect.sync(() => { failing.now = false }))
+      yield* step(() => page.click("tr[data-aggregate='panel-fragile'] button.open"))
+      yield* step(() => page.waitForSelector("#aggregate-detail dd[data-fact='last error']:text-is('none')"))
+      yield* step(() => page.click("#aggregate-detail button.refresh"))
+      yield* step(() => page.waitForSelector("#aggregates-status.error"))
+      const error = (yield* step(() => page.locator("#aggregate-detail dd[data-fact='last error']").textContent())) ?? ""
+      assert.include(error, "the upstream <api> is down")
+      assert.strictEqual(yield* step(() => page.locator("tr[data-aggregate='panel-fragile'] td.error").count()), 1)
+      assert.strictEqual(yield* step(() => page.locator("#aggregate-detail [data-aggregate-row]").count()), 1, "the rows are kept")
     }))
 
   it.scopedLive("a reindex started from the Search panel shows its progress live to completion", () =>
