@@ -1,18 +1,19 @@
 /**
  * The flags inspect routes (spec 4.1), under `/_fw/inspect/plugins/flags`: `GET /list` (every flag
- * with its rollout and lifecycle report, plus refused overrides), `POST /toggle` `{flag, note?}`,
+ * with its rollout, targeting rules and lifecycle report, each also in words, plus refused overrides), `POST /toggle` `{flag, note?}`,
  * `POST /override` `{flag, note?, override}` (or `override: null` to clear) and `GET /audit?flag=`.
  * Writes need the operator's `canToggleFlag` capability and are audited as that operator (the gate's
  * Subject, or `system` / `inspect-token`); `note` (formerly `actor`) is free text kept beside it.
  */
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Either, Schema } from "effect"
+import { Clock, Effect, Either, Schema } from "effect"
 import * as Capabilities from "../app/Capabilities.js"
 import * as HttpResponses from "../app/HttpResponses.js"
 import * as Plugin from "../app/Plugin.js"
 import * as Subject from "../kernel/Subject.js"
 import type { Operator } from "./Commit.js"
 import type { FlagRegistryShape } from "./FlagRegistry.js"
+import * as FlagWords from "./FlagWords.js"
 
 /** The capability scope that allows toggling and overriding flags. */
 export const canToggleFlag = Capabilities.canToggleFlag
@@ -59,8 +60,14 @@ export const routes = (registry: FlagRegistryShape): ReadonlyArray<Plugin.Route>
     method: "GET",
     path: "/list",
     handler: Effect.gen(function*() {
-      const flags = yield* registry.list
+      const listed = yield* registry.list
       const refusals = yield* registry.refusals
+      const now = yield* Clock.currentTimeMillis
+      // Each flag with its targeting rules and, for people, its rule and lifecycle in words.
+      const flags = listed.map((flag) => {
+        const targeting = registry.resolved(flag.key)?.targeting ?? []
+        return { ...flag, targeting, words: FlagWords.describe(flag, targeting, registry.usageOptions, now) }
+      })
       return HttpServerResponse.unsafeJson({ store: registry.store, usage: registry.usageOptions, flags, refusals })
     })
   },

@@ -44,6 +44,11 @@ export const html = `<!doctype html>
   .pager { display: flex; gap: .5rem; margin: .5rem 0; }
   dl.fields { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; } dl.fields dt { font-weight: 600; } dl.fields dd { margin: 0; overflow-wrap: anywhere; }
   #data-detail:not(:empty) { border-top: 1px solid #dde1e8; margin-top: 1rem; padding-top: .5rem; }
+  .badge { display: inline-block; font-size: 11px; font-weight: 600; padding: .05rem .45rem; margin-left: .35rem; border-radius: 999px; background: #eef1f6; color: #374151; vertical-align: middle; }
+  .badge.on, .badge.ok { background: #dcfce7; color: #166534; } .badge.off { background: #f3f4f6; color: #6b7280; }
+  .badge.warn { background: #fef3c7; color: #92400e; } .badge.bad { background: #fee2e2; color: #991b1b; }
+  article.flag, article.card { border-top: 1px solid #eceff3; padding: .5rem 0; } article.flag h3, article.card h3 { margin: .3rem 0; }
+  ol.rule { margin: .3rem 0 .5rem; }
   button:focus-visible, input:focus-visible, select:focus-visible, summary:focus-visible { outline: 2px solid #2563eb; outline-offset: 1px; }
 </style>
 </head>

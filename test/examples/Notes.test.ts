@@ -255,8 +255,8 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
         await dashboard.click("#login button")
         await dashboard.click("#tabs button[data-panel='plugin-flags']")
         await dashboard.fill("#flags-note", "ops-1: let the team delete notes")
-        await dashboard.click("tr[data-flag='delete-notes'] button.toggle")
-        await dashboard.waitForSelector("tr[data-flag='delete-notes'] td.enabled:text-is('true')")
+        await dashboard.click("[data-flag='delete-notes'] button.toggle")
+        await dashboard.waitForSelector("[data-flag='delete-notes'] [data-enabled='true']")
       })
       yield* promise(() => first.waitForSelector("#delete-enabled"))
       // Deleting an empty note brings the expectation back (one of five).

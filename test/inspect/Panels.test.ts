@@ -1,8 +1,8 @@
 /**
  * The dashboard panels in headless Chromium, against one real server on SQLite with every area's
  * plugin installed: each panel renders its content; a reindex started from the Search panel shows
- * its progress live to completion; the Flags panel toggles a flag with an actor and shows the
- * audit row it wrote; an operator signed in by the app's own strategy without `canToggleFlag` (or
+ * its progress live to completion; the Aggregates panel describes, pages, charts and refreshes; the
+ * Flags panel shows each rule and label in words and toggles a flag, audited as the operator; an operator signed in by the app's own strategy without `canToggleFlag` (or
  * `canInvokeProcedure`) is offered neither.
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
@@ -98,6 +98,16 @@ const fragile = defineAggregate({
 })
 const aggregates = aggregatesPlugin()
 
+/** A flag with every step of a rule, and markup in its description. */
+const markupDescription = `<script>document.body.dataset.injected = "yes"</script><b>new</b> checkout`
+const checkout = {
+  rollout: 25,
+  rolloutBy: "tenant" as const,
+  targeting: [{ tenantIds: ["acme", "globex"] }, { metadata: { plan: "pro" } }],
+  variants: [{ name: "control", value: 1, weight: 1 }, { name: "treatment", value: 2, weight: 3 }],
+  description: markupDescription
+}
+
 const makeApp = () =>
   defineApp({
     name: "panels-test",
@@ -105,7 +115,7 @@ const makeApp = () =>
     procedures: [ping],
     auth: strategy,
     plugins: [
-      flagsPlugin({ store: "sql", flags: { beta: false }, usage: { track: false } }),
+      flagsPlugin({ store: "sql", flags: { beta: false, legacy: true, checkout }, usage: { track: false } }),
       aggregates.plugin,
       // Batches of 2: the reindex of 7 rows reports several steps before it is done.
       searchPlugin({
@@ -181,7 +191,7 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
       yield* open("procedures", "tr[data-tag='panels.ping']")
       yield* open("live", "#live-count:not(:text-is('…'))")
       yield* open("tables", "tr[data-table='panel_notes']")
-      yield* open("plugin-flags", "tr[data-flag='beta']")
+      yield* open("plugin-flags", "[data-flag='beta']")
       yield* open("plugin-aggregates", "tr[data-aggregate='panel-counter']")
       yield* open("plugin-search", "tr[data-index='panel-notes']")
       yield* open("plugin-standing", "#standing-budgets:has-text('panel-tokens')")
@@ -282,20 +292,45 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
       assert.strictEqual(yield* Effect.promise(() => page.locator("#search-progress.error").count()), 0)
     }))
 
-  it.scopedLive("the Flags panel toggles with an actor and shows the audit row", () =>
+  it.scopedLive("the Flags panel: each rule in words, the labels explained, markup as text, a toggle audited as the operator", () =>
     Effect.gen(function*() {
       const page = yield* signIn(served.url, inspectToken)
-      yield* Effect.promise(() => page.click("#tabs button[data-panel='plugin-flags']"))
-      yield* Effect.promise(() => page.waitForSelector("tr[data-flag='beta'] td.enabled:text-is('false')"))
-      yield* Effect.promise(() => page.fill("#flags-note", "ops-1"))
-      yield* Effect.promise(() => page.click("tr[data-flag='beta'] button.toggle"))
-      yield* Effect.promise(() => page.waitForSelector("tr[data-flag='beta'] td.enabled:text-is('true')"))
-      yield* Effect.promise(() => page.waitForSelector("tr[data-audit='beta']"))
-      const row = yield* Effect.promise(() => page.locator("tr[data-audit='beta']").first().textContent())
-      assert.include(row ?? "", "toggle")
-      assert.include(row ?? "", "ops-1")
+      const step = <A>(f: () => Promise<A>) => Effect.promise(f)
+      yield* step(() => page.click("#tabs button[data-panel='plugin-flags']"))
+      yield* step(() => page.waitForSelector("[data-flag='checkout'] ol.rule"))
+      assert.deepStrictEqual(yield* step(() => page.locator("[data-flag='checkout'] ol.rule li").allTextContents()), [
+        "Enabled.",
+        `Targets callers matching any of: (1) tenant acme or globex; (2) metadata plan = "pro"; everyone else is off.`,
+        "On for 25% of targeted tenants, chosen by a stable hash of the tenant id (a caller without one is off).",
+        "Variants: control 25% (weight 1) and treatment 75% (weight 3)."
+      ])
+      // The description is text: its markup shows, nothing runs.
+      assert.strictEqual(yield* step(() => page.locator("[data-flag='checkout'] p.description").textContent()), markupDescription)
+      assert.strictEqual(yield* step(() => page.locator("#flags-list b, #flags-list script").count()), 0)
+      assert.isUndefined(yield* step(() => page.evaluate(() => document.body.dataset.injected)))
+      // An always-on flag: the label explained, and why it is a removal candidate; no stray quotes.
+      assert.strictEqual(
+        yield* step(() => page.locator("[data-flag='legacy'] dd.shape").textContent()),
+        "always on: enabled, a full rollout, and no targeting, variants or schedule left that could change the answer"
+      )
+      const removal = (yield* step(() => page.locator("[data-flag='legacy'] dd.removal").textContent())) ?? ""
+      assert.match(removal, /^A removal candidate: the flag no longer decides anything/)
+      assert.include(removal, "Delete its definition and keep only the code path it turns on.")
+      assert.notInclude((yield* step(() => page.locator("[data-flag='legacy'] h3").textContent())) ?? "", `"`)
+      assert.strictEqual(yield* step(() => page.locator("[data-flag='checkout'] dd.removal").count()), 0)
+
+      // A toggle: the note typed beside it, the operator recorded by the server.
+      yield* step(() => page.waitForSelector("[data-flag='beta'] [data-enabled='false']"))
+      yield* step(() => page.fill("#flags-note", "ops-1"))
+      yield* step(() => page.click("[data-flag='beta'] button.toggle"))
+      yield* step(() => page.waitForSelector("[data-flag='beta'] [data-enabled='true']"))
+      yield* step(() => page.waitForSelector("tr[data-audit='beta']"))
+      const row = yield* step(() => page.locator("tr[data-audit='beta']").first().locator("td").allTextContents())
+      assert.deepStrictEqual(row.slice(1), ["beta", "toggle", "system:inspect-token", "ops-1", "enabled: false → true; override: none → enabled = true"])
+      mkdirSync(screenshots, { recursive: true })
+      yield* step(() => page.screenshot({ path: `${screenshots}flags.png`, fullPage: true }))
       // The audit row is the server's, not the page's.
-      const audit = yield* Effect.promise(() =>
+      const audit = yield* step(() =>
         fetch(`${served.url}/_fw/inspect/plugins/flags/audit?flag=beta`, { headers: { authorization: `Bearer ${inspectToken}` } }).then((r) => r.json())
       )
       // The note is what was typed; who acted is the operator the gate admitted.
@@ -313,7 +348,7 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
       assert.include((yield* Effect.promise(() => page.locator("#who").textContent())) ?? "", "viewer (subject)")
       yield* Effect.promise(() => page.click("#tabs button[data-panel='plugin-flags']"))
       yield* Effect.promise(() => page.waitForSelector("#flags-read-only"))
-      yield* Effect.promise(() => page.waitForSelector("tr[data-flag='beta']"))
+      yield* Effect.promise(() => page.waitForSelector("[data-flag='beta']"))
       assert.strictEqual(yield* Effect.promise(() => page.locator("button.toggle").count()), 0)
       const direct = yield* Effect.promise(() =>
         fetch(`${served.url}/_fw/inspect/plugins/flags/toggle`, {
