@@ -148,7 +148,7 @@ export const standingPlugin = (options: Options = {}): StandingPlugin => {
       },
       onLivePush: (push) => Effect.flatMap(engineOf, (engine) => engine === undefined ? Effect.void : engine.onLivePush(push)),
       interceptors: [intercept("query"), intercept("mutation"), intercept("action")],
-      inspectRoutes: Inspect.routes(engineOf),
+      inspectRoutes: Inspect.routes(engineOf, config),
       dashboardPanel: Dashboard.panel
     }),
     registries,

@@ -7,6 +7,7 @@
  */
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { SqliteClient } from "@effect/sql-sqlite-node"
+import type { Context } from "effect"
 import { Effect, Exit, Layer, Schema, Scope } from "effect"
 import { mkdirSync } from "node:fs"
 import type { Browser } from "playwright-core"
@@ -22,7 +23,7 @@ import { defineTable } from "../../src/kernel/schema/Table.js"
 import { searchIndex, searchPlugin } from "../../src/search/index.js"
 import * as Memory from "../../src/search/Memory.js"
 import type { SearchBackendShape } from "../../src/search/SearchBackend.js"
-import { defineCostBudget, standingPlugin } from "../../src/standing/index.js"
+import { CostEvents, defineCostBudget, defineExpectation, defineExperiment, standingPlugin } from "../../src/standing/index.js"
 import * as Chromium from "../support/Chromium.js"
 import * as Serve from "../support/Serve.js"
 
@@ -108,10 +109,31 @@ const checkout = {
   description: markupDescription
 }
 
+/** At most 8 notes: the 7 seeded hold; the test adds 2 and deletes them. */
+const volume = defineExpectation({ name: "notes-volume", on: { table: Notes }, invariant: { kind: "rowCount", max: 8 } })
+const Visits = defineTable("panel_visits", { fields: { userId: Schema.String, arm: Schema.String, converted: Schema.Boolean } })
+/** 200 control units (10% convert) against 300 treatment units (15%) on an even split: a sample ratio mismatch. */
+const trial = defineExperiment({
+  name: "checkout-test",
+  on: { table: Visits },
+  subject: "userId",
+  variantFrom: "arm",
+  variants: [{ name: "control", weight: 1 }, { name: "treatment", weight: 1 }],
+  metric: { kind: "conversionRate", column: "converted", equals: true },
+  baseline: "control"
+})
+const visits = [
+  ...Array.from({ length: 200 }, (_, i) => ({ id: `c${i}`, userId: `c${i}`, arm: "control", converted: i < 20 })),
+  ...Array.from({ length: 300 }, (_, i) => ({ id: `t${i}`, userId: `t${i}`, arm: "treatment", converted: i < 45 }))
+]
+/** Tenants' spend under the 100-token budget (warn at 80): one of each status, one id of markup. */
+const markupTenant = "<i>globex</i>"
+const spend = [["acme", 85], [markupTenant, 120], ["initech", 10]] as const
+
 const makeApp = () =>
   defineApp({
     name: "panels-test",
-    tables: [Notes],
+    tables: [Notes, Visits],
     procedures: [ping],
     auth: strategy,
     plugins: [
@@ -129,7 +151,11 @@ const makeApp = () =>
         backend,
         sync: { reindexBatchSize: 2 }
       }),
-      standingPlugin({ budgets: [defineCostBudget({ name: "panel-tokens", limit: 100, unit: "tokens" })] })
+      standingPlugin({
+        budgets: [defineCostBudget({ name: "panel-tokens", limit: 100, unit: "tokens", warnAt: 0.8 })],
+        expectations: [volume],
+        experiments: [trial]
+      })
     ]
   })
 
@@ -147,17 +173,25 @@ const start = Effect.gen(function*() {
   yield* Layer.build(aggregates.attach.pipe(Layer.provideMerge(layerMemory([counter, daily, fragile])), Layer.provide(Layer.succeedContext(context))))
   yield* Effect.flatMap(Store.Store, (store) =>
     Effect.forEach(Array.from({ length: rows }, (_, i) => i), (i) =>
-      store.insert(Notes, { id: `n${i}`, tenantId: "acme", title: `note ${i}` }))).pipe(Effect.provide(context))
-  return served
+      store.insert(Notes, { id: `n${i}`, tenantId: "acme", title: `note ${i}` })).pipe(
+        Effect.zipRight(store.insertMany(Visits, visits)),
+        Effect.zipRight(Effect.forEach(spend, ([tenantId, amount]) =>
+          store.insert(CostEvents, { tenantId, unit: "tokens", amount, subscription: null, traceId: "seed", at: Date.now() })))
+      )).pipe(Effect.provide(context))
+  return { served, context }
 })
 
 describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", () => {
   let browser: Browser | undefined
   let served: Serve.Served
+  /** The server's store: the Standing test writes through it. */
+  let stores: Context.Context<Store.Store>
   const scope = Effect.runSync(Scope.make())
   beforeAll(async () => {
     browser = await Chromium.launch()
-    served = await Effect.runPromise(Scope.extend(start, scope))
+    const started = await Effect.runPromise(Scope.extend(start, scope))
+    served = started.served
+    stores = started.context
   })
   afterAll(async () => {
     await browser?.close()
@@ -185,8 +219,8 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
         Effect.gen(function*() {
           yield* Effect.promise(() => page.click(`#tabs button[data-panel='${panel}']`))
           yield* Effect.promise(() => page.waitForSelector(`#panel-${panel} ${content}`))
-          // A panel that failed shows an alert instead of its content.
-          assert.strictEqual(yield* Effect.promise(() => page.locator(`#panel-${panel} [role='alert']`).count()), 0)
+          // A panel that failed shows an alert instead of its content (the SRM alarm is an alert of its own).
+          assert.strictEqual(yield* Effect.promise(() => page.locator(`#panel-${panel} [role='alert']:not(.srm)`).count()), 0)
         })
       yield* open("procedures", "tr[data-tag='panels.ping']")
       yield* open("live", "#live-count:not(:text-is('…'))")
@@ -242,6 +276,63 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
       assert.include(error, "the upstream <api> is down")
       assert.strictEqual(yield* step(() => page.locator("tr[data-aggregate='panel-fragile'] td.error").count()), 1)
       assert.strictEqual(yield* step(() => page.locator("#aggregate-detail [data-aggregate-row]").count()), 1, "the rows are kept")
+    }))
+
+  it.scopedLive("the Standing panel: an expectation turning violated and back with its cause, budgets as bars, an experiment's lift with its interval and the SRM alarm", () =>
+    Effect.gen(function*() {
+      const page = yield* signIn(served.url, inspectToken)
+      const step = <A>(f: () => Promise<A>) => Effect.promise(f)
+      yield* step(() => page.click("#tabs button[data-panel='plugin-standing']"))
+      const volumeRow = "tr[data-expectation='notes-volume']"
+      yield* step(() => page.waitForSelector(`${volumeRow} [data-status='holding']`))
+      assert.strictEqual(yield* step(() => page.locator(`${volumeRow} td.metric`).textContent()), "7 rows")
+      assert.strictEqual(yield* step(() => page.locator(`${volumeRow} td.threshold`).textContent()), "at most 8 rows expected")
+
+      // Budgets: a bar per tenant against the limit and the warn line, the markup tenant as text.
+      const tenants = "[data-budget='panel-tokens'] tr[data-tenant]"
+      assert.deepStrictEqual(
+        yield* step(() => page.locator(tenants).evaluateAll((rows) => rows.map((row) => [row.getAttribute("data-tenant"), row.querySelector("[data-status]")!.textContent]))),
+        [["acme", "warn"], [markupTenant, "exceeded"], ["initech", "ok"]]
+      )
+      assert.strictEqual(
+        yield* step(() => page.locator(`${tenants}[data-tenant='acme'] svg.bar`).getAttribute("aria-label")),
+        "acme: 85 of 100 tokens, warn at 80, warn"
+      )
+      const widths = yield* step(() => page.locator(`${tenants}[data-tenant='acme'] svg.bar`).evaluate((bar) => ({
+        spent: Number(bar.querySelector(".spent")!.getAttribute("width")),
+        warn: Number(bar.querySelector(".warn-line")!.getAttribute("x1")),
+        limit: Number(bar.querySelector(".limit-line")!.getAttribute("x1"))
+      })))
+      assert.isTrue(widths.warn < widths.spent && widths.spent < widths.limit, JSON.stringify(widths))
+      assert.strictEqual(yield* step(() => page.locator("#standing-budgets i").count()), 0)
+
+      // The experiment: exposure, metric, lift with its 95% interval, and the SRM alarm in words.
+      const treatment = "[data-experiment='checkout-test'] tr[data-arm='treatment']"
+      assert.deepStrictEqual(yield* step(() => page.locator(`${treatment} td`).allTextContents()).pipe(Effect.map((cells) => cells.slice(0, 4))), [
+        "300 (60.0% vs 50.0%)",
+        "15.0%",
+        "+50.0%",
+        "-8.6% to +146.2%"
+      ])
+      const srm = (yield* step(() => page.locator("[data-experiment='checkout-test'] p.srm").textContent())) ?? ""
+      assert.match(srm, /^Sample ratio mismatch: the arms' exposures differ from the weights far more than chance allows \(χ² = 20\.00, p = /)
+      assert.include(srm, "do not trust these lifts")
+      assert.strictEqual(yield* step(() => page.locator("[data-experiment='checkout-test'] p.srm[role='alert']").count()), 1)
+
+      // Two more notes: the expectation turns violated, naming the write; the panel updates by itself.
+      yield* Effect.flatMap(Store.Store, (store) =>
+        Effect.zipRight(store.insert(Notes, { id: "extra-1", tenantId: "acme", title: "x" }), store.insert(Notes, { id: "extra-2", tenantId: "acme", title: "y" }))
+      ).pipe(Effect.provide(stores))
+      yield* step(() => page.waitForSelector(`${volumeRow} [data-status='violated']`))
+      assert.strictEqual(yield* step(() => page.locator(`${volumeRow} td.metric`).textContent()), "9 rows")
+      assert.match((yield* step(() => page.locator(`${volumeRow} td.cause`).textContent())) ?? "", /^insert of row extra-2 in panel_notes by the system at /)
+      mkdirSync(screenshots, { recursive: true })
+      yield* step(() => page.screenshot({ path: `${screenshots}standing.png`, fullPage: true }))
+      yield* Effect.flatMap(Store.Store, (store) =>
+        Effect.zipRight(store.delete(Notes, "extra-1"), store.delete(Notes, "extra-2"))
+      ).pipe(Effect.provide(stores))
+      yield* step(() => page.waitForSelector(`${volumeRow} [data-status='holding']`))
+      assert.match((yield* step(() => page.locator(`${volumeRow} td.cause`).textContent())) ?? "", /^delete of row extra-1 in panel_notes by the system at /)
     }))
 
   it.scopedLive("a reindex started from the Search panel shows its progress live to completion", () =>
