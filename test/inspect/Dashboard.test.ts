@@ -2,8 +2,14 @@ import { HttpServerResponse } from "@effect/platform"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import type { Browser } from "playwright-core"
+import { readFileSync } from "node:fs"
+import { panel as aggregates } from "../../src/aggregates/dashboard.js"
 import { defineApp } from "../../src/app/App.js"
 import { definePlugin } from "../../src/app/Plugin.js"
+import { panel as flags } from "../../src/flags/dashboard.js"
+import * as DashboardAssets from "../../src/inspect/DashboardAssets.js"
+import { panel as search } from "../../src/search/dashboard.js"
+import { panel as standing } from "../../src/standing/dashboard.js"
 import * as Serve from "../support/Serve.js"
 import { listTodos } from "../client/contracts.js"
 import { app, memory, mountAs, parts } from "../client/fixtures.js"
@@ -46,6 +52,16 @@ describe("the inspect dashboard", () => {
       const script = yield* Effect.promise(() => fetch(`${served.url}/_fw/dashboard/app.js`))
       assert.strictEqual(script.status, 404)
     }))
+})
+
+describe("the dashboard's size", () => {
+  it("is what docs/dashboard.md states, within 2 KiB", () => {
+    const modules = [DashboardAssets.html, DashboardAssets.script, flags.module, aggregates.module, search.module, standing.module]
+    const kib = modules.reduce((sum, text) => sum + Buffer.byteLength(text), 0) / 1024
+    const docs = readFileSync(new URL("../../docs/dashboard.md", import.meta.url), "utf8")
+    const stated = Number(/The dashboard is \*\*([\d.]+) KiB\*\*/.exec(docs)?.[1])
+    assert.isAtMost(Math.abs(kib - stated), 2, `the dashboard is ${kib.toFixed(1)} KiB; docs/dashboard.md says ${stated} KiB`)
+  })
 })
 
 describe.skipIf(!available)("the inspect dashboard in headless Chromium", () => {

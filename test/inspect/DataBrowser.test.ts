@@ -9,7 +9,6 @@ import type { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, Either, Exit, Layer, Schema, Scope } from "effect"
-import { mkdirSync } from "node:fs"
 import type { Browser } from "playwright-core"
 import { defineApp } from "../../src/app/App.js"
 import { rowHistoryPlugin } from "../../src/history/index.js"
@@ -20,6 +19,7 @@ import { defineTable } from "../../src/kernel/schema/Table.js"
 import * as Store from "../../src/kernel/store/Store.js"
 import * as Subject from "../../src/kernel/Subject.js"
 import * as Chromium from "../support/Chromium.js"
+import * as Screenshots from "../support/Screenshots.js"
 import * as Pg from "../support/Pg.js"
 import * as Serve from "../support/Serve.js"
 
@@ -27,8 +27,6 @@ const inspectToken = "data-browser-token"
 process.env.FW_INSPECT_TOKEN = inspectToken
 const available = Chromium.availableFor("the data browser's browser test")
 
-/** Where the tests write the panels' screenshots (linked from docs/dashboard.md). */
-const screenshots = new URL("../../docs/screenshots/", import.meta.url).pathname
 
 const Tasks = defineTable("browse_tasks", {
   fields: {
@@ -269,7 +267,6 @@ describe("the data browser over HTTP and in headless Chromium", () => {
       // Nothing typed into a row ran or became an element.
       assert.strictEqual(yield* step(() => page.locator("main img, main b").count()), 0)
       assert.isUndefined(yield* step(() => page.evaluate(() => document.body.dataset.injected)))
-      mkdirSync(screenshots, { recursive: true })
-      yield* step(() => page.screenshot({ path: `${screenshots}tables.png`, fullPage: true }))
+      yield* step(() => Screenshots.take(page, "tables"))
     }))
 })

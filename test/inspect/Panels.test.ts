@@ -9,7 +9,6 @@ import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import type { Context } from "effect"
 import { Effect, Exit, Layer, Schema, Scope } from "effect"
-import { mkdirSync } from "node:fs"
 import type { Browser } from "playwright-core"
 import * as AuthStrategy from "../../src/app/AuthStrategy.js"
 import { defineApp } from "../../src/app/App.js"
@@ -25,6 +24,7 @@ import * as Memory from "../../src/search/Memory.js"
 import type { SearchBackendShape } from "../../src/search/SearchBackend.js"
 import { CostEvents, defineCostBudget, defineExpectation, defineExperiment, standingPlugin } from "../../src/standing/index.js"
 import * as Chromium from "../support/Chromium.js"
+import * as Screenshots from "../support/Screenshots.js"
 import * as Serve from "../support/Serve.js"
 
 const inspectToken = "panels-inspect-token"
@@ -32,8 +32,6 @@ process.env.FW_INSPECT_TOKEN = inspectToken
 
 const available = Chromium.availableFor("the dashboard panel browser tests")
 
-/** Where the tests write the panels' screenshots (linked from docs/dashboard.md). */
-const screenshots = new URL("../../docs/screenshots/", import.meta.url).pathname
 
 const viewer = Subject.make({ type: "user", id: "viewer", tenantId: "acme", scopes: ["fw:inspect"] })
 const strategy: AuthStrategy.AuthStrategy = {
@@ -262,8 +260,7 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
       assert.include(described, "signups from 10 to 91, last 91")
       assert.strictEqual(yield* step(() => page.locator("#aggregate-detail [data-aggregate-row]").count()), 10)
       assert.strictEqual(yield* step(() => page.locator("#aggregate-detail dd[data-fact='rows']").textContent()), "10")
-      mkdirSync(screenshots, { recursive: true })
-      yield* step(() => page.screenshot({ path: `${screenshots}aggregates.png`, fullPage: true }))
+      yield* step(() => Screenshots.take(page, "aggregates"))
 
       // A refresh that fails keeps the rows and shows why, as text.
       failing.now = true
@@ -326,8 +323,7 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
       yield* step(() => page.waitForSelector(`${volumeRow} [data-status='violated']`))
       assert.strictEqual(yield* step(() => page.locator(`${volumeRow} td.metric`).textContent()), "9 rows")
       assert.match((yield* step(() => page.locator(`${volumeRow} td.cause`).textContent())) ?? "", /^insert of row extra-2 in panel_notes by the system at /)
-      mkdirSync(screenshots, { recursive: true })
-      yield* step(() => page.screenshot({ path: `${screenshots}standing.png`, fullPage: true }))
+      yield* step(() => Screenshots.take(page, "standing"))
       yield* Effect.flatMap(Store.Store, (store) =>
         Effect.zipRight(store.delete(Notes, "extra-1"), store.delete(Notes, "extra-2"))
       ).pipe(Effect.provide(stores))
@@ -381,6 +377,7 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
         `panel-notes: done ${rows}/${rows}`
       ])
       assert.strictEqual(yield* Effect.promise(() => page.locator("#search-progress.error").count()), 0)
+      yield* Effect.promise(() => Screenshots.take(page, "search"))
     }))
 
   it.scopedLive("the Flags panel: each rule in words, the labels explained, markup as text, a toggle audited as the operator", () =>
@@ -418,8 +415,7 @@ describe.skipIf(!available)("the areas' dashboard panels in headless Chromium", 
       yield* step(() => page.waitForSelector("tr[data-audit='beta']"))
       const row = yield* step(() => page.locator("tr[data-audit='beta']").first().locator("td").allTextContents())
       assert.deepStrictEqual(row.slice(1), ["beta", "toggle", "system:inspect-token", "ops-1", "enabled: false → true; override: none → enabled = true"])
-      mkdirSync(screenshots, { recursive: true })
-      yield* step(() => page.screenshot({ path: `${screenshots}flags.png`, fullPage: true }))
+      yield* step(() => Screenshots.take(page, "flags"))
       // The audit row is the server's, not the page's.
       const audit = yield* step(() =>
         fetch(`${served.url}/_fw/inspect/plugins/flags/audit?flag=beta`, { headers: { authorization: `Bearer ${inspectToken}` } }).then((r) => r.json())
