@@ -6,8 +6,8 @@
  * as text and `<mark>` nodes: markup in a note stays text) and facets, the tenant's word count (an
  * aggregate) follows each write, an expectation turns violated and recovers, the flag-gated feature
  * appears when the flag is toggled on the dashboard, and the page reconnects after the server
- * restarts; a page on another origin without `authHeaders` connects anonymous. The run writes
- * docs/screenshots/notes-example.png.
+ * restarts; a page on another origin without `authHeaders` connects anonymous. With `FW_SCREENSHOTS` set
+ * (`npm run screenshots`) the run writes docs/screenshots/notes-example.png.
  *
  * That `authHeaders` is resolved again on reconnect is proven by test/client/Browser.test.ts (the
  * example's same-origin page rides on its session cookie and has no `authHeaders`).
@@ -15,7 +15,7 @@
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn, type ChildProcess } from "node:child_process"
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
+import { mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:http"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -24,6 +24,7 @@ import type { Browser, Page } from "playwright-core"
 import * as Chromium from "../support/Chromium.js"
 import * as PageServer from "../support/PageServer.js"
 import { bundle } from "../client/bundle.js"
+import * as Screenshots from "../support/Screenshots.js"
 
 const available = Chromium.availableFor("the notes example browser tests")
 
@@ -75,7 +76,6 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
   let dir = ""
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), "fw-notes-example-"))
-    mkdirSync(path.join(root, "docs/screenshots"), { recursive: true })
     port = await freePort()
     url = `http://127.0.0.1:${port}`
     ;[server, browser] = await Promise.all([start(port, path.join(dir, "notes.db")), Chromium.launch()])
@@ -109,8 +109,6 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
       await page.selectOption("#tag", tag)
       await page.click("#add")
     })
-
-  const screenshot = path.join(root, "docs/screenshots/notes-example.png")
 
   it.scopedLive("sign-up and login, bodies in a live list across tabs and tenants, highlighted search with facets, the aggregate and the expectation, a flag toggled on the dashboard, a restart", () =>
     Effect.gen(function*() {
@@ -278,7 +276,7 @@ describe.skipIf(!available)("the notes example in headless Chromium", () => {
         await first.setViewportSize({ width: 1100, height: 860 })
         await first.fill("#search", "garden")
         await first.waitForSelector("#found:text('2 found')")
-        await first.screenshot({ path: screenshot, fullPage: true })
+        await Screenshots.take(first, "notes-example")
       })
       assert.deepStrictEqual(blocked, [])
 
