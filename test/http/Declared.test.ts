@@ -111,7 +111,7 @@ describe("declared REST routes (spec 2.8)", () => {
       assert.strictEqual(probeGet.headers.get("allow"), "HEAD")
     }))
 
-  it.scopedLive("summary becomes the summary of the route's OpenAPI operation", () =>
+  it.scopedLive("summary becomes the summary of the route's OpenAPI operation (the method and path when none is declared)", () =>
     Effect.gen(function*() {
       const { url } = yield* Serve.serve(app, memory)
       const document = (yield* send(`${url}/openapi.json`)).json() as {
@@ -119,7 +119,7 @@ describe("declared REST routes (spec 2.8)", () => {
       }
       assert.strictEqual(document.paths["/items/{id}"]?.["delete"]?.summary, "Delete one item")
       assert.strictEqual(document.paths["/tagged"]?.["get"]?.summary, "Read the tagged value")
-      assert.isUndefined(document.paths["/tagged"]?.["post"]?.summary)
+      assert.strictEqual(document.paths["/tagged"]?.["post"]?.summary, "POST /tagged")
     }))
 
   it.scopedLive("etag is honoured on GET and ignored on POST and PUT", () =>
