@@ -27,9 +27,10 @@ export const freePort = () =>
     })
   })
 
-/** A running tour: its base URL, and how to stop it (its folder is removed). */
+/** A running tour: its base URL, its folder, and how to stop it (its folder is removed). */
 export interface Running {
   readonly url: string
+  readonly dir: string
   readonly stop: () => void
 }
 
@@ -69,5 +70,5 @@ export const start = async (env: Record<string, string> = {}): Promise<Running> 
     stop()
     throw error
   }
-  return { url: `http://127.0.0.1:${port}`, stop }
+  return { url: `http://127.0.0.1:${port}`, dir, stop }
 }
