@@ -1,7 +1,7 @@
 /**
  * rpc round trips of a guarded query (`items.get`: decode, scope guard, a store read, encode) over
- * `POST /rpc` and over one WebSocket with 32 calls in flight, against a Fastify `POST /rpc` route
- * doing the same work (`http/rpcFastifyServer.ts`) and a bare HttpLayerRouter route in the fw
+ * `POST /rpc`, as plain JSON over `POST /rpc/items.get`, and over one WebSocket with 32 calls in
+ * flight, against Fastify `POST /rpc` and `POST /rpc/items.get` routes doing the same work (`http/rpcFastifyServer.ts`) and a bare HttpLayerRouter route in the fw
  * process, all in one run, in alternating rounds. Prints req/s, the server process's CPU time per
  * call, and the ratios against Fastify (CPU is the steadier figure on a loaded machine).
  *
@@ -45,6 +45,9 @@ const overWebSocket = (server: ServerProcess, seconds: number, inFlight: number)
     socket.on("error", reject)
   })
 
+/** The plain-JSON form of the same call: the input as the body (`POST /rpc/<tag>`). */
+const plain = JSON.stringify({ id: "i1" })
+
 export const run = async () => {
   const fw = await startBundled("bench/rpcServer.ts", "rpcServer")
   const fastify = await startBundled("bench/http/rpcFastifyServer.ts", "rpcFastifyServer")
@@ -55,7 +58,9 @@ export const run = async () => {
     const runs = {
       "Fastify POST /rpc": (duration: number) => post(fastify, "/rpc", frame(1), duration),
       "bare HttpLayerRouter route": (duration: number) => post(fw, "/bare", JSON.stringify({ id: "i1" }), duration),
+      "Fastify POST /rpc/items.get (plain JSON)": (duration: number) => post(fastify, "/rpc/items.get", plain, duration),
       "fw POST /rpc": (duration: number) => post(fw, "/rpc", frame(1), duration),
+      "fw POST /rpc/items.get (plain JSON)": (duration: number) => post(fw, "/rpc/items.get", plain, duration),
       "fw one WebSocket (32 in flight)": async (duration: number) => {
         const result = await overWebSocket(fw, duration, 32)
         return { perSecond: result.perSecond, cpuMicrosPerRequest: result.cpu }

@@ -2,7 +2,7 @@
  * The Fastify peer of the rpc benchmark: `POST /rpc` doing the work fw's `POST /rpc` does for the
  * `items.get` query: parse the rpc request frame, check the bearer token and the scope (the
  * query's guard), validate the input, read the row (the caller's tenant only), answer the rpc
- * `Exit` frame. Prints its port.
+ * `Exit` frame; and the same call as plain JSON on `POST /rpc/items.get`. Prints its port.
  */
 import Fastify from "fastify"
 
@@ -26,6 +26,15 @@ app.post<{ Body: Frame }>("/rpc", async (request, reply) => {
   const row = rows.get(frame.payload.id)
   const value = row !== undefined && row.tenantId === caller.tenantId ? row : null
   return reply.type("application/json").send(JSON.stringify([{ _tag: "Exit", requestId: frame.id, exit: { _tag: "Success", value } }]))
+})
+// The plain-JSON form (`POST /rpc/<tag>`): the input is the body, the value is the answer.
+app.post<{ Body: { readonly id?: unknown } }>("/rpc/items.get", async (request, reply) => {
+  if (request.headers.authorization !== "Bearer bench") return reply.code(401).send()
+  if (!caller.scopes.includes("items:read")) return reply.code(403).send()
+  if (typeof request.body?.id !== "string") return reply.code(400).send()
+  const row = rows.get(request.body.id)
+  const value = row !== undefined && row.tenantId === caller.tenantId ? row : null
+  return reply.type("application/json").send(JSON.stringify(value))
 })
 await app.listen({ port: 0, host: "127.0.0.1" })
 const address = app.server.address()
