@@ -1,4 +1,3 @@
-import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import type { Browser, BrowserContext } from "playwright-core"
@@ -11,13 +10,6 @@ import { app, memory, tokens } from "./fixtures.js"
 import * as Chromium from "../support/Chromium.js"
 
 const available = Chromium.availableFor("the browser client tests")
-
-/** `GET /page` and `GET /page.js` (the bundled test page) on the app's own listener. */
-const pageRoutes = (code: string) =>
-  Layer.mergeAll(
-    HttpLayerRouter.add("GET", "/page", HttpServerResponse.html(PageServer.pageHtml)),
-    HttpLayerRouter.add("GET", "/page.js", HttpServerResponse.text(code, { contentType: "text/javascript" }))
-  )
 
 interface PageConfig {
   readonly url: string
@@ -70,7 +62,7 @@ describe.skipIf(!available)("the browser client in headless Chromium", () => {
 
   it.scopedLive("a page calls a procedure and its live list updates after a mutation from another tab", () =>
     Effect.gen(function*() {
-      const served = yield* Serve.serve(app, memory, { routes: pageRoutes(code) })
+      const served = yield* Serve.serve(app, memory, { routes: PageServer.routes(code) })
       const browser = yield* launch
       const first = yield* openPage(browser, `${served.url}/page`, { url: "/rpc", token: "tok-alice" })
       const second = yield* openPage(browser, `${served.url}/page`, { url: "/rpc", token: "tok-alice" })
@@ -87,7 +79,7 @@ describe.skipIf(!available)("the browser client in headless Chromium", () => {
     Effect.gen(function*() {
       const store = yield* sharedStore
       const firstRun = yield* Scope.make()
-      const served = yield* Serve.serve(app, store, { routes: pageRoutes(code) }).pipe(Scope.extend(firstRun))
+      const served = yield* Serve.serve(app, store, { routes: PageServer.routes(code) }).pipe(Scope.extend(firstRun))
       const port = Number(new URL(served.url).port)
       const browser = yield* launch
       const page = yield* openPage(browser, `${served.url}/page`, { url: "/rpc", token: "tok-rotate" })
@@ -105,7 +97,7 @@ describe.skipIf(!available)("the browser client in headless Chromium", () => {
         Effect.orDie
       )
       yield* Effect.promise(() => page.waitForFunction(() => (globalThis as unknown as Window).fwState.todos?.status === "reconnecting"))
-      yield* Serve.serve(app, store, { routes: pageRoutes(code) }, port)
+      yield* Serve.serve(app, store, { routes: PageServer.routes(code) }, port)
       yield* Effect.promise(() =>
         page.waitForFunction(() => {
           const state = (globalThis as unknown as Window).fwState
@@ -138,7 +130,7 @@ describe.skipIf(!available)("the browser client in headless Chromium", () => {
 
   it.scopedLive("React: useQuery re-renders after another tab's useMutation; a refused mutation shows its typed error", () =>
     Effect.gen(function*() {
-      const served = yield* Serve.serve(app, memory, { routes: pageRoutes(reactCode) })
+      const served = yield* Serve.serve(app, memory, { routes: PageServer.routes(reactCode) })
       const browser = yield* launch
       const viewer = yield* openPage(browser, `${served.url}/page`, { url: "/rpc", token: "tok-alice" })
       const editor = yield* openPage(browser, `${served.url}/page`, { url: "/rpc", token: "tok-alice" })

@@ -6,7 +6,6 @@
  * surface; `useSearch(indexName)` gives `{results, facets, run, pending}` for the caller's tenant.
  * The provider-free forms (`useFlag(api, key)`, ...) show the same on the same page.
  */
-import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import type { Browser } from "playwright-core"
@@ -14,19 +13,12 @@ import * as Chromium from "../support/Chromium.js"
 import * as Serve from "../support/Serve.js"
 import { bundle } from "./bundle.js"
 import { hooksApp, memory, seedNotes, toggleFlag } from "./fixtures.js"
+import * as PageServer from "../support/PageServer.js"
 
 const available = Chromium.availableFor("the React hooks browser test")
 
 const inspectToken = "client-hooks-browser-token"
 process.env.FW_INSPECT_TOKEN = inspectToken
-
-const html = `<!doctype html><html><body><script type="module" src="/page.js"></script></body></html>`
-
-const pageRoutes = (code: string) =>
-  Layer.mergeAll(
-    HttpLayerRouter.add("GET", "/page", HttpServerResponse.html(html)),
-    HttpLayerRouter.add("GET", "/page.js", HttpServerResponse.text(code, { contentType: "text/javascript" }))
-  )
 
 const toggle = (url: string, flag: string) => toggleFlag(url, flag, inspectToken)
 
@@ -42,7 +34,7 @@ describe.skipIf(!available)("React hooks in headless Chromium", () => {
   it.scopedLive("every hook under the provider: flags follow a toggle, a search shows hits and facets of the caller's tenant", () =>
     Effect.gen(function*() {
       const store = yield* Effect.map(Layer.build(memory), (context) => Layer.succeedContext(context))
-      const served = yield* Serve.serve(hooksApp().app, store, { routes: pageRoutes(code) })
+      const served = yield* Serve.serve(hooksApp().app, store, { routes: PageServer.routes(code) })
       yield* seedNotes.pipe(Effect.provide(store))
       const context = yield* Effect.acquireRelease(
         Effect.promise(() => browser!.newContext()),

@@ -4,7 +4,6 @@
  * toggle on the inspect surface emits `PROVIDER_CONFIGURATION_CHANGED` naming the flag and the
  * next read sees it, and no read counts as flag usage (spec 2.11; the flags store is SQLite).
  */
-import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { afterAll, assert, beforeAll, describe, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
@@ -17,19 +16,12 @@ import { bundle } from "../client/bundle.js"
 import { hooksApp, toggleFlag, tokens } from "../client/fixtures.js"
 import * as Chromium from "../support/Chromium.js"
 import * as Serve from "../support/Serve.js"
+import * as PageServer from "../support/PageServer.js"
 
 const available = Chromium.availableFor("the OpenFeature web provider browser test")
 
 const inspectToken = "openfeature-web-token"
 process.env.FW_INSPECT_TOKEN = inspectToken
-
-const html = `<!doctype html><html><body><script type="module" src="/page.js"></script></body></html>`
-
-const pageRoutes = (code: string) =>
-  Layer.mergeAll(
-    HttpLayerRouter.add("GET", "/page", HttpServerResponse.html(html)),
-    HttpLayerRouter.add("GET", "/page.js", HttpServerResponse.text(code, { contentType: "text/javascript" }))
-  )
 
 describe.skipIf(!available)("OpenFeature web provider in headless Chromium", () => {
   let code = ""
@@ -55,7 +47,7 @@ describe.skipIf(!available)("OpenFeature web provider in headless Chromium", () 
         )),
         (context) => Layer.succeedContext(context)
       )
-      const served = yield* Serve.serve(app, store, { routes: pageRoutes(code) })
+      const served = yield* Serve.serve(app, store, { routes: PageServer.routes(code) })
       const context = yield* Effect.acquireRelease(
         Effect.promise(() => browser!.newContext()),
         (context) => Effect.promise(() => context.close())
